@@ -1,0 +1,30 @@
+# The two commands a fresh machine needs: `make app` and `make test`.  Each creates .venv if missing
+# and installs what it needs first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | md5sum | cut -c1-8)
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[app,test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+app: $(STAMP)
+	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.headless true
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 tests
+
+bench: $(STAMP)
+	set -e; for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f; done
+
+lint: $(STAMP)
+	$(BIN)/python -m pip install -q ruff && $(BIN)/ruff check planner calibration tests app.py
+
+.PHONY: install app test bench lint

@@ -1,0 +1,125 @@
+"""The only reader of models/*.yaml, hardware/*.yaml and calibration/profiles/*.yaml.
+
+Errors are :class:`SpecError` with a one-line message naming the file and the field, never a
+pydantic traceback or a KeyError deep inside a computation.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from planner.specs import CalibrationProfile, GpuSpec, ModelSpec
+
+ROOT = Path(os.environ.get("PLANNER_DATA_DIR", Path(__file__).resolve().parent.parent))
+MODELS_DIR = ROOT / "models"
+HARDWARE_DIR = ROOT / "hardware"
+PROFILES_DIR = ROOT / "calibration" / "profiles"
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class SpecError(ValueError):
+    """Bad input: a malformed spec, an unknown id, a value out of range.  The message names the field."""
+
+
+def format_validation_error(err: ValidationError, where: str = "") -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(root)"
+        msg = e["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}")
+    prefix = f"{where}: " if where else ""
+    return prefix + "; ".join(parts)
+
+
+def parse_spec(cls: type[T], data: object, where: str = "") -> T:
+    """Validate ``data`` as ``cls``; raise SpecError naming the field on failure."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
+    try:
+        return cls.model_validate(data)
+    except ValidationError as err:
+        raise SpecError(format_validation_error(err, where)) from None
+
+
+def load_yaml_file(path: Path) -> object:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read ({err.strerror})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SpecError(f"{path.name}: malformed YAML{at}: {getattr(err, 'problem', err)}") from None
+
+
+def load_spec_file(cls: type[T], path: Path) -> T:
+    spec = parse_spec(cls, load_yaml_file(path), Path(path).name)
+    want = Path(path).stem
+    got = getattr(spec, "id", want)
+    if cls is not CalibrationProfile and got != want:
+        raise SpecError(f"{Path(path).name}: id '{got}' does not match the file name '{want}'")
+    return spec
+
+
+def _load_dir(cls: type[T], directory: Path) -> dict[str, T]:
+    out: dict[str, T] = {}
+    for path in sorted(Path(directory).glob("*.yaml")):
+        spec = load_spec_file(cls, path)
+        out[path.stem] = spec
+    return out
+
+
+@functools.cache
+def models() -> dict[str, ModelSpec]:
+    return _load_dir(ModelSpec, MODELS_DIR)
+
+
+@functools.cache
+def gpus() -> dict[str, GpuSpec]:
+    return _load_dir(GpuSpec, HARDWARE_DIR)
+
+
+def _lookup(kind: str, table: dict[str, T], key: str) -> T:
+    try:
+        return table[key]
+    except KeyError:
+        raise SpecError(f"{kind}: unknown id '{key}'; known: {', '.join(sorted(table))}") from None
+
+
+def model(model_id: str) -> ModelSpec:
+    return _lookup("model", models(), model_id)
+
+
+def gpu(gpu_id: str) -> GpuSpec:
+    return _lookup("gpu", gpus(), gpu_id)
+
+
+@functools.cache
+def profiles() -> tuple[tuple[Path, CalibrationProfile], ...]:
+    out = []
+    for path in sorted(PROFILES_DIR.glob("*.yaml")):
+        out.append((path, parse_spec(CalibrationProfile, load_yaml_file(path), path.name)))
+    return tuple(out)
+
+
+def profile_for(gpu_id: str, engine_version: str | None = None) -> CalibrationProfile | None:
+    """The newest committed calibrated profile for a GPU (and engine version, if given)."""
+    found = [
+        p for _, p in profiles()
+        if p.gpu_id == gpu_id and (engine_version in (None, "") or p.engine_version == engine_version)
+    ]
+    found.sort(key=lambda p: p.created)
+    return found[-1] if found else None
+
+
+def load_profile(path: str | Path) -> CalibrationProfile:
+    return parse_spec(CalibrationProfile, load_yaml_file(Path(path)), Path(path).name)

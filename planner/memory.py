@@ -1,0 +1,294 @@
+"""Memory: weight bytes, KV-cache bytes, the vLLM-style memory budget and max concurrency.
+
+All sizes are bytes.  Functions return small frozen result objects that keep their parts, so a UI
+can show *why* a number is what it is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from planner.params import count_params
+from planner.specs import (
+    IDEAL_PROFILE,
+    KV_BYTES,
+    WEIGHT_BITS,
+    CalibrationProfile,
+    Deployment,
+    GpuSpec,
+    ModelSpec,
+)
+
+BF16_BYTES = 2.0
+
+
+# ------------------------------------------------------------------------------------------- weights
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    """Weight memory of the whole model (all GPUs together)."""
+
+    dtype: str
+    bits_per_weight: float
+    quantized_params: float  # linear layers, stored at bits_per_weight
+    kept_16bit_params: float  # embeddings, lm_head, norms, routers: stay bf16
+    quantized_bytes: float
+    kept_16bit_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.quantized_bytes + self.kept_16bit_bytes
+
+
+def weight_bytes(model: ModelSpec, dtype: str) -> WeightBytes:
+    """Weights at ``dtype``: linear layers × bits/8 (scale overhead included), the rest 16-bit.
+
+    Mistral 7B bf16: 7.248e9 params × 2 B = 14.5 GB.  int8: 6.98e9 linear × 1 B + 0.268e9 × 2 B ≈ 7.5 GB.
+    """
+    if dtype not in WEIGHT_BITS:
+        raise ValueError(f"weight_dtype: unknown dtype '{dtype}'; known: {', '.join(WEIGHT_BITS)}")
+    p = count_params(model)
+    bits = WEIGHT_BITS[dtype]
+    quant = p.quantizable
+    kept = p.total - quant
+    return WeightBytes(dtype, bits, quant, kept, quant * bits / 8.0, kept * BF16_BYTES)
+
+
+# ---------------------------------------------------------------------------------------------- KV
+
+
+def kv_bytes_per_token_per_layer(model: ModelSpec, kv_dtype: str) -> float:
+    """Bytes one token adds to the cache in one attention layer.
+
+    Standard attention: K and V, (head_dim + v_head_dim) × kv_heads × bytes
+    (Mistral 7B: (128 + 128) × 8 × 2 = 4,096 B).  MLA: one latent of kv_lora_rank + qk_rope_head_dim
+    (DeepSeek-V3: (512 + 64) × 2 = 1,152 B).
+    """
+    if kv_dtype not in KV_BYTES:
+        raise ValueError(f"kv_cache_dtype: unknown dtype '{kv_dtype}'; known: {', '.join(KV_BYTES)}")
+    a = model.attention
+    b = KV_BYTES[kv_dtype]
+    if a.kind == "mla":
+        return (a.kv_lora_rank + a.qk_rope_head_dim) * b
+    return (a.head_dim + a.value_dim) * a.num_kv_heads * b
+
+
+def kv_bytes_per_token(model: ModelSpec, kv_dtype: str = "bf16") -> float:
+    """Bytes per token of context over every attention layer (the long-context asymptote of
+    full-attention layers; sliding-window layers counted as if the context is inside the window).
+
+    Mistral 7B: 2 × 32 layers × 8 KV heads × 128 × 2 B = 131,072 B.
+    """
+    return kv_bytes_per_token_per_layer(model, kv_dtype) * model.num_attention_layers
+
+
+@dataclass(frozen=True)
+class KvPerRequest:
+    """KV cache one request holds at a given context length."""
+
+    context_tokens: int
+    full_layer_tokens: int  # tokens held by each full-attention layer (block-rounded)
+    sliding_layer_tokens: int  # tokens held by each sliding-window layer
+    full_bytes: float
+    sliding_bytes: float
+    state_bytes: float  # linear-attention / Mamba state
+
+    @property
+    def total_bytes(self) -> float:
+        return self.full_bytes + self.sliding_bytes + self.state_bytes
+
+
+def round_up(x: int, multiple: int) -> int:
+    return int(math.ceil(x / multiple) * multiple)
+
+
+def kv_bytes_per_request(
+    model: ModelSpec, kv_dtype: str, context_tokens: int, block_size_tokens: int = 1
+) -> KvPerRequest:
+    """KV bytes of one request at ``context_tokens``; blocks of ``block_size_tokens`` are allocated
+    whole (vLLM: 16).  Sliding-window layers keep at most window (+ one block) tokens."""
+    if context_tokens < 0:
+        raise ValueError(f"context_tokens must be >= 0, got {context_tokens}")
+    per_layer = kv_bytes_per_token_per_layer(model, kv_dtype)
+    full_tokens = round_up(context_tokens, block_size_tokens)
+    slide_tokens = 0
+    if model.num_sliding_layers:
+        w = model.sliding_window_tokens or 0
+        slide_tokens = min(full_tokens, round_up(w, block_size_tokens) + (block_size_tokens if block_size_tokens > 1 else 0))
+    return KvPerRequest(
+        context_tokens,
+        full_tokens,
+        slide_tokens,
+        full_tokens * per_layer * model.num_full_attention_layers,
+        slide_tokens * per_layer * model.num_sliding_layers,
+        float(model.linear_state_bytes_per_layer * model.num_linear_layers),
+    )
+
+
+# ------------------------------------------------------------------------- seeds' capacity equation
+
+
+@dataclass(frozen=True)
+class Concurrency:
+    """The seeds' capacity equation: (memory − weights − overhead) ÷ (KV/token × context)."""
+
+    memory_bytes: float
+    weight_bytes: float
+    overhead_bytes: float
+    available_bytes: float
+    per_user_bytes: float
+    max_users: int
+
+
+def capacity_equation(
+    memory_bytes: float,
+    weight_bytes: float,
+    overhead_bytes: float,
+    kv_bytes_per_token: float,
+    context_tokens: int,
+) -> Concurrency:
+    """A100 80 GB, 14.5 GB weights, 8 GB overhead, 131,072 B/token, 4,096 tokens:
+    (80 − 14.5 − 8) GB = 57.5e9 B; 131,072 × 4,096 = 536,870,912 B/user; 57.5e9 / 536,870,912 = 107.1 → 107.
+    """
+    if context_tokens <= 0:
+        raise ValueError(f"context_tokens must be > 0, got {context_tokens}")
+    if kv_bytes_per_token <= 0:
+        raise ValueError(f"kv_bytes_per_token must be > 0, got {kv_bytes_per_token}")
+    available = memory_bytes - weight_bytes - overhead_bytes
+    per_user = kv_bytes_per_token * context_tokens
+    users = max(0, math.floor(available / per_user)) if available > 0 else 0
+    return Concurrency(memory_bytes, weight_bytes, overhead_bytes, available, per_user, users)
+
+
+# --------------------------------------------------------------------------- vLLM memory budget
+
+
+def kv_heads_per_gpu(model: ModelSpec, tensor_parallel: int) -> float:
+    """KV heads each TP rank stores: heads are split, and replicated when TP > kv_heads.
+    MLA's single latent is replicated on every rank."""
+    a = model.attention
+    if a.kind == "mla":
+        return 1.0
+    return max(1.0, a.num_kv_heads / tensor_parallel) / a.num_kv_heads
+
+
+def kv_shard_fraction(model: ModelSpec, tensor_parallel: int, pipeline_parallel: int = 1) -> float:
+    """Fraction of a request's KV one GPU holds (TP splits heads, PP splits layers)."""
+    return kv_heads_per_gpu(model, tensor_parallel) / pipeline_parallel
+
+
+def activation_peak_bytes(
+    model: ModelSpec, deployment: Deployment, profile: CalibrationProfile = IDEAL_PROFILE
+) -> float:
+    """Peak activation memory of vLLM's profiling forward pass (max_num_batched_tokens tokens),
+    per GPU.  First-principles default: the widest live intermediates of one layer in 16 bits
+    (the gate/up output 2 × FFN width plus the down input, plus a few hidden-size buffers), and the
+    fp32 logits of max_num_seqs sampled rows.  A calibrated profile scales the per-token term.
+    """
+    tp = deployment.tensor_parallel
+    ffn = model.intermediate_size
+    if model.moe is not None:
+        e = model.moe
+        ffn = max(ffn, e.experts_per_token * e.expert_intermediate_size + e.num_shared_experts * e.shared_expert_intermediate_size)
+    width = 3 * ffn / tp + 6 * model.hidden_size
+    coef = profile.activation_bytes_per_batched_token_per_width or BF16_BYTES
+    forward = deployment.max_num_batched_tokens * width * coef
+    sampler = min(deployment.max_num_seqs, deployment.max_num_batched_tokens) * model.vocab_size / tp * 4.0
+    return forward + sampler
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """How vLLM splits one GPU's memory (all values per GPU, bytes)."""
+
+    gpu_memory_bytes: float
+    gpu_memory_utilization: float
+    usable_bytes: float  # utilization × total
+    weight_bytes: float
+    activation_bytes: float
+    non_torch_bytes: float
+    cudagraph_bytes: float
+    kv_pool_bytes: float  # what is left for the KV cache (may be negative: does not fit)
+    kv_bytes_per_token: float  # per GPU (after TP/PP sharding)
+    kv_capacity_tokens: int  # whole blocks
+    block_size_tokens: int
+
+    @property
+    def overhead_bytes(self) -> float:
+        return self.activation_bytes + self.non_torch_bytes + self.cudagraph_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.kv_pool_bytes > 0 and self.kv_capacity_tokens >= self.block_size_tokens
+
+    def explain(self) -> str:
+        """One sentence on why the model does or does not fit."""
+        from planner.units import fmt_gib
+
+        needed = self.weight_bytes + self.overhead_bytes
+        if self.fits:
+            return (
+                f"weights {fmt_gib(self.weight_bytes)} + overhead {fmt_gib(self.overhead_bytes)} leave "
+                f"{fmt_gib(self.kv_pool_bytes)} of {fmt_gib(self.usable_bytes)} usable per GPU for "
+                f"{self.kv_capacity_tokens:,} KV tokens"
+            )
+        return (
+            f"does not fit: needs {fmt_gib(needed)} per GPU for weights and overhead before any KV "
+            f"cache, has {fmt_gib(self.usable_bytes)} usable "
+            f"({self.gpu_memory_utilization:.0%} of {fmt_gib(self.gpu_memory_bytes)})"
+        )
+
+
+# Ideal-mode defaults for the two fixed terms a first-principles model cannot derive; a calibrated
+# profile replaces them with what vLLM printed at start-up on the real GPU.
+# vLLM 0.26's V2 model runner (dense models) subtracts no CUDA-graph estimate from the KV pool: the
+# graphs are captured afterwards inside the (1 − utilization) headroom.
+DEFAULT_NON_TORCH_BYTES = 0.6 * 2**30
+DEFAULT_CUDAGRAPH_BYTES = 0.0
+
+
+def memory_budget(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    deployment: Deployment,
+    profile: CalibrationProfile = IDEAL_PROFILE,
+) -> MemoryBudget:
+    """vLLM's start-up accounting per GPU: utilization × total − weights − peak activation −
+    non-torch − CUDA graphs = KV pool; KV pool ÷ KV bytes per token (per GPU) = token capacity,
+    rounded down to whole blocks."""
+    tp, pp = deployment.tensor_parallel, deployment.pipeline_parallel
+    usable = deployment.gpu_memory_utilization * gpu.memory_bytes
+    w = weight_bytes(model, deployment.weight_dtype).total_bytes * profile.weight_bytes_factor / (tp * pp)
+    act = activation_peak_bytes(model, deployment, profile)
+    non_torch = profile.non_torch_bytes if profile.mode == "calibrated" else DEFAULT_NON_TORCH_BYTES
+    graphs = profile.cudagraph_bytes if profile.mode == "calibrated" else DEFAULT_CUDAGRAPH_BYTES
+    pool = usable - w - act - non_torch - graphs
+    per_tok = kv_bytes_per_token(model, deployment.kv_cache_dtype) * kv_shard_fraction(model, tp, pp)
+    bs = deployment.block_size_tokens
+    tokens = int(pool // per_tok) // bs * bs if pool > 0 else 0
+    return MemoryBudget(gpu.memory_bytes, deployment.gpu_memory_utilization, usable, w, act, non_torch,
+                        graphs, pool, per_tok, tokens, bs)
+
+
+def request_kv_bytes_per_gpu(
+    model: ModelSpec, deployment: Deployment, context_tokens: int
+) -> float:
+    """KV bytes one request holds on one GPU at ``context_tokens`` (block-rounded, sharded)."""
+    kv = kv_bytes_per_request(model, deployment.kv_cache_dtype, context_tokens, deployment.block_size_tokens)
+    return kv.total_bytes * kv_shard_fraction(model, deployment.tensor_parallel, deployment.pipeline_parallel)
+
+
+def max_concurrency(
+    model: ModelSpec, gpu: GpuSpec, deployment: Deployment, context_tokens: int,
+    profile: CalibrationProfile = IDEAL_PROFILE,
+) -> int:
+    """Requests of ``context_tokens`` whose KV fits in one replica's pool at once."""
+    if context_tokens <= 0:
+        raise ValueError(f"context_tokens must be > 0, got {context_tokens}")
+    budget = memory_budget(model, gpu, deployment, profile)
+    if not budget.fits:
+        return 0
+    per_req = request_kv_bytes_per_gpu(model, deployment, context_tokens)
+    return int(budget.kv_pool_bytes // per_req) if per_req > 0 else 0

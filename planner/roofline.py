@@ -1,0 +1,438 @@
+"""Roofline latency of one engine step, of a prefill (TTFT) and of a decode step (TPOT).
+
+A step is a sum of kernels, each limited by its own roof:
+
+    linear   max(GEMM FLOPs / (peak × eff(T)),     weight bytes read / (bandwidth × eff_w))
+    attention max(attention FLOPs / (peak × eff_a), KV bytes read / (bandwidth × eff_kv))
+    comm     2 all-reduces per layer under tensor parallel
+    overhead step + per sequence + per token (launches, scheduling, sampling)
+
+The efficiencies and overheads come from a :class:`CalibrationProfile` (ideal roofline by default).
+Every function works elementwise on numpy arrays as well as on floats, so ``sweep`` and the
+simulator evaluate thousands of steps in one call.  Results keep their parts and name the bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from planner.memory import kv_bytes_per_token_per_layer, kv_heads_per_gpu, weight_bytes
+from planner.params import count_params
+from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, GpuSpec, ModelSpec
+
+ACT_BYTES = 2.0  # bf16 activations
+
+
+# ------------------------------------------------------------------------------- per-model costs
+
+
+@dataclass(frozen=True)
+class ModelCosts:
+    """What one GPU of a replica does per token, per sequence and per step (TP/PP applied).
+
+    Flops are per GPU; bytes are per GPU.  ``attn_*`` are per (query token × attended context token)
+    summed over the full-attention layers; sliding layers attend at most ``window_tokens``.
+    """
+
+    model_id: str
+    weight_dtype: str
+    kv_cache_dtype: str
+    tensor_parallel: int
+    pipeline_parallel: int
+    linear_flops_per_token: float  # 2 × active matmul params (no lm_head) / (TP·PP)
+    lm_head_flops_per_seq: float  # 2 × vocab × hidden / TP, once per sampled sequence
+    dense_weight_bytes: float  # weights read every step (non-expert), per GPU
+    expert_weight_bytes: float  # one routed expert in one layer, per GPU
+    num_moe_layers: float  # per pipeline stage
+    num_experts: int
+    experts_per_token: int
+    attn_flops_per_ctx_prefill: float  # per layer, per GPU: 2 × heads/TP × (qk_dim + v_dim)
+    attn_flops_per_ctx_decode: float
+    kv_bytes_per_ctx_layer: float  # per layer, per GPU
+    full_layers: float  # per stage
+    sliding_layers: float
+    window_tokens: float
+    allreduce_bytes_per_token: float  # hidden × 2 B
+    allreduces_per_step: float  # 2 per layer per stage under TP > 1, else 0
+
+
+def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
+    tp, pp = deployment.tensor_parallel, deployment.pipeline_parallel
+    p = count_params(model)
+    a = model.attention
+    wb = weight_bytes(model, deployment.weight_dtype)
+    bytes_per_quant = wb.bits_per_weight / 8.0
+    heads = a.num_heads / tp
+    if a.kind == "mla":
+        # prefill: per-head q·k over nope+rope dims and p·v over v dims (MHA form);
+        # decode: weights absorbed, q·k over kv_lora+rope and p·v over kv_lora (MQA form).
+        prefill_dims = a.qk_nope_head_dim + a.qk_rope_head_dim + a.value_dim
+        decode_dims = a.kv_lora_rank + a.qk_rope_head_dim + a.kv_lora_rank
+    else:
+        prefill_dims = decode_dims = a.head_dim + a.value_dim
+    # weights read per step: quantised linear non-expert weights + 16-bit lm_head/norms/routers
+    # (the embedding table is gathered, not streamed: only the used rows are read)
+    non_expert_linear = p.attention + p.dense_mlp + p.shared_experts
+    kept_read = p.lm_head_matmul + p.norms + p.router
+    dense_bytes = non_expert_linear * bytes_per_quant + kept_read * ACT_BYTES
+    return ModelCosts(
+        model_id=model.id,
+        weight_dtype=deployment.weight_dtype,
+        kv_cache_dtype=deployment.kv_cache_dtype,
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        linear_flops_per_token=2.0 * p.active_matmul_no_lm_head / (tp * pp),
+        lm_head_flops_per_seq=2.0 * p.lm_head_matmul / tp,
+        dense_weight_bytes=dense_bytes / (tp * pp),
+        expert_weight_bytes=p.expert * bytes_per_quant / tp,
+        num_moe_layers=p.num_moe_layers / pp,
+        num_experts=model.moe.num_experts if model.moe else 0,
+        experts_per_token=model.moe.experts_per_token if model.moe else 0,
+        attn_flops_per_ctx_prefill=2.0 * heads * prefill_dims,
+        attn_flops_per_ctx_decode=2.0 * heads * decode_dims,
+        kv_bytes_per_ctx_layer=kv_bytes_per_token_per_layer(model, deployment.kv_cache_dtype)
+        * kv_heads_per_gpu(model, tp),
+        full_layers=model.num_full_attention_layers / pp,
+        sliding_layers=model.num_sliding_layers / pp,
+        window_tokens=float(model.sliding_window_tokens or 0),
+        allreduce_bytes_per_token=model.hidden_size * ACT_BYTES,
+        allreduces_per_step=(2.0 * model.num_layers / pp) if tp > 1 else 0.0,
+    )
+
+
+@dataclass(frozen=True)
+class HwCoeffs:
+    """A GPU seen through a calibration profile: effective roofs and fixed costs."""
+
+    gpu_id: str
+    mode: str
+    linear_peak_flops_per_s: float
+    linear_compute_dtype: str
+    attn_peak_flops_per_s: float
+    hbm_bandwidth_bytes_per_s: float
+    matmul_efficiency_max: float
+    matmul_half_tokens: float
+    attention_compute_efficiency: float
+    weight_bandwidth_efficiency: float
+    kv_bandwidth_efficiency: float
+    step_overhead_s: float
+    per_seq_overhead_s: float
+    per_token_overhead_s: float
+    request_overhead_s: float
+    link_bandwidth_bytes_per_s: float
+    allreduce_latency_s: float
+
+
+def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDEAL_PROFILE) -> HwCoeffs:
+    dtype, peak = gpu.peak_flops_for(weight_dtype)
+    _, attn_peak = gpu.peak_flops_for("bf16")
+    return HwCoeffs(
+        gpu_id=gpu.id,
+        mode=profile.mode,
+        linear_peak_flops_per_s=peak,
+        linear_compute_dtype=dtype,
+        attn_peak_flops_per_s=attn_peak,
+        hbm_bandwidth_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s,
+        matmul_efficiency_max=profile.matmul_efficiency_max,
+        matmul_half_tokens=profile.matmul_half_tokens,
+        attention_compute_efficiency=profile.attention_compute_efficiency,
+        weight_bandwidth_efficiency=profile.weight_bandwidth_efficiency,
+        kv_bandwidth_efficiency=profile.kv_bandwidth_efficiency,
+        step_overhead_s=profile.step_overhead_s,
+        per_seq_overhead_s=profile.per_seq_overhead_s,
+        per_token_overhead_s=profile.per_token_overhead_s,
+        request_overhead_s=profile.request_overhead_s,
+        link_bandwidth_bytes_per_s=gpu.interconnect_bandwidth_bytes_per_s * profile.allreduce_bandwidth_efficiency,
+        allreduce_latency_s=(
+            profile.allreduce_latency_s if profile.allreduce_latency_s is not None else gpu.interconnect_latency_s
+        ),
+    )
+
+
+# ------------------------------------------------------------------------------- attention sums
+
+
+def attended_decode(mc: ModelCosts, ctx):
+    """Layer-weighted context one decode token attends: full layers × ctx + sliding × min(ctx, W)."""
+    ctx = np.asarray(ctx, dtype=float)
+    return mc.full_layers * ctx + mc.sliding_layers * np.minimum(ctx, mc.window_tokens)
+
+
+def attended_prefill(mc: ModelCosts, start, chunk):
+    """Σ over the ``chunk`` new tokens at positions start+1 … start+chunk of their attended context,
+    layer-weighted (causal: token p attends p keys; sliding layers at most W)."""
+    s = np.asarray(start, dtype=float)
+    c = np.asarray(chunk, dtype=float)
+    full = c * s + c * (c + 1) / 2.0
+    if mc.sliding_layers:
+        w = mc.window_tokens
+        # Σ_{p=s+1}^{s+c} min(p, w) = Σ p over p ≤ w, plus w for the rest
+        lo = np.minimum(s, w)
+        hi = np.minimum(s + c, w)
+        below = (hi * (hi + 1) - lo * (lo + 1)) / 2.0
+        above = (s + c - np.maximum(s, w)).clip(min=0) * w
+        slide = below + above
+    else:
+        slide = 0.0
+    return mc.full_layers * full + mc.sliding_layers * slide
+
+
+def experts_touched(num_experts, k, tokens):
+    """Expected distinct experts a batch of ``tokens`` routes to: E·(1 − (1 − k/E)^T)."""
+    tokens = np.asarray(tokens, dtype=float)
+    if not num_experts:
+        return np.zeros_like(tokens)
+    return num_experts * (1.0 - (1.0 - k / num_experts) ** tokens)
+
+
+# ------------------------------------------------------------------------------------ step time
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Time of one engine step and its parts (seconds; arrays when the inputs are arrays)."""
+
+    linear_compute_s: object
+    linear_memory_s: object
+    attention_compute_s: object
+    attention_memory_s: object
+    comm_s: object
+    overhead_s: object
+    flops: object
+    bytes: object
+    mode: str = "ideal"
+
+    @property
+    def linear_s(self):
+        return np.maximum(self.linear_compute_s, self.linear_memory_s)
+
+    @property
+    def attention_s(self):
+        return np.maximum(self.attention_compute_s, self.attention_memory_s)
+
+    @property
+    def total_s(self):
+        return self.linear_s + self.attention_s + self.comm_s + self.overhead_s
+
+    @property
+    def compute_s(self):
+        return self.linear_compute_s + self.attention_compute_s
+
+    @property
+    def memory_s(self):
+        return self.linear_memory_s + self.attention_memory_s
+
+    @property
+    def bound(self):
+        """Which roof limits the step: 'compute', 'memory', 'communication' or 'overhead'."""
+        roof = np.maximum(self.linear_compute_s, self.linear_memory_s) + np.maximum(
+            self.attention_compute_s, self.attention_memory_s
+        )
+        compute_part = np.where(self.linear_compute_s >= self.linear_memory_s, self.linear_compute_s, 0.0) + np.where(
+            self.attention_compute_s >= self.attention_memory_s, self.attention_compute_s, 0.0
+        )
+        label = np.where(compute_part * 2 >= roof, "compute", "memory")
+        label = np.where(np.asarray(self.comm_s) > roof, "communication", label)
+        label = np.where(np.asarray(self.overhead_s) > np.maximum(roof, self.comm_s), "overhead", label)
+        return label.item() if label.ndim == 0 else label
+
+    @property
+    def arithmetic_intensity(self):
+        """FLOPs per byte moved from HBM."""
+        return np.asarray(self.flops) / np.maximum(np.asarray(self.bytes), 1.0)
+
+
+def step_time(
+    mc: ModelCosts,
+    hw: HwCoeffs,
+    *,
+    prefill_tokens=0.0,
+    prefill_attended=0.0,
+    prefill_kv_read_tokens=0.0,
+    decode_seqs=0.0,
+    decode_attended=0.0,
+    sampled_seqs=None,
+) -> StepTime:
+    """One forward step over ``prefill_tokens`` new prompt tokens and ``decode_seqs`` decoding sequences.
+
+    ``prefill_attended`` / ``decode_attended`` are the layer-weighted attended contexts
+    (:func:`attended_prefill`, :func:`attended_decode`); ``prefill_kv_read_tokens`` the layer-weighted
+    cached tokens a prefill chunk reads (its prior context).  ``sampled_seqs`` defaults to the decode
+    sequences plus one per prefill (upper bound for the lm_head).
+    """
+    pt = np.asarray(prefill_tokens, dtype=float)
+    ds = np.asarray(decode_seqs, dtype=float)
+    tokens = pt + ds
+    sampled = ds + (pt > 0) if sampled_seqs is None else np.asarray(sampled_seqs, dtype=float)
+    # linear layers
+    lin_flops = mc.linear_flops_per_token * tokens + mc.lm_head_flops_per_seq * sampled / mc.pipeline_parallel
+    touched = experts_touched(mc.num_experts, mc.experts_per_token, tokens)
+    w_bytes = mc.dense_weight_bytes + mc.num_moe_layers * touched * mc.expert_weight_bytes
+    w_bytes = np.where(tokens > 0, w_bytes, 0.0)
+    eff = hw.matmul_efficiency_max * tokens / (tokens + hw.matmul_half_tokens + 1e-30)
+    lin_c = lin_flops / (hw.linear_peak_flops_per_s * np.maximum(eff, 1e-9))
+    lin_m = w_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.weight_bandwidth_efficiency)
+    # attention
+    att_flops = mc.attn_flops_per_ctx_prefill * np.asarray(prefill_attended, dtype=float) + (
+        mc.attn_flops_per_ctx_decode * np.asarray(decode_attended, dtype=float)
+    )
+    kv_bytes = mc.kv_bytes_per_ctx_layer * (
+        np.asarray(decode_attended, dtype=float) + np.asarray(prefill_kv_read_tokens, dtype=float)
+        + tokens * (mc.full_layers + mc.sliding_layers)  # writes of the new tokens' K/V
+    )
+    att_c = att_flops / (hw.attn_peak_flops_per_s * hw.attention_compute_efficiency)
+    att_m = kv_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.kv_bandwidth_efficiency)
+    # tensor-parallel all-reduces: ring, 2(n−1)/n of the message crosses each link
+    if mc.allreduces_per_step:
+        n = mc.tensor_parallel
+        msg = tokens * mc.allreduce_bytes_per_token
+        comm = mc.allreduces_per_step * (
+            hw.allreduce_latency_s + 2.0 * (n - 1) / n * msg / hw.link_bandwidth_bytes_per_s
+        )
+        comm = np.where(tokens > 0, comm, 0.0)
+    else:
+        comm = np.zeros_like(tokens)
+    overhead = np.where(
+        tokens > 0,
+        hw.step_overhead_s + hw.per_seq_overhead_s * sampled + hw.per_token_overhead_s * tokens,
+        0.0,
+    )
+    flops = lin_flops + att_flops
+    nbytes = w_bytes + kv_bytes
+    if mc.pipeline_parallel > 1:  # a token crosses every stage in turn: stage times add up
+        k = mc.pipeline_parallel
+        lin_c, lin_m, att_c, att_m, comm = lin_c * k, lin_m * k, att_c * k, att_m * k, comm * k
+        flops, nbytes = flops * k, nbytes * k
+    return StepTime(lin_c, lin_m, att_c, att_m, comm, overhead, flops, nbytes, hw.mode)
+
+
+# ------------------------------------------------------------------------------ phases: TTFT, TPOT
+
+
+@dataclass(frozen=True)
+class PhaseTime:
+    """A phase's latency, its parts summed over its steps, and its bound."""
+
+    phase: str
+    time_s: object
+    num_steps: object
+    compute_s: object
+    memory_s: object
+    comm_s: object
+    overhead_s: object
+    flops: object
+    bytes: object
+    bound: object
+    mode: str
+
+    @property
+    def arithmetic_intensity(self):
+        return np.asarray(self.flops) / np.maximum(np.asarray(self.bytes), 1.0)
+
+    @property
+    def achieved_flops_per_s(self):
+        return np.asarray(self.flops) / np.maximum(np.asarray(self.time_s), 1e-30)
+
+
+def _phase(phase: str, st: StepTime, n_steps, extra_s=0.0) -> PhaseTime:
+    total = np.asarray(st.total_s) + extra_s
+    return PhaseTime(phase, _scalar(total), _scalar(n_steps), _scalar(st.compute_s), _scalar(st.memory_s),
+                     _scalar(st.comm_s), _scalar(np.asarray(st.overhead_s) + extra_s), _scalar(st.flops),
+                     _scalar(st.bytes), st.bound, st.mode)
+
+
+def _scalar(x):
+    a = np.asarray(x)
+    return a.item() if a.ndim == 0 else a
+
+
+def _sum_steps(a: StepTime, na, b: StepTime, nb) -> StepTime:
+    """na steps like ``a`` plus nb steps like ``b``."""
+    def f(x, y):
+        return np.asarray(x) * na + np.asarray(y) * nb
+    return StepTime(f(a.linear_compute_s, b.linear_compute_s), f(a.linear_memory_s, b.linear_memory_s),
+                    f(a.attention_compute_s, b.attention_compute_s), f(a.attention_memory_s, b.attention_memory_s),
+                    f(a.comm_s, b.comm_s), f(a.overhead_s, b.overhead_s), f(a.flops, b.flops), f(a.bytes, b.bytes),
+                    a.mode)
+
+
+def prefill_time_costs(mc: ModelCosts, hw: HwCoeffs, prompt_tokens, batch_size=1,
+                       max_num_batched_tokens=8192) -> PhaseTime:
+    """Prefill of ``batch_size`` prompts of ``prompt_tokens`` submitted together to an idle engine:
+    the B·P tokens are packed into steps of ``max_num_batched_tokens`` (chunked prefill).  Attention
+    work is spread over the steps in proportion to their tokens."""
+    p = np.asarray(prompt_tokens, dtype=float)
+    b = np.asarray(batch_size, dtype=float)
+    m = float(max_num_batched_tokens)
+    total = p * b
+    full_steps = np.floor(total / m)
+    rem = total - full_steps * m
+    att_total = b * attended_prefill(mc, 0.0, p)
+    # KV re-read by later chunks of a chunked prompt: chunk i reads i·m prior tokens
+    chunks_per_prompt = np.ceil(p / m)
+    reread = b * mc.full_layers * m * chunks_per_prompt * (chunks_per_prompt - 1) / 2.0
+    share_full = np.where(total > 0, m / np.maximum(total, 1.0), 0.0)
+    share_rem = np.where(total > 0, rem / np.maximum(total, 1.0), 0.0)
+    seqs_per_full = np.minimum(b, np.maximum(1.0, b * share_full))
+    st_full = step_time(mc, hw, prefill_tokens=np.where(full_steps > 0, m, 0.0),
+                        prefill_attended=att_total * share_full, prefill_kv_read_tokens=reread * share_full,
+                        sampled_seqs=np.where(full_steps > 0, seqs_per_full, 0.0))
+    st_rem = step_time(mc, hw, prefill_tokens=rem, prefill_attended=att_total * share_rem,
+                       prefill_kv_read_tokens=reread * share_rem,
+                       sampled_seqs=np.where(rem > 0, np.maximum(1.0, b * share_rem), 0.0))
+    st = _sum_steps(st_full, full_steps, st_rem, 1.0)
+    n_steps = full_steps + (rem > 0)
+    return _phase("prefill", st, n_steps, extra_s=hw.request_overhead_s)
+
+
+def decode_step_costs(mc: ModelCosts, hw: HwCoeffs, batch_size, context_tokens) -> PhaseTime:
+    """One decode step of ``batch_size`` sequences each holding ``context_tokens`` (TPOT)."""
+    b = np.asarray(batch_size, dtype=float)
+    st = step_time(mc, hw, decode_seqs=b, decode_attended=b * attended_decode(mc, context_tokens))
+    return _phase("decode", st, 1.0)
+
+
+# -------------------------------------------------------------------------------- convenience API
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A model on a deployment on a GPU through a profile: the costs precomputed once."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    deployment: Deployment
+    profile: CalibrationProfile = field(default=IDEAL_PROFILE)
+
+    @property
+    def costs(self) -> ModelCosts:
+        return model_costs(self.model, self.deployment)
+
+    @property
+    def hw(self) -> HwCoeffs:
+        return hw_coeffs(self.gpu, self.deployment.weight_dtype, self.profile)
+
+
+def prefill_time(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, prompt_tokens, batch_size=1,
+                 profile: CalibrationProfile = IDEAL_PROFILE) -> PhaseTime:
+    """TTFT of ``batch_size`` requests of ``prompt_tokens`` arriving together at an idle engine."""
+    _check_tokens("prompt_tokens", prompt_tokens)
+    return prefill_time_costs(model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile),
+                              prompt_tokens, batch_size, deployment.max_num_batched_tokens)
+
+
+def decode_step_time(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, batch_size, context_tokens,
+                     profile: CalibrationProfile = IDEAL_PROFILE) -> PhaseTime:
+    """TPOT: one decode step of ``batch_size`` sequences at ``context_tokens`` each."""
+    _check_tokens("batch_size", batch_size)
+    _check_tokens("context_tokens", context_tokens)
+    return decode_step_costs(model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile),
+                             batch_size, context_tokens)
+
+
+def _check_tokens(name: str, value) -> None:
+    a = np.asarray(value, dtype=float)
+    if not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}")

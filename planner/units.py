@@ -1,0 +1,75 @@
+"""Units and display formatters.
+
+This is the only module that spells out 1e9 or 2**30.  Everything inside the planner is in SI base
+units (bytes, seconds, FLOP/s, bytes/s, USD); the constants below are for reading catalogs and for
+display only.  GB (1e9 bytes, what GPU vendors print) and GiB (2**30 bytes, what vLLM and
+nvidia-smi print) are never mixed silently: each formatter says which one it shows.
+"""
+
+from __future__ import annotations
+
+import math
+
+KB = 1e3
+MB = 1e6
+GB = 1e9
+TB = 1e12
+KiB = 2**10
+MiB = 2**20
+GiB = 2**30
+
+TFLOPS = 1e12  # FLOP/s
+PFLOPS = 1e15
+GB_PER_S = 1e9  # bytes/s
+TB_PER_S = 1e12
+
+MS = 1e-3  # seconds
+US = 1e-6
+
+MILLION = 1e6
+SECONDS_PER_HOUR = 3600.0
+
+
+def _finite(x: float) -> bool:
+    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def fmt_gb(num_bytes: float, digits: int = 1) -> str:
+    """Bytes as decimal gigabytes, e.g. '14.5 GB' (1 GB = 1e9 bytes)."""
+    return f"{num_bytes / GB:,.{digits}f} GB" if _finite(num_bytes) else "—"
+
+
+def fmt_gib(num_bytes: float, digits: int = 1) -> str:
+    """Bytes as binary gibibytes, e.g. '13.5 GiB' (1 GiB = 2**30 bytes)."""
+    return f"{num_bytes / GiB:,.{digits}f} GiB" if _finite(num_bytes) else "—"
+
+
+def fmt_bytes(num_bytes: float) -> str:
+    """A human size in decimal units (B, kB, MB, GB, TB)."""
+    if not _finite(num_bytes):
+        return "—"
+    for unit, scale in (("TB", TB), ("GB", GB), ("MB", MB), ("kB", KB)):
+        if abs(num_bytes) >= scale:
+            return f"{num_bytes / scale:,.1f} {unit}"
+    return f"{num_bytes:,.0f} B"
+
+
+def fmt_ms(seconds: float, digits: int = 1) -> str:
+    """Seconds shown as milliseconds, e.g. '38.2 ms'."""
+    return f"{seconds / MS:,.{digits}f} ms" if _finite(seconds) else "—"
+
+
+def fmt_tflops(flops_per_s: float, digits: int = 0) -> str:
+    return f"{flops_per_s / TFLOPS:,.{digits}f} TFLOP/s" if _finite(flops_per_s) else "—"
+
+
+def fmt_bandwidth(bytes_per_s: float, digits: int = 2) -> str:
+    return f"{bytes_per_s / TB_PER_S:,.{digits}f} TB/s" if _finite(bytes_per_s) else "—"
+
+
+def fmt_usd(usd: float, digits: int = 2) -> str:
+    return f"${usd:,.{digits}f}" if _finite(usd) else "—"
+
+
+def fmt_int(x: float) -> str:
+    return f"{int(x):,}" if _finite(x) else "—"
