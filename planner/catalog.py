@@ -95,12 +95,22 @@ def _lookup(kind: str, table: dict[str, T], key: str) -> T:
         raise SpecError(f"{kind}: unknown id '{key}'; known: {', '.join(sorted(table))}") from None
 
 
+@functools.cache
+def _one(cls: type[T], directory: Path, key: str) -> T | None:
+    path = Path(directory) / f"{key}.yaml"
+    if "/" in key or key.startswith(".") or not path.is_file():
+        return None
+    return load_spec_file(cls, path)
+
+
 def model(model_id: str) -> ModelSpec:
-    return _lookup("model", models(), model_id)
+    """One model by id (reads only its own file: a broken neighbour does not block it)."""
+    return _one(ModelSpec, MODELS_DIR, model_id) or _lookup("model", models(), model_id)
 
 
 def gpu(gpu_id: str) -> GpuSpec:
-    return _lookup("gpu", gpus(), gpu_id)
+    """One GPU by id (reads only its own file)."""
+    return _one(GpuSpec, HARDWARE_DIR, gpu_id) or _lookup("gpu", gpus(), gpu_id)
 
 
 @functools.cache

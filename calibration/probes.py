@@ -1,0 +1,250 @@
+"""vLLM prefill/decode probes.
+
+``plan_points`` (pure) decides what to measure; ``run_engine_probes`` (needs vllm + a GPU) starts one
+engine with dummy weights built from a catalog model and measures every point, appending one record
+per point to a JSONL file as it is taken.  It runs in a child process of ``planner calibrate`` so
+that an OOM or a crash in the engine loses nothing and the parent can read vLLM's start-up log.
+
+Measurements, as ``planner validate`` defines them:
+- ``prefill_s``: wall time of ``batch_size`` requests of ``prompt_tokens`` unique tokens submitted
+  together to an idle engine with max_tokens=1 (median of ``repeats``).
+- ``decode_step_s``: the prompts are first prefilled once (max_tokens=1) so that prefix caching
+  holds them; the same prompts are then resubmitted with max_tokens=output_tokens, so the measured
+  run is (one-token recompute) + decode steps, and per request (last_token_ts − first_token_ts) /
+  (generated − 1) is the mean decode step over contexts prompt … prompt+output (median over the
+  batch).  The wall-clock equivalent is recorded beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from calibration.records import append_record, done_keys, probe_key, read_records
+
+FIRST_TOKEN_ID = 10  # dummy weights: avoid special ids 0-2 (and a margin)
+
+
+# ------------------------------------------------------------------------------------ the plan
+
+
+def plan_points(
+    *, quick: bool = False, kv_capacity_tokens: int | None = None, max_model_len: int = 32768,
+    role: str = "fit", decode_output_tokens: int = 64, max_decode_batch_tokens: int = 320_000,
+) -> list[dict]:
+    """The probe points for one engine.  ``role='fit'`` is the calibration grid; ``role='validate'``
+    a different grid (other lengths and batch sizes) for held-out checks."""
+    if role == "fit":
+        prefill_lens = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32000]
+        batched = [(4, 512), (16, 512), (4, 2048), (16, 2048)]
+        decode_batches = [1, 4, 16, 32, 64, 128, 256, 512]
+        decode_ctx = [512, 2048, 8192]
+        if quick:
+            prefill_lens = [128, 1024, 4096, 16384]
+            batched = [(16, 512)]
+            decode_batches = [1, 16, 64, 256]
+            decode_ctx = [512, 4096]
+    else:
+        prefill_lens = [200, 700, 1500, 3000, 6000, 12000, 24000]
+        batched = [(8, 1000), (32, 300), (8, 3000)]
+        decode_batches = [2, 8, 24, 48, 96, 192, 384]
+        decode_ctx = [1024, 4096, 12000]
+        if quick:
+            prefill_lens = [300, 3000, 12000]
+            batched = [(8, 1000)]
+            decode_batches = [2, 24, 96]
+            decode_ctx = [1024, 4096]
+    cap = kv_capacity_tokens or 10**12
+    points: list[dict] = []
+    for p in prefill_lens:
+        if p + 1 <= max_model_len:
+            points.append({"metric": "prefill_s", "batch_size": 1, "prompt_tokens": p, "output_tokens": 1,
+                           "repeats": 3})
+    for b, p in batched:
+        if b * (p + 1) <= 0.8 * cap:
+            points.append({"metric": "prefill_s", "batch_size": b, "prompt_tokens": p, "output_tokens": 1,
+                           "repeats": 2})
+    for ctx in decode_ctx:
+        for b in decode_batches:
+            need = b * (ctx + decode_output_tokens + 16)
+            if need <= min(0.8 * cap, max_decode_batch_tokens) and ctx + decode_output_tokens <= max_model_len:
+                points.append({"metric": "decode_step_s", "batch_size": b, "prompt_tokens": ctx,
+                               "output_tokens": decode_output_tokens, "repeats": 1})
+    return points
+
+
+def random_prompts(rng, n: int, length: int, vocab_size: int) -> list[list[int]]:
+    hi = max(FIRST_TOKEN_ID + 1, vocab_size - 1)
+    return [rng.integers(FIRST_TOKEN_ID, hi, size=length).tolist() for _ in range(n)]
+
+
+def summarize_metrics(outputs) -> dict:
+    """Per-request engine timestamps -> median decode step (s) and engine prefill spans."""
+    itl, ttft_engine = [], []
+    for o in outputs:
+        m = getattr(o, "metrics", None)
+        if m is None:
+            continue
+        n = getattr(m, "num_generation_tokens", 0) or len(o.outputs[0].token_ids)
+        first, last = getattr(m, "first_token_ts", 0.0), getattr(m, "last_token_ts", 0.0)
+        sched = getattr(m, "scheduled_ts", 0.0)
+        if n > 1 and last > first > 0:
+            itl.append((last - first) / (n - 1))
+        if first > 0 and sched > 0:
+            ttft_engine.append(first - sched)
+    itl.sort()
+    ttft_engine.sort()
+    return {
+        "itl_median_s": itl[len(itl) // 2] if itl else None,
+        "itl_min_s": itl[0] if itl else None,
+        "itl_max_s": itl[-1] if itl else None,
+        "engine_first_token_span_s": ttft_engine[-1] if ttft_engine else None,
+    }
+
+
+# ----------------------------------------------------------------------------- the engine side
+
+
+def engine_kwargs_for(args: dict) -> dict:
+    kw = dict(
+        load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
+        gpu_memory_utilization=args.get("gpu_memory_utilization", 0.92),
+        max_model_len=args.get("max_model_len", 32768),
+        max_num_batched_tokens=args.get("max_num_batched_tokens", 16384),
+        max_num_seqs=args.get("max_num_seqs", 1024),
+        enable_prefix_caching=True,
+        disable_log_stats=False,  # without it RequestOutput.metrics is None
+        generation_config="vllm",
+        kv_cache_dtype=args.get("kv_cache_dtype", "auto"),
+        seed=0,
+    )
+    if args.get("tensor_parallel", 1) > 1:
+        kw["tensor_parallel_size"] = args["tensor_parallel"]
+    if args.get("enforce_eager"):
+        kw["enforce_eager"] = True
+    return kw
+
+
+def run_engine_probes(args: dict) -> int:
+    """Child process: start one vLLM engine and measure ``args['points']``.  Returns an exit code."""
+    os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+    import numpy as np
+    from vllm import LLM, SamplingParams
+
+    from calibration.hfconfig import write_hf_config
+    from planner import catalog
+
+    out = Path(args["out"])
+    model = catalog.model(args["model"])
+    model_dir = Path(args.get("model_dir") or write_hf_config(model, Path(args["work_dir"]) / model.id))
+    kv_dtype = args.get("kv_cache_dtype", "auto")
+    base = {"type": "probe", "model": model.id, "gpu": args["gpu"], "kv_cache_dtype": kv_dtype,
+            "weight_dtype": "bf16", "tensor_parallel": args.get("tensor_parallel", 1),
+            "role": args.get("role", "fit")}
+    kw = engine_kwargs_for(args)
+    t0 = time.perf_counter()
+    llm = LLM(model=str(model_dir), **kw)
+    startup_s = time.perf_counter() - t0
+    import vllm
+
+    cc = llm.llm_engine.vllm_config.cache_config
+    sc = llm.llm_engine.vllm_config.scheduler_config
+    num_blocks = getattr(cc, "num_gpu_blocks", None)
+    engine_rec = {
+        "type": "engine", "model": model.id, "gpu": args["gpu"], "kv_cache_dtype": kv_dtype,
+        "role": args.get("role", "fit"), "startup_s": startup_s, "vllm_version": vllm.__version__,
+        "num_gpu_blocks": num_blocks, "block_size": getattr(cc, "block_size", 16),
+        "max_num_batched_tokens": sc.max_num_batched_tokens, "max_num_seqs": sc.max_num_seqs,
+        "gpu_memory_utilization": cc.gpu_memory_utilization, "max_model_len": kw["max_model_len"],
+        "engine_kwargs": {k: v for k, v in kw.items()},
+        "tensor_parallel": args.get("tensor_parallel", 1),
+    }
+    append_record(out, engine_rec)
+    print(f"ENGINE_READY startup {startup_s:.1f}s blocks={num_blocks}", flush=True)
+    cap = (num_blocks or 0) * engine_rec["block_size"] or None
+    points = args.get("points") or plan_points(
+        quick=args.get("quick", False), kv_capacity_tokens=cap, max_model_len=kw["max_model_len"],
+        role=args.get("role", "fit"))
+    skip = done_keys(read_records(out)) if args.get("resume") else set()
+    rng = np.random.default_rng(args.get("seed", 1))
+    deadline = time.perf_counter() + float(args.get("time_budget_s", 1e9))
+
+    def gen(prompts, max_tokens):
+        sp = SamplingParams(max_tokens=max_tokens, ignore_eos=True, detokenize=False, temperature=0.0)
+        t = time.perf_counter()
+        outs = llm.generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False)
+        return time.perf_counter() - t, outs
+
+    # warm-up: first requests after start-up pay one-off costs
+    gen(random_prompts(rng, 4, 256, model.vocab_size), 8)
+    for i, pt in enumerate(points, 1):
+        rec = dict(base, metric=pt["metric"], batch_size=pt["batch_size"], prompt_tokens=pt["prompt_tokens"],
+                   output_tokens=pt["output_tokens"])
+        if probe_key(rec) in skip:
+            continue
+        if time.perf_counter() > deadline:
+            append_record(out, dict(rec, status="skipped", error="time budget reached"))
+            continue
+        label = f"[{i}/{len(points)}] {pt['metric']} B={pt['batch_size']} P={pt['prompt_tokens']}"
+        try:
+            if pt["metric"] == "prefill_s":
+                walls, spans = [], []
+                for _ in range(pt.get("repeats", 3)):
+                    prompts = random_prompts(rng, pt["batch_size"], pt["prompt_tokens"], model.vocab_size)
+                    wall, outs = gen(prompts, 1)
+                    walls.append(wall)
+                    spans.append(summarize_metrics(outs)["engine_first_token_span_s"])
+                walls.sort()
+                rec.update(status="ok", measured=walls[len(walls) // 2], wall_samples_s=walls,
+                           engine_spans_s=spans)
+            else:
+                prompts = random_prompts(rng, pt["batch_size"], pt["prompt_tokens"], model.vocab_size)
+                warm_s, _ = gen(prompts, 1)  # fills the prefix cache
+                n = pt["output_tokens"]
+                wall, outs = gen(prompts, n)
+                s = summarize_metrics(outs)
+                if s["itl_median_s"] is None:
+                    raise RuntimeError("no per-request metrics (disable_log_stats must be False)")
+                rec.update(status="ok", measured=s["itl_median_s"], wall_s=wall, prefill_warm_s=warm_s,
+                           wall_step_s=wall / n, **s)
+            print(f"{label}: {rec['measured'] * 1e3:.3f} ms", flush=True)
+        except Exception as err:  # one failed point must not stop the sweep
+            rec.update(status="failed", error=f"{type(err).__name__}: {err}"[:500])
+            print(f"{label}: FAILED {rec['error']}", flush=True)
+        append_record(out, rec)
+    _shutdown(llm)
+    return 0
+
+
+def _shutdown(llm) -> None:
+    def stop():
+        try:
+            llm.llm_engine.engine_core.shutdown(timeout=10)
+        except Exception:
+            pass
+    t = threading.Thread(target=stop, daemon=True)
+    t.start()
+    t.join(15)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="child process: one engine's probes (used by planner calibrate)")
+    ap.add_argument("args_json", help="JSON file with the probe arguments")
+    ns = ap.parse_args(argv)
+    args = json.loads(Path(ns.args_json).read_text())
+    rc = 1
+    try:
+        rc = run_engine_probes(args)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)  # the engine child can otherwise delay the interpreter's exit
+
+
+if __name__ == "__main__":
+    main()

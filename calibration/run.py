@@ -1,0 +1,189 @@
+"""``planner calibrate``: checks, micro-benchmarks, one vLLM engine per model (each in a child
+process), raw records appended to a JSONL file as they are taken, then the fit.
+
+Entry points: :func:`calibrate` (used by the CLI) and ``python -m calibration.run`` (argparse, for
+machines where the CLI's extras are not installed)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from calibration.records import append_record, parse_engine_log, read_records
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class CalibrationError(RuntimeError):
+    """A check failed before any measurement (no CUDA, wrong GPU, no vLLM)."""
+
+
+def gpu_matches(spec_id: str, device_name: str) -> bool:
+    """Does the CUDA device name fit the catalog id?  The id's first token must appear in the name
+    ('h200-sxm' ~ 'NVIDIA H200'; 'a100-sxm-80gb' ~ 'NVIDIA A100-SXM4-80GB'); PCIe parts must say PCIe."""
+    name = device_name.lower().replace(" ", "").replace("-", "")
+    tokens = spec_id.lower().split("-")
+    if tokens[0] not in name:
+        return False
+    if "pcie" in tokens and "pcie" not in name:
+        return False
+    return True
+
+
+def environment(gpu_id: str, force: bool = False) -> dict:
+    """Check CUDA, the device name and vllm; return the environment record."""
+    from planner import catalog
+
+    spec = catalog.gpu(gpu_id)
+    try:
+        import torch
+    except ImportError as err:
+        raise CalibrationError("torch is not installed: pip install '.[calibrate]'") from err
+    if not torch.cuda.is_available():
+        raise CalibrationError("CUDA is not available: calibrate needs an NVIDIA GPU")
+    props = torch.cuda.get_device_properties(0)
+    if not gpu_matches(gpu_id, props.name) and not force:
+        raise CalibrationError(
+            f"--gpu {gpu_id} ({spec.name}) does not match the device '{props.name}'; use --force to override"
+        )
+    try:
+        import vllm
+    except ImportError as err:
+        raise CalibrationError(f"vllm is not importable ({err}): pip install '.[calibrate]'") from err
+    driver = ""
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception:
+        pass
+    return {
+        "type": "env", "gpu": gpu_id, "device_name": props.name, "total_memory_bytes": props.total_memory,
+        "compute_capability": f"{props.major}.{props.minor}", "driver": driver, "cuda": torch.version.cuda,
+        "torch": torch.__version__, "vllm_version": vllm.__version__, "python": sys.version.split()[0],
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "forced": bool(force),
+        "command": " ".join(sys.argv),
+    }
+
+
+def _stream(cmd: list[str], log_path: Path, env: dict, timeout_s: float) -> tuple[int, str]:
+    """Run ``cmd``, echo its progress lines, keep the whole output in ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    text = []
+    with open(log_path, "a", encoding="utf-8") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                cwd=str(REPO), bufsize=1)
+        t_end = time.time() + timeout_s
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            text.append(line)
+            if line.startswith(("[", "ENGINE_READY", "GEMM", "HBM")) or "GPU KV cache size" in line \
+                    or "Error" in line or "error" in line[:80]:
+                print(line.rstrip()[:240], flush=True)
+            if time.time() > t_end:
+                proc.kill()
+                print("child process killed: time limit", flush=True)
+                break
+        rc = proc.wait()
+    return rc, "".join(text)
+
+
+def run_model(model_id: str, raw: Path, *, gpu_id: str, role: str, quick: bool, resume: bool,
+              kv_cache_dtype: str = "auto", time_budget_s: float = 1e9, extra: dict | None = None) -> dict:
+    """One engine in a child process; its start-up log parsed into an 'engine_log' record."""
+    args = {"out": str(raw), "model": model_id, "gpu": gpu_id, "role": role, "quick": quick, "resume": resume,
+            "kv_cache_dtype": kv_cache_dtype, "time_budget_s": time_budget_s,
+            "work_dir": tempfile.mkdtemp(prefix="planner-cal-")}
+    args.update(extra or {})
+    args_path = Path(args["work_dir"]) / "args.json"
+    args_path.write_text(json.dumps(args))
+    env = dict(os.environ)
+    env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    log_path = raw.with_suffix("").parent / f"{raw.stem}.{model_id}.{kv_cache_dtype}.{role}.log"
+    t0 = time.perf_counter()
+    rc, text = _stream([sys.executable, "-m", "calibration.probes", str(args_path)], log_path, env,
+                       timeout_s=time_budget_s + 400)
+    terms = parse_engine_log(text)
+    rec = {"type": "engine_log", "model": model_id, "gpu": gpu_id, "kv_cache_dtype": kv_cache_dtype,
+           "role": role, "returncode": rc, "elapsed_s": time.perf_counter() - t0, "log_file": log_path.name,
+           **terms}
+    append_record(raw, rec)
+    return rec
+
+
+def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models: list[str] = (),
+              fp8_kv_models: list[str] = (), quick: bool = False, resume: bool = False, force: bool = False,
+              raw_name: str | None = None, time_budget_s: float = 300.0, fit: bool = True) -> dict:
+    """Run the whole calibration; returns a summary dict (raw file, profile path, elapsed time)."""
+    t0 = time.perf_counter()
+    env_rec = environment(gpu_id, force)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    day = env_rec["date"][:10]
+    raw = out_dir / (raw_name or f"{gpu_id}-vllm{env_rec['vllm_version']}-{day}.jsonl")
+    if raw.exists() and not resume:
+        raise CalibrationError(f"{raw} exists: pass --resume to continue it, or another --out")
+    append_record(raw, env_rec)
+    have = read_records(raw)
+    if not any(r.get("type") == "microbench" for r in have):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+        _stream([sys.executable, "-m", "calibration.microbench", str(raw), gpu_id],
+                out_dir / f"{raw.stem}.microbench.log", env, timeout_s=300)
+    jobs = [(m, "fit", "auto") for m in models] + [(m, "validate", "auto") for m in validate_models] + [
+        (m, "validate", "fp8") for m in fp8_kv_models]
+    per_job = max(60.0, time_budget_s / max(1, len(jobs)))
+    for model_id, role, kv in jobs:
+        done_engines = {(r.get("model"), r.get("kv_cache_dtype"), r.get("role")) for r in read_records(raw)
+                        if r.get("type") == "engine_log" and r.get("returncode") == 0}
+        if resume and (model_id, kv, role) in done_engines:
+            continue
+        print(f"== {model_id} ({role}, kv {kv})", flush=True)
+        run_model(model_id, raw, gpu_id=gpu_id, role=role, quick=quick, resume=resume, kv_cache_dtype=kv,
+                  time_budget_s=per_job)
+    summary = {"raw": str(raw), "elapsed_s": time.perf_counter() - t0}
+    if fit:
+        from calibration.fit import fit_and_write
+
+        profile_path, profile = fit_and_write(raw, out_dir / "profiles")
+        summary["profile"] = str(profile_path)
+        summary["residuals"] = {k: v.model_dump() for k, v in profile.residuals.items()}
+    print(f"calibration took {summary['elapsed_s']:.0f} s of GPU time (engine start-ups included)", flush=True)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m calibration.run", description=__doc__)
+    ap.add_argument("--gpu", required=True)
+    ap.add_argument("--model", action="append", default=[])
+    ap.add_argument("--validate-model", action="append", default=[])
+    ap.add_argument("--fp8-kv-model", action="append", default=[])
+    ap.add_argument("--out", default="calibration/data")
+    ap.add_argument("--raw-name")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--no-fit", action="store_true")
+    ap.add_argument("--time-budget-s", type=float, default=300.0)
+    ns = ap.parse_args(argv)
+    try:
+        s = calibrate(ns.gpu, ns.model or ["mistral-7b-v0.3"], Path(ns.out), validate_models=ns.validate_model,
+                      fp8_kv_models=ns.fp8_kv_model, quick=ns.quick, resume=ns.resume, force=ns.force,
+                      raw_name=ns.raw_name, time_budget_s=ns.time_budget_s, fit=not ns.no_fit)
+    except CalibrationError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(s, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
