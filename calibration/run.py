@@ -122,7 +122,8 @@ def run_model(model_id: str, raw: Path, *, gpu_id: str, role: str, quick: bool, 
 
 def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models: list[str] = (),
               fp8_kv_models: list[str] = (), quick: bool = False, resume: bool = False, force: bool = False,
-              raw_name: str | None = None, time_budget_s: float = 300.0, fit: bool = True) -> dict:
+              raw_name: str | None = None, time_budget_s: float = 300.0, fit: bool = True,
+              microbench: bool = True) -> dict:
     """Run the whole calibration; returns a summary dict (raw file, profile path, elapsed time)."""
     t0 = time.perf_counter()
     env_rec = environment(gpu_id, force)
@@ -134,7 +135,7 @@ def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models:
         raise CalibrationError(f"{raw} exists: pass --resume to continue it, or another --out")
     append_record(raw, env_rec)
     have = read_records(raw)
-    if not any(r.get("type") == "microbench" for r in have):
+    if microbench and not any(r.get("type") == "microbench" for r in have):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
         _stream([sys.executable, "-m", "calibration.microbench", str(raw), gpu_id],
                 out_dir / f"{raw.stem}.microbench.log", env, timeout_s=300)
@@ -172,12 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--no-fit", action="store_true")
+    ap.add_argument("--no-microbench", action="store_true")
     ap.add_argument("--time-budget-s", type=float, default=300.0)
     ns = ap.parse_args(argv)
     try:
-        s = calibrate(ns.gpu, ns.model or ["mistral-7b-v0.3"], Path(ns.out), validate_models=ns.validate_model,
+        models = [m for m in (ns.model or ["mistral-7b-v0.3"]) if m != "none"]
+        s = calibrate(ns.gpu, models, Path(ns.out), validate_models=ns.validate_model,
                       fp8_kv_models=ns.fp8_kv_model, quick=ns.quick, resume=ns.resume, force=ns.force,
-                      raw_name=ns.raw_name, time_budget_s=ns.time_budget_s, fit=not ns.no_fit)
+                      raw_name=ns.raw_name, time_budget_s=ns.time_budget_s, fit=not ns.no_fit,
+                      microbench=not ns.no_microbench)
     except CalibrationError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
