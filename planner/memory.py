@@ -185,7 +185,8 @@ def activation_peak_bytes(
     """Peak activation memory of vLLM's profiling forward pass (max_num_batched_tokens tokens),
     per GPU.  First-principles default: the widest live intermediates of one layer in 16 bits
     (the gate/up output 2 × FFN width plus the down input, plus a few hidden-size buffers), and the
-    fp32 logits of max_num_seqs sampled rows.  A calibrated profile scales the per-token term.
+    fp32 logits of max_num_seqs sampled rows, whichever is larger (they are not live together).
+    A calibrated profile replaces the 2 bytes per token-width with what vLLM's profiler measured.
     """
     tp = deployment.tensor_parallel
     ffn = model.intermediate_size
@@ -196,7 +197,7 @@ def activation_peak_bytes(
     coef = profile.activation_bytes_per_batched_token_per_width or BF16_BYTES
     forward = deployment.max_num_batched_tokens * width * coef
     sampler = min(deployment.max_num_seqs, deployment.max_num_batched_tokens) * model.vocab_size / tp * 4.0
-    return forward + sampler
+    return max(forward, sampler)
 
 
 @dataclass(frozen=True)
@@ -259,7 +260,8 @@ def memory_budget(
     non-torch − CUDA graphs = KV pool; KV pool ÷ KV bytes per token (per GPU) = token capacity,
     rounded down to whole blocks."""
     tp, pp = deployment.tensor_parallel, deployment.pipeline_parallel
-    usable = deployment.gpu_memory_utilization * gpu.memory_bytes
+    total = profile.device_memory_bytes or gpu.memory_bytes
+    usable = deployment.gpu_memory_utilization * total
     w = weight_bytes(model, deployment.weight_dtype).total_bytes * profile.weight_bytes_factor / (tp * pp)
     act = activation_peak_bytes(model, deployment, profile)
     non_torch = profile.non_torch_bytes if profile.mode == "calibrated" else DEFAULT_NON_TORCH_BYTES
@@ -268,7 +270,7 @@ def memory_budget(
     per_tok = kv_bytes_per_token(model, deployment.kv_cache_dtype) * kv_shard_fraction(model, tp, pp)
     bs = deployment.block_size_tokens
     tokens = int(pool // per_tok) // bs * bs if pool > 0 else 0
-    return MemoryBudget(gpu.memory_bytes, deployment.gpu_memory_utilization, usable, w, act, non_torch,
+    return MemoryBudget(total, deployment.gpu_memory_utilization, usable, w, act, non_torch,
                         graphs, pool, per_tok, tokens, bs)
 
 

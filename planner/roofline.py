@@ -56,6 +56,7 @@ class ModelCosts:
     window_tokens: float
     allreduce_bytes_per_token: float  # hidden × 2 B
     allreduces_per_step: float  # 2 per layer per stage under TP > 1, else 0
+    cudagraph_max_tokens: float = 512.0  # steps with more tokens run without CUDA graphs
 
 
 def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
@@ -99,7 +100,14 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
         window_tokens=float(model.sliding_window_tokens or 0),
         allreduce_bytes_per_token=model.hidden_size * ACT_BYTES,
         allreduces_per_step=(2.0 * model.num_layers / pp) if tp > 1 else 0.0,
+        cudagraph_max_tokens=cudagraph_max_tokens(deployment),
     )
+
+
+def cudagraph_max_tokens(deployment: Deployment) -> int:
+    """vLLM 0.26's largest CUDA-graph capture size: min(2 × max_num_seqs, 512), capped at
+    max_num_batched_tokens (config/vllm.py); bigger steps run their kernels without graphs."""
+    return min(2 * deployment.max_num_seqs, 512, deployment.max_num_batched_tokens)
 
 
 @dataclass(frozen=True)
@@ -117,7 +125,9 @@ class HwCoeffs:
     attention_compute_efficiency: float
     weight_bandwidth_efficiency: float
     kv_bandwidth_efficiency: float
+    kv_bandwidth_efficiency_fp8: float
     step_overhead_s: float
+    eager_step_overhead_s: float
     per_seq_overhead_s: float
     per_token_overhead_s: float
     request_overhead_s: float
@@ -140,7 +150,9 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         attention_compute_efficiency=profile.attention_compute_efficiency,
         weight_bandwidth_efficiency=profile.weight_bandwidth_efficiency,
         kv_bandwidth_efficiency=profile.kv_bandwidth_efficiency,
+        kv_bandwidth_efficiency_fp8=profile.kv_bandwidth_efficiency_fp8 or profile.kv_bandwidth_efficiency,
         step_overhead_s=profile.step_overhead_s,
+        eager_step_overhead_s=profile.eager_step_overhead_s,
         per_seq_overhead_s=profile.per_seq_overhead_s,
         per_token_overhead_s=profile.per_token_overhead_s,
         request_overhead_s=profile.request_overhead_s,
@@ -283,7 +295,8 @@ def step_time(
         + tokens * (mc.full_layers + mc.sliding_layers)  # writes of the new tokens' K/V
     )
     att_c = att_flops / (hw.attn_peak_flops_per_s * hw.attention_compute_efficiency)
-    att_m = kv_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.kv_bandwidth_efficiency)
+    kv_eff = hw.kv_bandwidth_efficiency_fp8 if mc.kv_cache_dtype == "fp8" else hw.kv_bandwidth_efficiency
+    att_m = kv_bytes / (hw.hbm_bandwidth_bytes_per_s * kv_eff)
     # tensor-parallel all-reduces: ring, 2(n−1)/n of the message crosses each link
     if mc.allreduces_per_step:
         n = mc.tensor_parallel
@@ -296,7 +309,8 @@ def step_time(
         comm = np.zeros_like(tokens)
     overhead = np.where(
         tokens > 0,
-        hw.step_overhead_s + hw.per_seq_overhead_s * sampled + hw.per_token_overhead_s * tokens,
+        hw.step_overhead_s + hw.per_seq_overhead_s * sampled + hw.per_token_overhead_s * tokens
+        + np.where(tokens > mc.cudagraph_max_tokens, hw.eager_step_overhead_s, 0.0),
         0.0,
     )
     flops = lin_flops + att_flops

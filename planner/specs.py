@@ -51,7 +51,7 @@ WEIGHT_COMPUTE_DTYPES: dict[str, tuple[str, ...]] = {
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 Positive = Annotated[float, Field(gt=0)]
@@ -353,8 +353,14 @@ class CalibrationProfile(_Frozen):
     # --- memory: fraction of the datasheet bandwidth reached streaming weights and KV
     weight_bandwidth_efficiency: Annotated[float, Field(gt=0, le=1.5)] = 1.0
     kv_bandwidth_efficiency: Annotated[float, Field(gt=0, le=1.5)] = 1.0
+    kv_bandwidth_efficiency_fp8: Annotated[float, Field(gt=0, le=1.5)] | None = Field(
+        None, description="KV streaming efficiency with an fp8 KV cache, if fitted (else the bf16 one)"
+    )
     # --- fixed costs
     step_overhead_s: Annotated[float, Field(ge=0)] = 0.0
+    eager_step_overhead_s: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="extra per step above the largest CUDA-graph size (kernel launches without graphs)"
+    )
     per_seq_overhead_s: Annotated[float, Field(ge=0)] = 0.0
     per_token_overhead_s: Annotated[float, Field(ge=0)] = 0.0
     request_overhead_s: Annotated[float, Field(ge=0)] = 0.0
@@ -366,6 +372,9 @@ class CalibrationProfile(_Frozen):
     cudagraph_bytes: Annotated[float, Field(ge=0)] = 0.0
     activation_bytes_per_batched_token_per_width: Annotated[float, Field(ge=0)] = 0.0
     weight_bytes_factor: Annotated[float, Field(gt=0)] = 1.0
+    device_memory_bytes: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="total device memory as CUDA reports it to vLLM (what utilization multiplies)"
+    )
     # --- measured ceilings (micro-benchmarks), informational
     measured_peak_flops_per_s: dict[str, float] = Field(default_factory=dict)
     measured_hbm_bandwidth_bytes_per_s: float | None = None

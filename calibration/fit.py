@@ -1,0 +1,282 @@
+"""The fit: raw probe records + catalog specs -> a CalibrationProfile with residuals.
+
+Pure numpy/scipy (no torch, no vllm): CI runs it on the committed real records.
+
+What is fitted, per GPU and engine version (not per model):
+- compute: matmul efficiency eff(T) = e_max · T / (T + T_half) over the tokens of a step, and an
+  attention compute efficiency;
+- memory: the fraction of datasheet bandwidth reached streaming weights, and streaming the KV cache;
+- fixed costs: per step, per scheduled sequence, per token, and per request (front-end + scheduling
+  of an offline ``generate`` call);
+- memory budget: vLLM's non-torch bytes, the peak-activation bytes per batched token per unit of
+  layer width, the weight-bytes factor, and the device memory CUDA reports.
+
+The loss is the squared log ratio predicted/measured, so a 10 % miss on a 5 ms decode step counts
+as much as one on a 1 s prefill.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from calibration.records import read_records, sha256_file
+from planner import catalog
+from planner.memory import memory_budget
+from planner.roofline import decode_step_costs, hw_coeffs, model_costs, prefill_time_costs
+from planner.specs import CalibrationProfile, Deployment, ModelSpec, Residuals
+
+KV_DTYPES = {"auto": "bf16", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8"}
+
+# name, lower bound, upper bound, start
+PARAMS = [
+    ("matmul_efficiency_max", 0.3, 1.2, 0.8),
+    ("matmul_half_tokens", 0.0, 4096.0, 64.0),
+    ("attention_compute_efficiency", 0.1, 1.2, 0.5),
+    ("weight_bandwidth_efficiency", 0.3, 1.2, 0.85),
+    ("kv_bandwidth_efficiency", 0.1, 1.2, 0.7),
+    ("step_overhead_s", 0.0, 0.02, 1e-3),
+    ("eager_step_overhead_s", 0.0, 0.05, 5e-3),
+    ("per_seq_overhead_s", 0.0, 2e-4, 5e-6),
+    ("request_overhead_s", 0.0, 0.05, 3e-3),
+]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured point, with what is needed to predict it."""
+
+    model: ModelSpec
+    deployment: Deployment
+    metric: str  # prefill_s | decode_step_s | kv_cache_tokens | weights_bytes
+    batch_size: int
+    prompt_tokens: int
+    output_tokens: int
+    measured: float
+    role: str = "fit"
+    source: str = ""
+
+    @property
+    def regime(self) -> str:
+        if self.metric == "prefill_s":
+            return "prefill_small" if self.batch_size * self.prompt_tokens <= 2048 else "prefill_large"
+        if self.metric == "decode_step_s":
+            return "decode_small_batch" if self.batch_size <= 16 else "decode_large_batch"
+        return "capacity" if self.metric == "kv_cache_tokens" else self.metric
+
+
+def _deployment(gpu_id: str, eng: dict | None, kv: str, tp: int = 1) -> Deployment:
+    eng = eng or {}
+    return Deployment(
+        gpu_id=gpu_id, num_gpus=tp, tensor_parallel=tp, weight_dtype="bf16", kv_cache_dtype=KV_DTYPES.get(kv, "bf16"),
+        gpu_memory_utilization=eng.get("gpu_memory_utilization", 0.92),
+        max_num_batched_tokens=eng.get("max_num_batched_tokens", 16384),
+        max_num_seqs=eng.get("max_num_seqs", 1024),
+    )
+
+
+def points_from_records(records: list[dict], source: str = "") -> list[Point]:
+    """Probe and engine records -> Points (failed or skipped probes are left out)."""
+    engines = {}
+    for r in records:
+        if r.get("type") == "engine":
+            engines[(r["model"], r.get("kv_cache_dtype", "auto"), r.get("role", "fit"))] = r
+    out = []
+    for r in records:
+        key = (r.get("model"), r.get("kv_cache_dtype", "auto"), r.get("role", "fit"))
+        if r.get("type") == "probe" and r.get("status") == "ok":
+            dep = _deployment(r["gpu"], engines.get(key), r.get("kv_cache_dtype", "auto"), r.get("tensor_parallel", 1))
+            out.append(Point(catalog.model(r["model"]), dep, r["metric"], int(r["batch_size"]), int(r["prompt_tokens"]),
+                             int(r["output_tokens"]), float(r["measured"]), r.get("role", "fit"), source))
+        elif r.get("type") == "engine_log" and r.get("returncode") == 0 and r.get("kv_cache_tokens"):
+            dep = _deployment(r["gpu"], engines.get(key), r.get("kv_cache_dtype", "auto"), r.get("tensor_parallel", 1))
+            m = catalog.model(r["model"])
+            out.append(Point(m, dep, "kv_cache_tokens", 0, 0, 0, float(r["kv_cache_tokens"]), r.get("role", "fit"),
+                             source))
+            if r.get("weights_bytes"):
+                out.append(Point(m, dep, "weights_bytes", 0, 0, 0, float(r["weights_bytes"]), r.get("role", "fit"),
+                                 source))
+    return out
+
+
+def predict(point: Point, profile: CalibrationProfile) -> float:
+    """The planner's prediction of one measured point."""
+    gpu = catalog.gpu(point.deployment.gpu_id)
+    d = point.deployment
+    if point.metric == "kv_cache_tokens":
+        return float(memory_budget(point.model, gpu, d, profile).kv_capacity_tokens)
+    if point.metric == "weights_bytes":
+        return float(memory_budget(point.model, gpu, d, profile).weight_bytes * d.tensor_parallel)
+    mc = model_costs(point.model, d)
+    hw = hw_coeffs(gpu, d.weight_dtype, profile)
+    if point.metric == "prefill_s":
+        return float(prefill_time_costs(mc, hw, point.prompt_tokens, point.batch_size, d.max_num_batched_tokens).time_s)
+    if point.metric == "decode_step_s":
+        ctx = point.prompt_tokens + point.output_tokens / 2.0
+        return float(decode_step_costs(mc, hw, point.batch_size, ctx).time_s)
+    raise ValueError(f"metric: unknown metric '{point.metric}'")
+
+
+def error_pct(predicted: float, measured: float) -> float:
+    return 100.0 * (predicted - measured) / measured
+
+
+def summarize(errors: list[float]) -> Residuals:
+    a = np.abs(np.asarray(errors, dtype=float))
+    if a.size == 0:
+        return Residuals(n=0, median_abs_error_pct=0.0, p90_abs_error_pct=0.0, median_signed_error_pct=0.0)
+    return Residuals(n=int(a.size), median_abs_error_pct=round(float(np.median(a)), 3),
+                     p90_abs_error_pct=round(float(np.percentile(a, 90)), 3),
+                     median_signed_error_pct=round(float(np.median(errors)), 3))
+
+
+def residuals_by(points: list[Point], profile: CalibrationProfile, key) -> dict[str, Residuals]:
+    groups: dict[str, list[float]] = {}
+    for p in points:
+        groups.setdefault(key(p), []).append(error_pct(predict(p, profile), p.measured))
+    return {k: summarize(v) for k, v in sorted(groups.items())}
+
+
+# ------------------------------------------------------------------------------------- fitting
+
+
+def fit_memory_terms(records: list[dict]) -> dict:
+    """vLLM's start-up accounting from the fit engines' logs (bf16 KV engines of role 'fit')."""
+    logs = [r for r in records if r.get("type") == "engine_log" and r.get("returncode") == 0
+            and r.get("role", "fit") == "fit" and r.get("peak_activation_bytes") is not None]
+    if not logs:
+        return {}
+    from planner.memory import weight_bytes
+
+    non_torch, act_coef, wfac, total = [], [], [], []
+    for r in logs:
+        m = catalog.model(r["model"])
+        eng = next((e for e in records if e.get("type") == "engine" and e.get("model") == r["model"]
+                    and e.get("role", "fit") == r.get("role", "fit")), {})
+        mnbt = eng.get("max_num_batched_tokens", 16384)
+        ffn = m.intermediate_size
+        if m.moe is not None:
+            e = m.moe
+            ffn = max(ffn, e.experts_per_token * e.expert_intermediate_size
+                      + e.num_shared_experts * e.shared_expert_intermediate_size)
+        width = 3 * ffn + 6 * m.hidden_size
+        act_coef.append(r["peak_activation_bytes"] / (mnbt * width))
+        non_torch.append(r.get("non_torch_bytes", 0.0))
+        wfac.append(r["weights_bytes"] / weight_bytes(m, "bf16").total_bytes)
+        if r.get("total_memory_bytes"):
+            total.append(r["total_memory_bytes"])
+    env = [r for r in records if r.get("type") == "env" and r.get("total_memory_bytes")]
+    device_total = env[0]["total_memory_bytes"] if env else (float(np.median(total)) if total else None)
+    return {
+        "non_torch_bytes": float(np.median(non_torch)),
+        "activation_bytes_per_batched_token_per_width": float(np.median(act_coef)),
+        "weight_bytes_factor": float(np.median(wfac)),
+        "device_memory_bytes": float(device_total) if device_total else None,
+        "cudagraph_bytes": 0.0,  # vLLM 0.26's V2 runner captures graphs after sizing the KV pool
+    }
+
+
+FP8_PARAM = ("kv_bandwidth_efficiency_fp8", 0.1, 1.2, 0.5)
+
+
+def _profile_from(theta, base: dict, params=PARAMS) -> CalibrationProfile:
+    vals = dict(base)
+    for (name, lo, hi, _), v in zip(params, theta):
+        vals[name] = float(min(max(v, lo), hi))
+    return CalibrationProfile(**vals)
+
+
+def fit_latency(points: list[Point], base: dict) -> CalibrationProfile:
+    """Least squares on log(predicted/measured) over the prefill and decode points."""
+    from scipy.optimize import least_squares
+
+    lat = [p for p in points if p.metric in ("prefill_s", "decode_step_s")]
+    if not lat:
+        raise ValueError("no successful prefill or decode probes to fit")
+    params = list(PARAMS)
+    if any(p.deployment.kv_cache_dtype == "fp8" for p in lat):
+        params.append(FP8_PARAM)  # only an fp8-KV engine among the fit data can pin it down
+    meas = np.array([p.measured for p in lat])
+    lo = np.array([p[1] for p in params])
+    hi = np.array([p[2] for p in params])
+    scale = np.maximum(hi - lo, 1e-12)
+
+    def resid(z):
+        prof = _profile_from(lo + z * scale, base, params)
+        pred = np.array([predict(p, prof) for p in lat])
+        return np.log(pred / meas)
+
+    best = None
+    starts = [np.array([p[3] for p in params])]
+    rng = np.random.default_rng(0)
+    starts += [lo + rng.uniform(0.05, 0.95, len(params)) * scale for _ in range(3)]
+    for x0 in starts:
+        z0 = (x0 - lo) / scale
+        r = least_squares(resid, z0, bounds=(0.0, 1.0), diff_step=1e-3, max_nfev=400)
+        if best is None or r.cost < best.cost:
+            best = r
+    return _profile_from(lo + best.x * scale, base, params)
+
+
+def fit_profile(records: list[dict], *, source: str = "") -> tuple[CalibrationProfile, list[Point]]:
+    """Fit on the 'fit'-role records; residuals on them; validation on 'validate'-role records."""
+    points = points_from_records(records, source)
+    fit_pts = [p for p in points if p.role == "fit"]
+    val_pts = [p for p in points if p.role != "fit"]
+    env = next((r for r in records if r.get("type") == "env"), {})
+    micro = next((r for r in records if r.get("type") == "microbench"), {})
+    base = {
+        "mode": "calibrated",
+        "gpu_id": env.get("gpu") or (fit_pts[0].deployment.gpu_id if fit_pts else None),
+        "engine": "vllm",
+        "engine_version": env.get("vllm_version", ""),
+        "created": env.get("date", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")),
+        "models_used": sorted({p.model.id for p in fit_pts}),
+        "measured_peak_flops_per_s": micro.get("peak_flops_per_s", {}),
+        "measured_hbm_bandwidth_bytes_per_s": micro.get("hbm_bandwidth_bytes_per_s"),
+        "command": env.get("command", ""),
+    }
+    base.update({k: v for k, v in fit_memory_terms(records).items() if v is not None})
+    prof = fit_latency(fit_pts, base)
+    res = residuals_by(fit_pts, prof, lambda p: p.regime)
+    val = residuals_by(val_pts, prof, lambda p: f"{p.model.id}/{p.deployment.kv_cache_dtype}/{p.metric}") if val_pts else {}
+    prof = prof.model_copy(update={"residuals": res, "validation": val})
+    return prof, points
+
+
+def profile_to_yaml(profile: CalibrationProfile) -> str:
+    data = profile.model_dump(mode="json")
+    for k, v in list(data.items()):
+        if isinstance(v, float):
+            data[k] = float(f"{v:.6g}")
+    header = (
+        "# Calibration profile fitted by calibration/fit.py from the raw records named in raw_data.\n"
+        "# Efficiencies are fractions of the datasheet roofs in hardware/<gpu_id>.yaml; times in seconds;\n"
+        "# memory in bytes.  residuals: error on the points it was fitted on; validation: on held-out points.\n"
+    )
+    return header + yaml.safe_dump(data, sort_keys=False)
+
+
+def fit_and_write(raw_paths, out_dir: Path, name: str | None = None, command: str = "") -> tuple[Path, CalibrationProfile]:
+    """Fit on one or more raw JSONL files and write ``out_dir/<gpu>-vllm-<version>.yaml``."""
+    if isinstance(raw_paths, (str, Path)):
+        raw_paths = [raw_paths]
+    raw_paths = [Path(p) for p in raw_paths]
+    records: list[dict] = []
+    for p in raw_paths:
+        records += read_records(p)
+    prof, _ = fit_profile(records, source=",".join(p.name for p in raw_paths))
+    prof = prof.model_copy(update={
+        "raw_data": [str(p.name) for p in raw_paths],
+        "raw_data_sha256": [sha256_file(p) for p in raw_paths],
+        "command": command or prof.command,
+    })
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / (name or f"{prof.gpu_id}-vllm-{prof.engine_version}.yaml")
+    path.write_text(profile_to_yaml(prof))
+    return path, prof
