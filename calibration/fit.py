@@ -18,7 +18,6 @@ as much as one on a 1 s prefill.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +25,9 @@ import yaml
 
 from calibration.records import read_records, sha256_file
 from planner import catalog
-from planner.memory import memory_budget
-from planner.roofline import decode_step_costs, hw_coeffs, model_costs, prefill_time_costs
-from planner.specs import CalibrationProfile, Deployment, ModelSpec, Residuals
+from planner.specs import CalibrationProfile, Deployment, Residuals
+from planner.validate import Measurement as Point
+from planner.validate import error_pct, predict, summarize
 
 KV_DTYPES = {"auto": "bf16", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8"}
 
@@ -46,29 +45,6 @@ PARAMS = [
 ]
 
 
-@dataclass(frozen=True)
-class Point:
-    """One measured point, with what is needed to predict it."""
-
-    model: ModelSpec
-    deployment: Deployment
-    metric: str  # prefill_s | decode_step_s | kv_cache_tokens | weights_bytes
-    batch_size: int
-    prompt_tokens: int
-    output_tokens: int
-    measured: float
-    role: str = "fit"
-    source: str = ""
-
-    @property
-    def regime(self) -> str:
-        if self.metric == "prefill_s":
-            return "prefill_small" if self.batch_size * self.prompt_tokens <= 2048 else "prefill_large"
-        if self.metric == "decode_step_s":
-            return "decode_small_batch" if self.batch_size <= 16 else "decode_large_batch"
-        return "capacity" if self.metric == "kv_cache_tokens" else self.metric
-
-
 def _deployment(gpu_id: str, eng: dict | None, kv: str, tp: int = 1) -> Deployment:
     eng = eng or {}
     return Deployment(
@@ -80,65 +56,52 @@ def _deployment(gpu_id: str, eng: dict | None, kv: str, tp: int = 1) -> Deployme
 
 
 def points_from_records(records: list[dict], source: str = "") -> list[Point]:
-    """Probe and engine records -> Points (failed or skipped probes are left out)."""
+    """Probe and engine records -> measurements (failed or skipped probes are left out)."""
     engines = {}
     for r in records:
         if r.get("type") == "engine":
             engines[(r["model"], r.get("kv_cache_dtype", "auto"), r.get("role", "fit"))] = r
+    version = next((r.get("vllm_version", "") for r in records if r.get("type") == "env"), "")
     out = []
     for r in records:
         key = (r.get("model"), r.get("kv_cache_dtype", "auto"), r.get("role", "fit"))
+        dep = None
+        if r.get("type") in ("probe", "engine_log"):
+            dep = _deployment(r["gpu"], engines.get(key), r.get("kv_cache_dtype", "auto"), r.get("tensor_parallel", 1))
         if r.get("type") == "probe" and r.get("status") == "ok":
-            dep = _deployment(r["gpu"], engines.get(key), r.get("kv_cache_dtype", "auto"), r.get("tensor_parallel", 1))
             out.append(Point(catalog.model(r["model"]), dep, r["metric"], int(r["batch_size"]), int(r["prompt_tokens"]),
-                             int(r["output_tokens"]), float(r["measured"]), r.get("role", "fit"), source))
+                             int(r["output_tokens"]), float(r["measured"]), version, source, r.get("role", "fit")))
         elif r.get("type") == "engine_log" and r.get("returncode") == 0 and r.get("kv_cache_tokens"):
-            dep = _deployment(r["gpu"], engines.get(key), r.get("kv_cache_dtype", "auto"), r.get("tensor_parallel", 1))
             m = catalog.model(r["model"])
-            out.append(Point(m, dep, "kv_cache_tokens", 0, 0, 0, float(r["kv_cache_tokens"]), r.get("role", "fit"),
-                             source))
+            out.append(Point(m, dep, "kv_cache_tokens", 0, 0, 0, float(r["kv_cache_tokens"]), version, source,
+                             r.get("role", "fit")))
             if r.get("weights_bytes"):
-                out.append(Point(m, dep, "weights_bytes", 0, 0, 0, float(r["weights_bytes"]), r.get("role", "fit"),
-                                 source))
+                out.append(Point(m, dep, "weights_bytes", 0, 0, 0, float(r["weights_bytes"]), version, source,
+                                 r.get("role", "fit")))
     return out
 
 
-def predict(point: Point, profile: CalibrationProfile) -> float:
-    """The planner's prediction of one measured point."""
-    gpu = catalog.gpu(point.deployment.gpu_id)
-    d = point.deployment
-    if point.metric == "kv_cache_tokens":
-        return float(memory_budget(point.model, gpu, d, profile).kv_capacity_tokens)
-    if point.metric == "weights_bytes":
-        return float(memory_budget(point.model, gpu, d, profile).weight_bytes * d.tensor_parallel)
-    mc = model_costs(point.model, d)
-    hw = hw_coeffs(gpu, d.weight_dtype, profile)
-    if point.metric == "prefill_s":
-        return float(prefill_time_costs(mc, hw, point.prompt_tokens, point.batch_size, d.max_num_batched_tokens).time_s)
-    if point.metric == "decode_step_s":
-        ctx = point.prompt_tokens + point.output_tokens / 2.0
-        return float(decode_step_costs(mc, hw, point.batch_size, ctx).time_s)
-    raise ValueError(f"metric: unknown metric '{point.metric}'")
-
-
-def error_pct(predicted: float, measured: float) -> float:
-    return 100.0 * (predicted - measured) / measured
-
-
-def summarize(errors: list[float]) -> Residuals:
-    a = np.abs(np.asarray(errors, dtype=float))
-    if a.size == 0:
-        return Residuals(n=0, median_abs_error_pct=0.0, p90_abs_error_pct=0.0, median_signed_error_pct=0.0)
-    return Residuals(n=int(a.size), median_abs_error_pct=round(float(np.median(a)), 3),
-                     p90_abs_error_pct=round(float(np.percentile(a, 90)), 3),
-                     median_signed_error_pct=round(float(np.median(errors)), 3))
+def measurement_rows(points: list[Point]) -> list[dict]:
+    """Measurements as rows of the ``planner validate`` CSV."""
+    rows = []
+    for p in points:
+        d = p.deployment
+        rows.append({
+            "model": p.model.id, "gpu": d.gpu_id, "num_gpus": d.num_gpus, "tensor_parallel": d.tensor_parallel,
+            "weight_dtype": d.weight_dtype, "kv_cache_dtype": d.kv_cache_dtype,
+            "gpu_memory_utilization": d.gpu_memory_utilization, "max_num_batched_tokens": d.max_num_batched_tokens,
+            "batch_size": p.batch_size, "prompt_tokens": p.prompt_tokens, "output_tokens": p.output_tokens,
+            "metric": p.metric, "measured": repr(p.measured), "engine": "vllm", "engine_version": p.engine_version,
+            "source": p.source,
+        })
+    return rows
 
 
 def residuals_by(points: list[Point], profile: CalibrationProfile, key) -> dict[str, Residuals]:
     groups: dict[str, list[float]] = {}
     for p in points:
         groups.setdefault(key(p), []).append(error_pct(predict(p, profile), p.measured))
-    return {k: summarize(v) for k, v in sorted(groups.items())}
+    return {k: Residuals(**summarize(v)) for k, v in sorted(groups.items())}
 
 
 # ------------------------------------------------------------------------------------- fitting

@@ -36,11 +36,12 @@ FIRST_TOKEN_ID = 10  # dummy weights: avoid special ids 0-2 (and a margin)
 def plan_points(
     *, quick: bool = False, kv_capacity_tokens: int | None = None, max_model_len: int = 32768,
     role: str = "fit", decode_output_tokens: int = 64, max_decode_batch_tokens: int = 320_000,
+    max_prefill_tokens: int = 10**9,
 ) -> list[dict]:
     """The probe points for one engine.  ``role='fit'`` is the calibration grid; ``role='validate'``
     a different grid (other lengths and batch sizes) for held-out checks."""
     if role == "fit":
-        prefill_lens = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32000]
+        prefill_lens = [128, 256, 384, 512, 640, 768, 1024, 1536, 2048, 3072, 4096, 8192, 16384, 32000]
         batched = [(4, 512), (16, 512), (4, 2048), (16, 2048)]
         decode_batches = [1, 4, 16, 32, 64, 128, 256, 512]
         decode_ctx = [512, 2048, 8192]
@@ -62,11 +63,11 @@ def plan_points(
     cap = kv_capacity_tokens or 10**12
     points: list[dict] = []
     for p in prefill_lens:
-        if p + 1 <= max_model_len:
+        if p + 1 <= max_model_len and p <= max_prefill_tokens:
             points.append({"metric": "prefill_s", "batch_size": 1, "prompt_tokens": p, "output_tokens": 1,
                            "repeats": 3})
     for b, p in batched:
-        if b * (p + 1) <= 0.8 * cap:
+        if b * (p + 1) <= min(0.8 * cap, max_decode_batch_tokens):
             points.append({"metric": "prefill_s", "batch_size": b, "prompt_tokens": p, "output_tokens": 1,
                            "repeats": 2})
     for ctx in decode_ctx:
@@ -76,6 +77,17 @@ def plan_points(
                 points.append({"metric": "decode_step_s", "batch_size": b, "prompt_tokens": ctx,
                                "output_tokens": decode_output_tokens, "repeats": 1})
     return points
+
+
+def size_limits(model) -> dict:
+    """Keep a big model's sweep inside the same GPU time as a 7B one: fewer prefilled tokens."""
+    from planner.params import count_params
+
+    scale = min(1.0, 8e9 / count_params(model).active)
+    out = {"max_decode_batch_tokens": int(320_000 * scale)}
+    if scale < 0.5:
+        out["max_prefill_tokens"] = 16384
+    return out
 
 
 def random_prompts(rng, n: int, length: int, vocab_size: int) -> list[list[int]]:
@@ -169,7 +181,7 @@ def run_engine_probes(args: dict) -> int:
     cap = (num_blocks or 0) * engine_rec["block_size"] or None
     points = args.get("points") or plan_points(
         quick=args.get("quick", False), kv_capacity_tokens=cap, max_model_len=kw["max_model_len"],
-        role=args.get("role", "fit"))
+        role=args.get("role", "fit"), **size_limits(model))
     skip = done_keys(read_records(out)) if args.get("resume") else set()
     rng = np.random.default_rng(args.get("seed", 1))
     deadline = time.perf_counter() + float(args.get("time_budget_s", 1e9))

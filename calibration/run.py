@@ -120,8 +120,27 @@ def run_model(model_id: str, raw: Path, *, gpu_id: str, role: str, quick: bool, 
     return rec
 
 
+def remaining_points(records: list[dict], model_id: str, kv: str, role: str, quick: bool) -> int:
+    """Planned probe points of one engine not yet measured (for --resume); -1 if it never started."""
+    from calibration.probes import plan_points, size_limits
+    from planner import catalog
+    from calibration.records import done_keys, probe_key
+
+    eng = [r for r in records if r.get("type") == "engine" and r.get("model") == model_id
+           and r.get("kv_cache_dtype") == kv and r.get("role") == role]
+    if not eng:
+        return -1
+    e = eng[-1]
+    cap = (e.get("num_gpu_blocks") or 0) * e.get("block_size", 16) or None
+    done = done_keys(records)
+    pts = plan_points(quick=quick, kv_capacity_tokens=cap, max_model_len=e.get("max_model_len", 32768), role=role,
+                      **size_limits(catalog.model(model_id)))
+    base = {"model": model_id, "kv_cache_dtype": kv}
+    return sum(1 for p in pts if probe_key(dict(base, **p)) not in done)
+
+
 def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models: list[str] = (),
-              fp8_kv_models: list[str] = (), quick: bool = False, resume: bool = False, force: bool = False,
+              fp8_kv_models: list[str] = (), fit_kv_dtypes: tuple[str, ...] = ("auto",), quick: bool = False, resume: bool = False, force: bool = False,
               raw_name: str | None = None, time_budget_s: float = 300.0, fit: bool = True,
               microbench: bool = True) -> dict:
     """Run the whole calibration; returns a summary dict (raw file, profile path, elapsed time)."""
@@ -139,13 +158,12 @@ def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
         _stream([sys.executable, "-m", "calibration.microbench", str(raw), gpu_id],
                 out_dir / f"{raw.stem}.microbench.log", env, timeout_s=300)
-    jobs = [(m, "fit", "auto") for m in models] + [(m, "validate", "auto") for m in validate_models] + [
-        (m, "validate", "fp8") for m in fp8_kv_models]
+    jobs = [(m, "fit", kv) for kv in fit_kv_dtypes for m in models]
+    jobs += [(m, "validate", "auto") for m in validate_models] + [(m, "validate", "fp8") for m in fp8_kv_models]
     per_job = max(60.0, time_budget_s / max(1, len(jobs)))
     for model_id, role, kv in jobs:
-        done_engines = {(r.get("model"), r.get("kv_cache_dtype"), r.get("role")) for r in read_records(raw)
-                        if r.get("type") == "engine_log" and r.get("returncode") == 0}
-        if resume and (model_id, kv, role) in done_engines:
+        if resume and remaining_points(read_records(raw), model_id, kv, role, quick) == 0:
+            print(f"== {model_id} ({role}, kv {kv}): every point already measured", flush=True)
             continue
         print(f"== {model_id} ({role}, kv {kv})", flush=True)
         run_model(model_id, raw, gpu_id=gpu_id, role=role, quick=quick, resume=resume, kv_cache_dtype=kv,
@@ -166,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", required=True)
     ap.add_argument("--model", action="append", default=[])
     ap.add_argument("--validate-model", action="append", default=[])
-    ap.add_argument("--fp8-kv-model", action="append", default=[])
+    ap.add_argument("--fp8-kv-model", action="append", default=[], help="validate with an fp8 KV cache")
+    ap.add_argument("--fit-kv-dtype", action="append", default=[], help="KV dtypes of the fit engines (auto, fp8)")
     ap.add_argument("--out", default="calibration/data")
     ap.add_argument("--raw-name")
     ap.add_argument("--quick", action="store_true")
@@ -179,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         models = [m for m in (ns.model or ["mistral-7b-v0.3"]) if m != "none"]
         s = calibrate(ns.gpu, models, Path(ns.out), validate_models=ns.validate_model,
-                      fp8_kv_models=ns.fp8_kv_model, quick=ns.quick, resume=ns.resume, force=ns.force,
+                      fp8_kv_models=ns.fp8_kv_model, fit_kv_dtypes=tuple(ns.fit_kv_dtype or ["auto"]),
+                      quick=ns.quick, resume=ns.resume, force=ns.force,
                       raw_name=ns.raw_name, time_budget_s=ns.time_budget_s, fit=not ns.no_fit,
                       microbench=not ns.no_microbench)
     except CalibrationError as err:

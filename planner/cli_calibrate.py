@@ -1,0 +1,79 @@
+"""``planner calibrate`` and ``planner validate`` (registered on planner.cli's app).
+
+``calibrate`` imports calibration (torch, vllm) lazily, inside the command, so the rest of the CLI
+works on a laptop.  ``validate`` is pure planner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from planner.cli import JsonOpt, _emit_json, _table, app, cli_errors, error_exit
+
+
+@app.command("calibrate")
+@cli_errors
+def calibrate_cmd(
+    gpu: Annotated[str, typer.Option("--gpu", help="Catalog GPU id of this machine's GPU, e.g. h200-sxm.")],
+    model: Annotated[list[str], typer.Option("--model", help="Catalog model(s) to fit on (repeatable).")] = None,
+    validate_model: Annotated[list[str], typer.Option(
+        "--validate-model", help="Held-out model(s) measured for validation, not fitted (repeatable).")] = None,
+    fp8_kv_model: Annotated[list[str], typer.Option(
+        "--fp8-kv-model", help="Held-out model(s) measured with an fp8 KV cache (repeatable).")] = None,
+    fit_kv_dtype: Annotated[list[str], typer.Option(
+        "--fit-kv-dtype", help="KV dtypes of the fit engines: auto (bf16) and/or fp8.")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="A smaller sweep (about 2 minutes per GPU).")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue a raw file: skip points already measured.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Run even if the device name does not match --gpu.")] = False,
+    out: Annotated[Path, typer.Option("--out", help="Folder for the raw JSONL, logs and the fitted profile.")] = Path(
+        "calibration/data"),
+    time_budget_s: Annotated[float, typer.Option("--time-budget-s", min=30,
+                                                 help="Probe time for all engines together, s.")] = 300.0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Measure this GPU with real vLLM probes (dummy weights) and fit a calibration profile."""
+    try:
+        from calibration.run import CalibrationError, calibrate
+    except ImportError as err:
+        raise error_exit("calibrate", f"needs the calibrate extra (pip install '.[calibrate]'): {err}") from None
+    try:
+        summary = calibrate(gpu, list(model or ["mistral-7b-v0.3"]), out, validate_models=list(validate_model or []),
+                            fp8_kv_models=list(fp8_kv_model or []), fit_kv_dtypes=tuple(fit_kv_dtype or ["auto"]),
+                            quick=quick, resume=resume, force=force, time_budget_s=time_budget_s)
+    except CalibrationError as err:
+        raise error_exit("calibrate", str(err)) from None
+    if json_out:
+        _emit_json(summary)
+    else:
+        typer.echo(f"raw records: {summary['raw']}\nprofile: {summary.get('profile')}\n"
+                   f"GPU time: {summary['elapsed_s']:.0f} s")
+
+
+@app.command("validate")
+@cli_errors
+def validate_cmd(
+    measurements: Annotated[Path, typer.Argument(help="CSV of measured points (see planner/validate.py).")],
+    profile: Annotated[str, typer.Option("--profile", help="auto (committed profile per GPU and engine "
+                                         "version), none (ideal roofline) or a profile YAML path.")] = "auto",
+    json_out: JsonOpt = False,
+) -> None:
+    """Compare the planner's predictions with measurements: signed % error per row, and per metric
+    the median and p90 of |error|."""
+    from planner.validate import choose_profile, read_measurements, validate
+
+    if profile not in ("auto", "none") and not Path(profile).exists():
+        raise error_exit("--profile", f"expected auto, none or a profile YAML path; no such file '{profile}'")
+    result = validate(read_measurements(measurements), choose_profile(profile))
+    if json_out:
+        _emit_json(result)
+        return
+    rows = [[r["model"], r["kv_cache_dtype"] or "auto", r["metric"], r["batch_size"], r["prompt_tokens"],
+             f"{float(r['measured']):.6g}", f"{r['predicted']:.6g}", f"{r['error_pct']:+.1f}%", r["calibration_mode"]]
+            for r in result["rows"]]
+    _table(["model", "kv", "metric", "batch", "prompt", "measured", "predicted", "error", "mode"], rows)
+    typer.echo("")
+    _table(["metric", "n", "median |error|", "p90 |error|"],
+           [[k, v["n"], f"{v['median_abs_error_pct']:.1f}%", f"{v['p90_abs_error_pct']:.1f}%"]
+            for k, v in result["summary"].items()])

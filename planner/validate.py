@@ -1,0 +1,201 @@
+"""Predictions against measurements: the engine behind ``planner validate`` and the calibration fit.
+
+A measurement CSV has one row per measured point, columns (catalog ids for model and gpu, SI units,
+empty = default):
+
+    model, gpu, num_gpus, tensor_parallel, weight_dtype, kv_cache_dtype, gpu_memory_utilization,
+    max_num_batched_tokens, batch_size, prompt_tokens, output_tokens, metric, measured, engine,
+    engine_version, source
+
+Metrics, as measured:
+- ``prefill_s``: wall time of batch_size requests of prompt_tokens, submitted together to an idle
+  engine, max_tokens=1;
+- ``decode_step_s``: mean decode step of batch_size sequences whose contexts grow from prompt_tokens
+  to prompt_tokens + output_tokens (predicted at the mean context);
+- ``kv_cache_tokens``: the engine's KV pool in tokens;
+- ``weights_bytes``: the engine's reported weight memory.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from planner import catalog
+from planner.catalog import SpecError
+from planner.memory import memory_budget
+from planner.roofline import decode_step_costs, hw_coeffs, model_costs, prefill_time_costs
+from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, ModelSpec
+
+COLUMNS = [
+    "model", "gpu", "num_gpus", "tensor_parallel", "weight_dtype", "kv_cache_dtype", "gpu_memory_utilization",
+    "max_num_batched_tokens", "batch_size", "prompt_tokens", "output_tokens", "metric", "measured", "engine",
+    "engine_version", "source",
+]
+METRICS = ("prefill_s", "decode_step_s", "kv_cache_tokens", "weights_bytes")
+KV_ALIASES = {"": "bf16", "auto": "bf16", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8"}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured point and what is needed to predict it."""
+
+    model: ModelSpec
+    deployment: Deployment
+    metric: str
+    batch_size: int
+    prompt_tokens: int
+    output_tokens: int
+    measured: float
+    engine_version: str = ""
+    source: str = ""
+    role: str = "validate"
+    row: dict | None = None
+
+    @property
+    def regime(self) -> str:
+        if self.metric == "prefill_s":
+            return "prefill_small" if self.batch_size * self.prompt_tokens <= 2048 else "prefill_large"
+        if self.metric == "decode_step_s":
+            return "decode_small_batch" if self.batch_size <= 16 else "decode_large_batch"
+        return "capacity" if self.metric == "kv_cache_tokens" else self.metric
+
+
+def predict(m: Measurement, profile: CalibrationProfile = IDEAL_PROFILE) -> float:
+    """The planner's prediction of one measured point."""
+    gpu = catalog.gpu(m.deployment.gpu_id)
+    d = m.deployment
+    if m.metric == "kv_cache_tokens":
+        return float(memory_budget(m.model, gpu, d, profile).kv_capacity_tokens)
+    if m.metric == "weights_bytes":
+        return float(memory_budget(m.model, gpu, d, profile).weight_bytes * d.gpus_per_replica)
+    mc = model_costs(m.model, d)
+    hw = hw_coeffs(gpu, d.weight_dtype, profile)
+    if m.metric == "prefill_s":
+        return float(prefill_time_costs(mc, hw, m.prompt_tokens, m.batch_size, d.max_num_batched_tokens).time_s)
+    if m.metric == "decode_step_s":
+        return float(decode_step_costs(mc, hw, m.batch_size, m.prompt_tokens + m.output_tokens / 2.0).time_s)
+    raise SpecError(f"metric: unknown metric '{m.metric}'; known: {', '.join(METRICS)}")
+
+
+def error_pct(predicted: float, measured: float) -> float:
+    """Signed error of a prediction, percent of the measurement."""
+    return 100.0 * (predicted - measured) / measured
+
+
+def summarize(errors: list[float]) -> dict:
+    a = np.abs(np.asarray(errors, dtype=float))
+    if a.size == 0:
+        return {"n": 0, "median_abs_error_pct": 0.0, "p90_abs_error_pct": 0.0, "median_signed_error_pct": 0.0}
+    return {"n": int(a.size), "median_abs_error_pct": round(float(np.median(a)), 3),
+            "p90_abs_error_pct": round(float(np.percentile(a, 90)), 3),
+            "median_signed_error_pct": round(float(np.median(errors)), 3)}
+
+
+# --------------------------------------------------------------------------------------- CSV
+
+
+def _num(row: dict, key: str, cast, default, line: int):
+    v = (row.get(key) or "").strip()
+    if v == "":
+        return default
+    try:
+        x = cast(float(v))
+    except ValueError:
+        raise SpecError(f"line {line}: {key}: not a number: {v!r}") from None
+    if not np.isfinite(x) or x < 0:
+        raise SpecError(f"line {line}: {key}: must be a finite number >= 0, got {v!r}")
+    return x
+
+
+def measurement_from_row(row: dict, line: int = 0) -> Measurement:
+    """Parse one CSV row (a dict of strings); SpecError names the line and the column."""
+    metric = (row.get("metric") or "").strip()
+    if metric not in METRICS:
+        raise SpecError(f"line {line}: metric: {metric!r} is not one of {', '.join(METRICS)}")
+    try:
+        model = catalog.model((row.get("model") or "").strip())
+        gpu = catalog.gpu((row.get("gpu") or "").strip())
+    except SpecError as err:
+        raise SpecError(f"line {line}: {err}") from None
+    kv = KV_ALIASES.get((row.get("kv_cache_dtype") or "").strip())
+    if kv is None:
+        raise SpecError(f"line {line}: kv_cache_dtype: unknown {row.get('kv_cache_dtype')!r}")
+    tp = _num(row, "tensor_parallel", int, 1, line)
+    try:
+        dep = Deployment(
+            gpu_id=gpu.id, num_gpus=_num(row, "num_gpus", int, tp, line), tensor_parallel=tp,
+            weight_dtype=(row.get("weight_dtype") or "").strip() or "bf16", kv_cache_dtype=kv,
+            gpu_memory_utilization=_num(row, "gpu_memory_utilization", float, 0.92, line),
+            max_num_batched_tokens=_num(row, "max_num_batched_tokens", int, 8192, line),
+        )
+    except Exception as err:  # pydantic ValidationError
+        from pydantic import ValidationError
+
+        if isinstance(err, ValidationError):
+            raise SpecError(catalog.format_validation_error(err, f"line {line}")) from None
+        raise
+    measured = _num(row, "measured", float, None, line)
+    if not measured:
+        raise SpecError(f"line {line}: measured: must be a number > 0")
+    b = _num(row, "batch_size", int, 1, line)
+    p = _num(row, "prompt_tokens", int, 0, line)
+    o = _num(row, "output_tokens", int, 0, line)
+    if metric in ("prefill_s", "decode_step_s") and (b <= 0 or p <= 0):
+        raise SpecError(f"line {line}: batch_size and prompt_tokens must be > 0 for {metric}")
+    return Measurement(model, dep, metric, b, p, o, measured, (row.get("engine_version") or "").strip(),
+                       (row.get("source") or "").strip(), "validate", dict(row))
+
+
+def read_measurements(path: str | Path) -> list[Measurement]:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read ({err.strerror})") from None
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in ("model", "gpu", "metric", "measured") if c not in (reader.fieldnames or [])]
+    if missing:
+        raise SpecError(f"{path.name}: missing column(s): {', '.join(missing)}")
+    return [measurement_from_row(row, i) for i, row in enumerate(reader, start=2)]
+
+
+def write_measurements(rows: list[dict], path: str | Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
+ProfileChooser = Callable[[Measurement], CalibrationProfile]
+
+
+def choose_profile(spec: str) -> ProfileChooser:
+    """'none' -> ideal roofline; 'auto' -> the committed profile for each row's GPU and engine
+    version (ideal where none exists); anything else -> a profile YAML path."""
+    if spec == "none":
+        return lambda m: IDEAL_PROFILE
+    if spec == "auto":
+        return lambda m: (catalog.profile_for(m.deployment.gpu_id, m.engine_version or None)
+                          or catalog.profile_for(m.deployment.gpu_id) or IDEAL_PROFILE)
+    prof = catalog.load_profile(spec)
+    return lambda m: prof
+
+
+def validate(measurements: list[Measurement], chooser: ProfileChooser) -> dict:
+    """Each row with predicted value and signed % error, and per metric n, median and p90 |error|."""
+    rows, by_metric = [], {}
+    for m in measurements:
+        prof = chooser(m)
+        pred = predict(m, prof)
+        err = error_pct(pred, m.measured)
+        row = {c: (m.row or {}).get(c, "") for c in COLUMNS}
+        row.update(predicted=pred, error_pct=round(err, 3), calibration_mode=prof.mode)
+        rows.append(row)
+        by_metric.setdefault(m.metric, []).append(err)
+    return {"rows": rows, "summary": {k: summarize(v) for k, v in by_metric.items()}}
