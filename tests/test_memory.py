@@ -1,0 +1,106 @@
+"""Memory: weight bytes per dtype, KV sharding, the vLLM-style budget and max concurrency."""
+
+from __future__ import annotations
+
+import pytest
+from inline_specs import deepseek_v3, llama_31_70b, make_gpu, mistral_7b
+
+from planner.memory import (
+    DEFAULT_NON_TORCH_BYTES,
+    activation_peak_bytes,
+    kv_bytes_per_request,
+    kv_shard_fraction,
+    max_concurrency,
+    memory_budget,
+    request_kv_bytes_per_gpu,
+    weight_bytes,
+)
+from planner.params import count_params
+from planner.specs import WEIGHT_BITS, Deployment
+
+
+def test_scale_overheads():
+    """int4 group 128 with a 16-bit scale: 4 + 16/128 = 4.125 bits; MXFP4: 4 + 8/32 = 4.25 bits."""
+    assert WEIGHT_BITS["int4"] == 4.125
+    assert WEIGHT_BITS["mxfp4"] == 4.25
+    assert WEIGHT_BITS["nf4"] == pytest.approx(4.127, abs=1e-3)
+
+
+def test_weight_bytes_split():
+    """Quantised linear layers + 16-bit embeddings/lm_head/norms add up to the total; bf16 = params × 2."""
+    m = mistral_7b()
+    p = count_params(m)
+    wb = weight_bytes(m, "int8")
+    assert wb.quantized_params + wb.kept_16bit_params == pytest.approx(p.total)
+    assert wb.kept_16bit_params == pytest.approx(2 * 32768 * 4096 + (2 * 32 + 1) * 4096)
+    assert weight_bytes(m, "bf16").total_bytes == pytest.approx(p.total * 2)
+
+
+def test_weight_bytes_order_follows_bits():
+    m = mistral_7b()
+    sizes = {d: weight_bytes(m, d).total_bytes for d in WEIGHT_BITS}
+    assert sizes["bf16"] == sizes["fp16"] > sizes["fp8"] == sizes["int8"] > sizes["mxfp4"] > sizes["int4"]
+
+
+def test_unknown_dtype_names_the_field():
+    with pytest.raises(ValueError, match="weight_dtype"):
+        weight_bytes(mistral_7b(), "int3")
+    with pytest.raises(ValueError, match="kv_cache_dtype"):
+        kv_bytes_per_request(mistral_7b(), "int4", 10)
+
+
+def test_kv_sharding_under_tensor_parallel():
+    """Llama 70B has 8 KV heads: TP 4 → 2 heads per GPU (1/4 of the cache); TP 16 → 1 head, replicated
+    (1/8, not 1/16).  MLA's single latent is replicated on every rank (fraction 1)."""
+    m = llama_31_70b()
+    assert kv_shard_fraction(m, 4) == 0.25
+    assert kv_shard_fraction(m, 16) == 1 / 8
+    assert kv_shard_fraction(m, 2, pipeline_parallel=2) == 0.25
+    assert kv_shard_fraction(deepseek_v3(), 8) == 1.0
+
+
+def test_block_rounding():
+    """vLLM allocates whole 16-token blocks: 4,097 tokens occupy 4,112."""
+    kv = kv_bytes_per_request(mistral_7b(), "bf16", 4097, block_size_tokens=16)
+    assert kv.full_layer_tokens == 4112
+    assert kv.total_bytes == 4112 * 131_072
+
+
+def test_budget_parts_add_up():
+    """usable = 0.9 × 80 GiB; pool = usable − weights − activations − non-torch − graphs."""
+    m, g = mistral_7b(), make_gpu()
+    d = Deployment(gpu_id=g.id, gpu_memory_utilization=0.9)
+    b = memory_budget(m, g, d)
+    assert b.usable_bytes == pytest.approx(0.9 * 80 * 2**30)
+    assert b.weight_bytes == pytest.approx(weight_bytes(m, "bf16").total_bytes)
+    assert b.activation_bytes == pytest.approx(activation_peak_bytes(m, d))
+    assert b.non_torch_bytes == DEFAULT_NON_TORCH_BYTES
+    assert b.kv_pool_bytes == pytest.approx(b.usable_bytes - b.weight_bytes - b.overhead_bytes)
+    assert b.kv_capacity_tokens % 16 == 0
+    assert b.kv_capacity_tokens == int(b.kv_pool_bytes // 131_072) // 16 * 16
+    assert b.fits
+
+
+def test_weights_split_across_tp():
+    m, g = llama_31_70b(), make_gpu()
+    one = memory_budget(m, g, Deployment(gpu_id=g.id, num_gpus=4, tensor_parallel=4))
+    assert one.weight_bytes == pytest.approx(weight_bytes(m, "bf16").total_bytes / 4)
+    assert one.kv_bytes_per_token == 327_680 / 4
+
+
+def test_does_not_fit_explains_with_numbers():
+    """Llama 70B bf16 (141 GB) on one 80 GiB GPU does not fit; the sentence says how much is needed."""
+    m, g = llama_31_70b(), make_gpu()
+    b = memory_budget(m, g, Deployment(gpu_id=g.id))
+    assert not b.fits
+    msg = b.explain()
+    assert msg.startswith("does not fit: needs") and "GiB" in msg and "73.6 GiB usable" in msg
+    assert max_concurrency(m, g, Deployment(gpu_id=g.id), 4096) == 0
+
+
+def test_max_concurrency_is_pool_over_request():
+    m, g = mistral_7b(), make_gpu()
+    d = Deployment(gpu_id=g.id)
+    b = memory_budget(m, g, d)
+    per = request_kv_bytes_per_gpu(m, d, 4608)
+    assert max_concurrency(m, g, d, 4608) == int(b.kv_pool_bytes // per)
