@@ -158,7 +158,10 @@ def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
         _stream([sys.executable, "-m", "calibration.microbench", str(raw), gpu_id],
                 out_dir / f"{raw.stem}.microbench.log", env, timeout_s=300)
-    jobs = [(m, "fit", kv) for kv in fit_kv_dtypes for m in models]
+    jobs = []
+    for entry in models:  # "model" (every fit KV dtype) or "model:kv" (that one only)
+        m, _, kv_only = entry.partition(":")
+        jobs += [(m, "fit", kv) for kv in ((kv_only,) if kv_only else fit_kv_dtypes)]
     jobs += [(m, "validate", "auto") for m in validate_models] + [(m, "validate", "fp8") for m in fp8_kv_models]
     per_job = max(60.0, time_budget_s / max(1, len(jobs)))
     for model_id, role, kv in jobs:
@@ -182,7 +185,7 @@ def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m calibration.run", description=__doc__)
     ap.add_argument("--gpu", required=True)
-    ap.add_argument("--model", action="append", default=[])
+    ap.add_argument("--model", action="append", default=[], help="fit on this model; 'id:fp8' for one KV dtype")
     ap.add_argument("--validate-model", action="append", default=[])
     ap.add_argument("--fp8-kv-model", action="append", default=[], help="validate with an fp8 KV cache")
     ap.add_argument("--fit-kv-dtype", action="append", default=[], help="KV dtypes of the fit engines (auto, fp8)")

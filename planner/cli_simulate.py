@@ -1,0 +1,435 @@
+"""``planner simulate`` and ``planner slo-search``: serving under load (see :mod:`planner.simulate`).
+
+Registered on :data:`planner.cli.app`, which imports this module at its end.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from planner.cli import (
+    JsonOpt,
+    KvDtypeOpt,
+    ProfileOpt,
+    WeightDtypeOpt,
+    _build,
+    _emit_json,
+    _finite,
+    _profile_for_option,
+    _table,
+    app,
+    cli_errors,
+    error_exit,
+)
+from planner.units import MS, fmt_int, fmt_usd
+
+WORKLOADS = ("chat", "rag", "agentic", "batch")
+AGENT_TURNS = 6
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _workload_maker(*, workload: str | None, num_requests: int, prompt_tokens: int, output_tokens: int,
+                    shared_prefix_tokens: int, burstiness_cv: float, seed: int):
+    """A function rate -> Requests (rate None: everything at t = 0), fixed seed."""
+    from planner import workloads as wl
+
+    if workload is None:
+        def make(rate=None, concurrency=None):
+            return wl.synthetic(num_requests, prompt_tokens, output_tokens, rate_per_s=rate, concurrency=concurrency,
+                                shared_prefix_tokens=shared_prefix_tokens, cv=burstiness_cv, seed=seed)
+        return make
+    if workload not in WORKLOADS:
+        raise error_exit("--workload", f"unknown workload '{workload}'; known: {', '.join(WORKLOADS)}")
+    if workload == "agentic":
+        sessions = max(1, math.ceil(num_requests / AGENT_TURNS))
+
+        def make(rate=None, concurrency=None):
+            if concurrency is not None:
+                raise error_exit("--concurrency", "the agentic workload's sessions arrive at a rate (use --rate)")
+            return wl.agentic(sessions, turns=AGENT_TURNS, rate_per_s=rate, seed=seed)
+        return make
+    if workload == "batch":
+        def make(rate=None, concurrency=None):
+            if rate is not None or concurrency is not None:
+                raise error_exit("--rate", "the batch workload submits every request at t=0 (drop --rate/--concurrency)")
+            return wl.batch(num_requests, seed=seed)
+        return make
+    fn = wl.PRESETS[workload]
+
+    def make(rate=None, concurrency=None):
+        return fn(num_requests, rate_per_s=rate, concurrency=concurrency, cv=burstiness_cv, seed=seed)
+    return make
+
+
+def _spec(spec_preset: str | None, spec_k: int | None, spec_acceptance: float | None, spec_draft_cost: float | None):
+    from planner.simulate import SPEC_PRESETS, SpecDecode
+
+    if spec_preset is not None:
+        if spec_preset not in SPEC_PRESETS:
+            raise error_exit("--spec-preset", f"unknown preset '{spec_preset}'; known: {', '.join(SPEC_PRESETS)}")
+        base = SPEC_PRESETS[spec_preset]
+    else:
+        base = None
+    if base is None and spec_k is None and spec_acceptance is None:
+        return None
+    k = spec_k if spec_k is not None else (base.num_speculative_tokens if base else None)
+    a = spec_acceptance if spec_acceptance is not None else (base.acceptance_rate if base else None)
+    c = spec_draft_cost if spec_draft_cost is not None else (base.draft_cost_ratio if base else 0.05)
+    if k is None:
+        raise error_exit("--spec-k", "speculative decoding needs --spec-k (draft tokens per step)")
+    if a is None:
+        raise error_exit("--spec-acceptance", "speculative decoding needs --spec-acceptance (0-1)")
+    if not 0 <= a <= 1:
+        raise error_exit("--spec-acceptance", f"must be between 0 and 1, got {a}")
+    if not 1 <= k <= 15:
+        raise error_exit("--spec-k", f"must be between 1 and 15, got {k}")
+    if not (math.isfinite(c) and c >= 0):
+        raise error_exit("--spec-draft-cost", f"must be a finite number >= 0, got {c}")
+    return SpecDecode(k, a, c, base.name if base else "custom", base.source if base else "command line")
+
+
+def _check_load(rate, concurrency, trace) -> None:
+    given = [n for n, v in (("--rate", rate), ("--concurrency", concurrency), ("--trace", trace)) if v is not None]
+    if len(given) > 1:
+        raise error_exit(given[1], f"give one of --rate, --concurrency, --trace (got {' and '.join(given)})")
+
+
+def _ms(x):
+    return None if x is None else x / MS
+
+
+# ----------------------------------------------------------------------------------------- simulate
+
+
+@app.command("simulate")
+@cli_errors
+def simulate_cmd(
+    model: Annotated[str, typer.Option("--model", "-m", help="Model id (see `planner models`).")],
+    gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU id (see `planner gpus`).")],
+    profile: ProfileOpt = "auto",
+    rate: Annotated[float | None, typer.Option("--rate", callback=_finite("--rate"),
+                                               help="Poisson arrival rate, requests/s.")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1,
+                                                    help="Closed loop: keep this many requests in flight.")] = None,
+    trace: Annotated[Path | None, typer.Option("--trace", help="CSV/JSONL trace: arrival_s, prompt_tokens, "
+                                                               "output_tokens per request.")] = None,
+    workload: Annotated[str | None, typer.Option("--workload", help="Preset instead of fixed lengths: chat, rag, "
+                                                                    "agentic, batch.")] = None,
+    num_requests: Annotated[int, typer.Option("--num-requests", "-n", min=1, help="Requests to simulate.")] = 1000,
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1,
+                                               help="Unique prompt tokens per request.")] = 512,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens per request.")] = 128,
+    shared_prefix_tokens: Annotated[int, typer.Option(
+        "--shared-prefix-tokens", min=0, help="Tokens every prompt shares before its unique part.")] = 0,
+    burstiness_cv: Annotated[float, typer.Option(
+        "--burstiness-cv", callback=_finite("--burstiness-cv"),
+        help="Coefficient of variation of inter-arrival gaps (1 = Poisson, >1 bursty; gamma).")] = 1.0,
+    prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching",
+                                                 help="vLLM automatic prefix caching.")] = True,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1, help="Max sequences per step.")] = 1024,
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1,
+                                                        help="Token budget per step.")] = 8192,
+    kv_capacity_tokens: Annotated[int | None, typer.Option(
+        "--kv-capacity-tokens", min=16, help="KV pool size in tokens (default: from the memory model).")] = None,
+    gpu_memory_utilization: Annotated[float, typer.Option(
+        "--gpu-memory-utilization", callback=_finite("--gpu-memory-utilization"),
+        help="Fraction of GPU memory vLLM may use (0-1].")] = 0.92,
+    spec_preset: Annotated[str | None, typer.Option("--spec-preset", help="Speculative decoding preset: "
+                                                    "draft-model, eagle, medusa.")] = None,
+    spec_k: Annotated[int | None, typer.Option("--spec-k", help="Draft tokens per step (speculative decoding).")] = None,
+    spec_acceptance: Annotated[float | None, typer.Option(
+        "--spec-acceptance", help="Per-token acceptance rate alpha, 0-1.")] = None,
+    spec_draft_cost: Annotated[float | None, typer.Option(
+        "--spec-draft-cost", help="One draft step ÷ one target decode step (default 0.05).")] = None,
+    sequential: Annotated[bool, typer.Option("--sequential", help="Naive baseline: one request at a time, "
+                                                                  "no batching (HF generate).")] = False,
+    compare_sequential: Annotated[bool, typer.Option(
+        "--compare-sequential", help="Also run the sequential baseline and report the speed-up.")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed of arrivals and lengths.")] = 0,
+    weight_dtype: WeightDtypeOpt = "bf16",
+    kv_dtype: KvDtypeOpt = "bf16",
+    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel GPUs per replica.")] = 1,
+    series_csv: Annotated[Path | None, typer.Option("--series-csv", help="Write the KV-usage/queue time series "
+                                                                         "to this CSV file.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Simulate serving under load: TTFT/TPOT/E2E percentiles, throughput, KV usage, preemptions."""
+    from planner import catalog
+    from planner.simulate import engine_setup, simulate, simulate_sequential
+    from planner.specs import Deployment
+    from planner.workloads import load_trace
+
+    _check_load(rate, concurrency, trace)
+    if burstiness_cv <= 0:
+        raise error_exit("--burstiness-cv", "must be > 0")
+    m = catalog.model(model)
+    g = catalog.gpu(gpu)
+    dep = _build(Deployment, {
+        "gpu_id": g.id, "num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype,
+        "kv_cache_dtype": kv_dtype, "gpu_memory_utilization": gpu_memory_utilization,
+        "max_num_batched_tokens": max_num_batched_tokens, "max_num_seqs": max_num_seqs,
+    }, "--tp")
+    if max_num_batched_tokens < max_num_seqs:
+        raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
+    spec = _spec(spec_preset, spec_k, spec_acceptance, spec_draft_cost)
+    prof, mode_line = _profile_for_option(profile, g.id)
+    cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching, spec=spec,
+                             kv_capacity_tokens=kv_capacity_tokens)
+    if trace is not None:
+        if workload is not None:
+            raise error_exit("--workload", "give either --trace or --workload")
+        reqs = load_trace(trace)
+    else:
+        make = _workload_maker(workload=workload, num_requests=num_requests, prompt_tokens=prompt_tokens,
+                               output_tokens=output_tokens, shared_prefix_tokens=shared_prefix_tokens,
+                               burstiness_cv=burstiness_cv, seed=seed)
+        reqs = make(rate, concurrency)
+    res = simulate_sequential(reqs, cost) if sequential else simulate(reqs, cost, cfg)
+    out = res.summary()
+    out.update({
+        "model": m.id, "gpu": g.id, "tensor_parallel": tp, "weight_dtype": weight_dtype, "kv_cache_dtype": kv_dtype,
+        "calibration_note": mode_line, "workload": {"name": reqs.name, **_jsonable(reqs.description)},
+        "total_prompt_tokens": reqs.total_prompt_tokens, "total_output_tokens": reqs.total_output_tokens,
+    })
+    if compare_sequential and not sequential:
+        base = simulate_sequential(reqs, cost)
+        b = base.summary()
+        out["sequential_baseline"] = {k: b[k] for k in ("ttft_s", "tpot_s", "e2e_s", "output_tokens_per_s",
+                                                         "requests_per_s", "duration_s")}
+        out["speedup_vs_sequential"] = (res.output_tokens_per_s / base.output_tokens_per_s
+                                        if base.output_tokens_per_s > 0 else None)
+    if series_csv is not None:
+        _write_series(series_csv, res)
+    if json_out:
+        _emit_json(out)
+        return
+    _print_sim(out, mode_line, cfg)
+
+
+def _jsonable(d: dict) -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            v = None
+        out[k] = v
+    return out
+
+
+def _write_series(path: Path, res) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["t_s", "kv_usage_fraction", "waiting_requests", "running_requests"])
+        for row in zip(res.series_t_s.tolist(), res.series_kv_usage.tolist(), res.series_waiting.tolist(),
+                       res.series_running.tolist()):
+            w.writerow(row)
+
+
+def _print_sim(d: dict, mode_line: str, cfg) -> None:
+    def f(x, scale=1.0, digits=1):
+        return "—" if x is None else f"{x * scale:,.{digits}f}"
+
+    typer.echo(f"{d['model']} on {d['gpu']} (TP {d['tensor_parallel']}, {d['weight_dtype']} weights, "
+               f"{d['kv_cache_dtype']} KV) — {mode_line}")
+    kind = "sequential baseline (one request at a time)" if d["sequential"] else "continuous batching"
+    typer.echo(f"{d['num_requests']:,} requests, {kind}; KV pool {fmt_int(d['kv_capacity_tokens'])} tokens, "
+               f"max_num_seqs {cfg.max_num_seqs}, max_num_batched_tokens {cfg.max_num_batched_tokens}, "
+               f"prefix caching {'on' if d['prefix_caching'] else 'off'}")
+    rows = []
+    for name, key, scale, digits in (("TTFT ms", "ttft_s", 1e3, 1), ("TPOT ms", "tpot_s", 1e3, 2),
+                                     ("E2E s", "e2e_s", 1.0, 2)):
+        p = d[key]
+        rows.append([name] + [f(p[q], scale, digits) for q in ("mean", "p50", "p90", "p99")])
+    _table(["", "mean", "p50", "p90", "p99"], rows)
+    typer.echo(f"throughput {d['output_tokens_per_s']:,.0f} output tokens/s, {d['requests_per_s']:,.2f} requests/s "
+               f"over {d['duration_s']:,.1f} s; preemptions {d['preemptions']:,}; prefix-cache hit rate "
+               f"{d['prefix_cache_hit_rate']:.1%}; KV usage max {d['kv_usage_max']:.1%}; queue max {d['queue_max']:,}; "
+               f"mean batch {d['running_mean']:,.1f}")
+    if d["rejected"]:
+        typer.echo(f"rejected {d['rejected']:,} requests longer than the KV pool")
+    if d.get("speedup_vs_sequential"):
+        b = d["sequential_baseline"]
+        typer.echo(f"sequential baseline: {b['output_tokens_per_s']:,.0f} output tokens/s, p99 TTFT "
+                   f"{f(b['ttft_s']['p99'], 1.0, 2)} s -> continuous batching is {d['speedup_vs_sequential']:,.1f}x")
+
+
+# --------------------------------------------------------------------------------------- slo-search
+
+SLO_COLUMNS = (
+    "model", "gpu", "weight_dtype", "kv_cache_dtype", "tensor_parallel", "fits", "note", "mode",
+    "max_rate_per_s", "max_rate_per_gpu_per_s", "concurrency_mean", "running_mean", "ttft_p99_s", "tpot_p99_s",
+    "output_tokens_per_s", "output_tokens_per_s_per_gpu", "saturation_rate_per_s", "usd_per_million_output_tokens",
+    "price_usd_per_gpu_hour", "kv_capacity_tokens", "target_rate_per_s", "replicas_for_target", "gpus_for_target",
+)
+
+
+def _csv_list(value: str, flag: str) -> list[str]:
+    items = [x.strip() for x in value.split(",") if x.strip()]
+    if not items:
+        raise error_exit(flag, "expected a comma-separated list")
+    return items
+
+
+@app.command("slo-search")
+@cli_errors
+def slo_search_cmd(
+    model: Annotated[str, typer.Option("--model", "-m", help="Model id (see `planner models`).")],
+    ttft_p99_ms: Annotated[float, typer.Option("--ttft-p99-ms", callback=_finite("--ttft-p99-ms"),
+                                               help="p99 time-to-first-token target, ms.")],
+    tpot_p99_ms: Annotated[float, typer.Option("--tpot-p99-ms", callback=_finite("--tpot-p99-ms"),
+                                               help="p99 time-per-output-token target, ms.")],
+    gpus: Annotated[str | None, typer.Option("--gpus", help="Comma-separated GPU ids (default: every GPU "
+                                                            "in the catalog).")] = None,
+    weight_dtypes: Annotated[str, typer.Option("--weight-dtypes", help="Comma-separated weight dtypes.")] = "bf16",
+    kv_dtype: KvDtypeOpt = "bf16",
+    tp: Annotated[str, typer.Option("--tp", help="Comma-separated TP sizes, or 'auto': the smallest of "
+                                                 "1, 2, 4, 8 that fits.")] = "auto",
+    target_rate: Annotated[float | None, typer.Option("--target-rate", callback=_finite("--target-rate"),
+                                                      help="Fleet target, requests/s: replicas needed.")] = None,
+    workload: Annotated[str | None, typer.Option("--workload", help="Preset instead of fixed lengths: chat, rag, "
+                                                                    "agentic (rate = sessions/s).")] = None,
+    num_requests: Annotated[int, typer.Option("--num-requests", "-n", min=10, help="Requests per trial.")] = 500,
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1, help="Unique prompt tokens.")] = 512,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens.")] = 128,
+    shared_prefix_tokens: Annotated[int, typer.Option("--shared-prefix-tokens", min=0,
+                                                      help="Shared prompt prefix tokens.")] = 0,
+    burstiness_cv: Annotated[float, typer.Option("--burstiness-cv", callback=_finite("--burstiness-cv"),
+                                                 help="Inter-arrival coefficient of variation.")] = 1.0,
+    prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching")] = True,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1)] = 1024,
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1)] = 8192,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    profile: ProfileOpt = "auto",
+    csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV (raw SI values, unit-suffixed columns).")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Highest request rate per GPU meeting p99 TTFT and p99 TPOT, per GPU/dtype/TP, with $/Mtok."""
+    from planner import catalog
+
+    if workload == "batch":
+        raise error_exit("--workload", "slo-search needs arrivals at a rate; 'batch' has none")
+    make = _workload_maker(workload=workload, num_requests=num_requests, prompt_tokens=prompt_tokens,
+                           output_tokens=output_tokens, shared_prefix_tokens=shared_prefix_tokens,
+                           burstiness_cv=burstiness_cv, seed=seed)
+    m = catalog.model(model)
+    gpu_ids = _csv_list(gpus, "--gpus") if gpus else sorted(catalog.gpus())
+    gs = [catalog.gpu(x) for x in gpu_ids]
+    dtypes = _csv_list(weight_dtypes, "--weight-dtypes")
+    if tp.strip() == "auto":
+        tps = None
+    else:
+        try:
+            tps = [int(x) for x in _csv_list(tp, "--tp")]
+        except ValueError:
+            raise error_exit("--tp", f"expected 'auto' or comma-separated integers, got '{tp}'") from None
+        if any(t < 1 for t in tps):
+            raise error_exit("--tp", "TP sizes must be >= 1")
+    if max_num_batched_tokens < max_num_seqs:
+        raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
+    rows = []
+    for g in gs:
+        prof, _ = _profile_for_option(profile, g.id)
+        for wd in dtypes:
+            for row in _slo_candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_p99_ms * MS, tpot_p99_ms * MS,
+                                       target_rate, prefix_caching, max_num_seqs, max_num_batched_tokens):
+                row["mode"] = prof.mode if prof is not None else "ideal"
+                rows.append(row)
+    rows.sort(key=lambda r: (not r["fits"] or not r["max_rate_per_s"],
+                             r["usd_per_million_output_tokens"] if r["usd_per_million_output_tokens"] is not None
+                             else math.inf))
+    if csv_out:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=SLO_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in SLO_COLUMNS})
+        typer.echo(buf.getvalue(), nl=False)
+        return
+    if json_out:
+        _emit_json({"model": m.id, "ttft_p99_s": ttft_p99_ms * MS, "tpot_p99_s": tpot_p99_ms * MS,
+                    "target_rate_per_s": target_rate, "candidates": rows})
+        return
+    typer.echo(f"{m.id}: highest request rate meeting p99 TTFT ≤ {ttft_p99_ms:g} ms and p99 TPOT ≤ "
+               f"{tpot_p99_ms:g} ms ({num_requests} requests per trial, seed {seed})")
+    _table(["gpu", "weights", "TP", "req/s per GPU", "concurrency", "p99 TTFT ms", "p99 TPOT ms", "out tok/s",
+            "$/Mtok out", "replicas", "note"],
+           [[r["gpu"], r["weight_dtype"], r["tensor_parallel"],
+             "—" if not r["fits"] else f"{r['max_rate_per_gpu_per_s']:,.2f}",
+             "—" if not r["fits"] else f"{r['concurrency_mean']:,.1f}",
+             "—" if r["ttft_p99_s"] is None else f"{r['ttft_p99_s'] / MS:,.0f}",
+             "—" if r["tpot_p99_s"] is None else f"{r['tpot_p99_s'] / MS:,.1f}",
+             "—" if not r["fits"] else f"{r['output_tokens_per_s']:,.0f}",
+             fmt_usd(r["usd_per_million_output_tokens"]) if r["usd_per_million_output_tokens"] is not None else "—",
+             "—" if r["replicas_for_target"] is None else r["replicas_for_target"], r["note"]] for r in rows])
+
+
+def _slo_candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_rate, prefix_caching, mns, mnbt):
+    from planner.memory import memory_budget
+    from planner.simulate import engine_setup, slo_search
+    from planner.specs import Deployment
+
+    options = tps if tps is not None else [t for t in (1, 2, 4, 8) if t <= g.max_gpus_per_node]
+    base = {"model": m.id, "gpu": g.id, "weight_dtype": wd, "kv_cache_dtype": kv_dtype,
+            "price_usd_per_gpu_hour": g.price_usd_per_hour, "target_rate_per_s": target_rate}
+    empty = {k: None for k in SLO_COLUMNS if k not in base}
+    out = []
+    last_note = ""
+    for t in options:
+        row = {**empty, **base, "tensor_parallel": t, "fits": False, "note": ""}
+        if m.attention.num_heads % t:
+            row["note"] = f"{m.attention.num_heads} attention heads not divisible by TP {t}"
+        elif t > g.max_gpus_per_node:
+            row["note"] = f"TP {t} exceeds {g.max_gpus_per_node} GPUs per node"
+        else:
+            dep = Deployment(gpu_id=g.id, num_gpus=t, tensor_parallel=t, weight_dtype=wd, kv_cache_dtype=kv_dtype,
+                             max_num_seqs=mns, max_num_batched_tokens=mnbt)
+            mb = memory_budget(m, g, dep, prof or _ideal())
+            if not mb.fits:
+                row["note"] = mb.explain()
+            else:
+                cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching)
+                pt = slo_search(lambda r: make(r), cost, cfg, ttft_s, tpot_s,
+                                price_usd_per_gpu_hour=g.price_usd_per_hour, gpus_per_replica=t)
+                row.update({
+                    "fits": True, "kv_capacity_tokens": cfg.kv_capacity_tokens,
+                    "max_rate_per_s": pt.max_rate_per_s, "max_rate_per_gpu_per_s": pt.max_rate_per_gpu,
+                    "concurrency_mean": pt.mean_in_system, "running_mean": pt.mean_running,
+                    "ttft_p99_s": _finite_or_none(pt.ttft_p99_s), "tpot_p99_s": _finite_or_none(pt.tpot_p99_s),
+                    "output_tokens_per_s": pt.output_tokens_per_s,
+                    "output_tokens_per_s_per_gpu": pt.output_tokens_per_s / t,
+                    "saturation_rate_per_s": pt.saturation_rate_per_s,
+                    "usd_per_million_output_tokens": _finite_or_none(pt.usd_per_million_output_tokens),
+                    "note": "" if pt.max_rate_per_s > 0 else "misses the SLO even at light load",
+                })
+                reps = pt.replicas_for(target_rate)
+                row["replicas_for_target"] = reps
+                row["gpus_for_target"] = reps * t if reps is not None else None
+        if tps is None:  # auto: the smallest TP that fits
+            last_note = row["note"] or last_note
+            if row["fits"]:
+                out.append(row)
+                return out
+            continue
+        out.append(row)
+    if tps is None:
+        row = {**empty, **base, "tensor_parallel": options[-1] if options else 1, "fits": False,
+               "note": last_note or "does not fit at any TP"}
+        out.append(row)
+    return out
+
+
+def _ideal():
+    from planner.specs import IDEAL_PROFILE
+
+    return IDEAL_PROFILE
+
+
+def _finite_or_none(x):
+    return x if (x is not None and math.isfinite(x)) else None
