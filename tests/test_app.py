@@ -359,6 +359,9 @@ def upload(contents: bytes, name: str = "config.json") -> AppTest:
     (json.dumps({**MISTRAL_CONFIG, "num_key_value_heads": 7}).encode(), "not a multiple"),
     (json.dumps({**MISTRAL_CONFIG, "hidden_size": -1}).encode(), "hidden_size"),
     (b" " * (300 * 1024) + b"{}", "the limit is"),
+    (b"[" * 200_000 + b"]" * 200_000, "the limit is"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (json.dumps({**MISTRAL_CONFIG, "num_hidden_layers": float("nan")}).encode(), "num_hidden_layers"),
 ])
 def test_malformed_upload_gives_an_error_not_an_exception(contents, fragment):
     at = upload(contents)

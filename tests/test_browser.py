@@ -139,6 +139,16 @@ def test_dashboard_loads_changes_and_follows_in_a_real_browser(page, server):
     no_exceptions(page)
     page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
 
+    # a preset moves several widgets at once, and the URL follows
+    page.get_by_role("button", name="premium chat (quality + latency)").click()
+    preset = wait_metric_change(page, "Max concurrent users", fp8)
+    page.wait_for_function("() => window.location.search.includes('model=llama-3.1-70b')")
+    assert users(preset) > 0
+    wait_idle(page)
+    no_exceptions(page)
+    page.screenshot(path=str(ARTIFACTS / "preset-premium-chat.png"), full_page=True)
+    fp8 = preset
+
     # the URL reopens the same scenario in a fresh page
     shared = page.url
     page.goto(shared)
