@@ -110,7 +110,6 @@ def test_every_view_renders_with_its_explanation(view):
         "Roofline": ["Roofline: NVIDIA H200 SXM 141GB"],
         "Triangle": ["Quality – latency – throughput: pick two"],
         "Cost": ["Cost per million tokens at the SLO-feasible batch"],
-        "Load": ["Latency percentiles vs request rate"],
     }.get(view, [])
     for title in expected:
         assert title in charts, (title, charts)
@@ -147,14 +146,34 @@ def test_sizing_report_offers_the_cli_csv():
     assert len(nodes(at, "dataframe")[0].value) > 100
 
 
-def test_load_view_finds_the_knee_and_more_gpus_scale_it():
+def simulate_load(at: AppTest) -> AppTest:
+    run(at, "Load")
+    at.button(key="load_run").click()
+    return run(at)
+
+
+def test_load_view_simulates_on_request_and_finds_the_knee():
     at = run(new_app(), "Load")
+    assert any("Press **Simulate**" in i.value for i in at.info)
+    assert not nodes(at, "plotly_chart")  # nothing heavy until asked
+    simulate_load(at)
     text = " ".join(m.value for m in at.markdown)
     assert "(the knee)" in text and "requests/s" in text
     spec = json.loads(nodes(at, "plotly_chart")[0].proto.spec)
     assert {t["name"] for t in spec["data"]} == {"TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99"}
-    at.number_input(key="gpus").set_value(2)
+    knee = float(text.split("up to about **")[1].split()[0].replace(",", ""))
+    # a stricter TTFT target moves the knee down
+    at.number_input(key="ttft_ms").set_value(300)
     run(at)
+    assert any("Press **Simulate**" in i.value for i in at.info)  # the scenario changed: results are not stale
+    simulate_load(at)
+    text = " ".join(m.value for m in at.markdown)
+    assert float(text.split("up to about **")[1].split()[0].replace(",", "")) < knee
+
+
+def test_load_view_scales_with_replicas():
+    at = run(new_app(gpus=2))
+    simulate_load(at)
     assert "2 replica(s)" in " ".join(m.value for m in at.markdown)
 
 
@@ -410,7 +429,7 @@ def test_calibrated_profile_shows_provenance_and_changes_the_numbers(calibrated_
     radio = at.radio(key="calib")
     assert not radio.disabled
     captions = " ".join(c.value for c in at.sidebar.caption)
-    assert "vllm 0.26.0" in captions and "2026-11-29" in captions and "decode median |error| 3.2% (p90 7.5%)" in captions
+    assert "vllm 0.26.0" in captions and "2026-11-29" in captions and "decode 3.2% (p90 7.5%)" in captions
     ideal_tpot = num(metric(at, "TPOT at that batch"))
     ideal_ttft = num(metric(at, "TTFT (one prompt)"))
     radio.set_value("calibrated profile")
