@@ -39,7 +39,8 @@ PARAMS = [
     ("weight_bandwidth_efficiency", 0.3, 1.2, 0.85),
     ("kv_bandwidth_efficiency", 0.1, 1.2, 0.7),
     ("step_overhead_s", 0.0, 0.02, 1e-3),
-    ("eager_step_overhead_s", 0.0, 0.05, 5e-3),
+    ("prefill_layer_overhead_s", 0.0, 1e-3, 5e-5),
+    ("eager_layer_overhead_s", 0.0, 2e-3, 2e-4),
     ("per_seq_overhead_s", 0.0, 2e-4, 5e-6),
     ("request_overhead_s", 0.0, 0.05, 3e-3),
 ]
@@ -179,7 +180,7 @@ def fit_latency(points: list[Point], base: dict) -> CalibrationProfile:
     starts += [lo + rng.uniform(0.05, 0.95, len(params)) * scale for _ in range(3)]
     for x0 in starts:
         z0 = (x0 - lo) / scale
-        r = least_squares(resid, z0, bounds=(0.0, 1.0), diff_step=1e-3, max_nfev=400)
+        r = least_squares(resid, z0, bounds=(0.0, 1.0), diff_step=1e-3, max_nfev=400, loss="soft_l1", f_scale=0.05)
         if best is None or r.cost < best.cost:
             best = r
     return _profile_from(lo + best.x * scale, base, params)
@@ -215,7 +216,7 @@ def profile_to_yaml(profile: CalibrationProfile) -> str:
     data = profile.model_dump(mode="json")
     for k, v in list(data.items()):
         if isinstance(v, float):
-            data[k] = float(f"{v:.6g}")
+            data[k] = float(f"{v:.12g}")
     header = (
         "# Calibration profile fitted by calibration/fit.py from the raw records named in raw_data.\n"
         "# Efficiencies are fractions of the datasheet roofs in hardware/<gpu_id>.yaml; times in seconds;\n"

@@ -57,6 +57,7 @@ class ModelCosts:
     allreduce_bytes_per_token: float  # hidden × 2 B
     allreduces_per_step: float  # 2 per layer per stage under TP > 1, else 0
     cudagraph_max_tokens: float = 512.0  # steps with more tokens run without CUDA graphs
+    num_layers: float = 0.0  # all layers of the model (stages run one after another)
 
 
 def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
@@ -101,6 +102,7 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
         allreduce_bytes_per_token=model.hidden_size * ACT_BYTES,
         allreduces_per_step=(2.0 * model.num_layers / pp) if tp > 1 else 0.0,
         cudagraph_max_tokens=cudagraph_max_tokens(deployment),
+        num_layers=float(model.num_layers),
     )
 
 
@@ -127,7 +129,8 @@ class HwCoeffs:
     kv_bandwidth_efficiency: float
     kv_bandwidth_efficiency_fp8: float
     step_overhead_s: float
-    eager_step_overhead_s: float
+    prefill_layer_overhead_s: float
+    eager_layer_overhead_s: float
     per_seq_overhead_s: float
     per_token_overhead_s: float
     request_overhead_s: float
@@ -152,7 +155,8 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         kv_bandwidth_efficiency=profile.kv_bandwidth_efficiency,
         kv_bandwidth_efficiency_fp8=profile.kv_bandwidth_efficiency_fp8 or profile.kv_bandwidth_efficiency,
         step_overhead_s=profile.step_overhead_s,
-        eager_step_overhead_s=profile.eager_step_overhead_s,
+        prefill_layer_overhead_s=profile.prefill_layer_overhead_s,
+        eager_layer_overhead_s=profile.eager_layer_overhead_s,
         per_seq_overhead_s=profile.per_seq_overhead_s,
         per_token_overhead_s=profile.per_token_overhead_s,
         request_overhead_s=profile.request_overhead_s,
@@ -310,7 +314,8 @@ def step_time(
     overhead = np.where(
         tokens > 0,
         hw.step_overhead_s + hw.per_seq_overhead_s * sampled + hw.per_token_overhead_s * tokens
-        + np.where(tokens > mc.cudagraph_max_tokens, hw.eager_step_overhead_s, 0.0),
+        + mc.num_layers * np.where(tokens > mc.cudagraph_max_tokens, hw.eager_layer_overhead_s,
+                                   np.where(pt > 0, hw.prefill_layer_overhead_s, 0.0)),
         0.0,
     )
     flops = lin_flops + att_flops

@@ -154,8 +154,11 @@ class StepCost:
         "half",
         "hw",
         "kvb",
+        "cg_max",
+        "eager_oh",
         "kvbw",
         "layers",
+        "prefill_oh",
         "lf",
         "lm",
         "mc",
@@ -189,7 +192,8 @@ class StepCost:
         self.apf, self.adf = mc.attn_flops_per_ctx_prefill, mc.attn_flops_per_ctx_decode
         self.apeak = hw.attn_peak_flops_per_s * hw.attention_compute_efficiency
         self.kvb = mc.kv_bytes_per_ctx_layer
-        self.kvbw = hw.hbm_bandwidth_bytes_per_s * hw.kv_bandwidth_efficiency
+        kv_eff = hw.kv_bandwidth_efficiency_fp8 if mc.kv_cache_dtype == "fp8" else hw.kv_bandwidth_efficiency
+        self.kvbw = hw.hbm_bandwidth_bytes_per_s * kv_eff
         self.full_layers, self.sliding_layers = mc.full_layers, mc.sliding_layers
         self.layers = mc.full_layers + mc.sliding_layers
         self.window = mc.window_tokens
@@ -199,6 +203,10 @@ class StepCost:
         self.ar_per_tok = 2.0 * (n - 1) / n * mc.allreduce_bytes_per_token / hw.link_bandwidth_bytes_per_s if n > 1 else 0.0
         self.step_oh, self.seq_oh, self.tok_oh = hw.step_overhead_s, hw.per_seq_overhead_s, hw.per_token_overhead_s
         self.request_overhead_s = hw.request_overhead_s
+        # per-layer launch costs: above the largest CUDA graph (eager), or a prefill step (PIECEWISE)
+        self.cg_max = mc.cudagraph_max_tokens
+        self.eager_oh = mc.num_layers * hw.eager_layer_overhead_s
+        self.prefill_oh = mc.num_layers * hw.prefill_layer_overhead_s
         # d(attention seconds)/d(decode-attended context): for closed-form runs of decode steps
         self.ac_per_att = self.pp * self.adf / self.apeak
         self.am_per_kv = self.pp * self.kvb / self.kvbw
@@ -232,6 +240,10 @@ class StepCost:
         pp = self.pp
         const = ((max(lin_m, lin_c)) + comm) * pp + self.step_oh + self.seq_oh * sampled \
             + self.tok_oh * tokens
+        if tokens > self.cg_max:
+            const += self.eager_oh
+        elif att_prefill > 0:
+            const += self.prefill_oh
         return const, att_c * pp, att_m * pp
 
     def step_s(self, tokens: float, sampled: float, att_prefill: float = 0.0, att_decode: float = 0.0,

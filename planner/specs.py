@@ -358,8 +358,13 @@ class CalibrationProfile(_Frozen):
     )
     # --- fixed costs
     step_overhead_s: Annotated[float, Field(ge=0)] = 0.0
-    eager_step_overhead_s: Annotated[float, Field(ge=0)] = Field(
-        0.0, description="extra per step above the largest CUDA-graph size (kernel launches without graphs)"
+    prefill_layer_overhead_s: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="extra per layer for a step with prompt tokens that fits a CUDA graph (vLLM runs "
+        "such steps as PIECEWISE graphs: attention is launched outside the graph, layer by layer)"
+    )
+    eager_layer_overhead_s: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="extra per layer for a step above the largest CUDA-graph size (no graphs: every "
+        "kernel is launched from the CPU)"
     )
     per_seq_overhead_s: Annotated[float, Field(ge=0)] = 0.0
     per_token_overhead_s: Annotated[float, Field(ge=0)] = 0.0

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "calibration" / "data"
 FIT_RAW = DATA / "h200-fit.jsonl"
 VAL_RAW = DATA / "h200-validate.jsonl"
+RAW_FILES = [DATA / n for n in ("h200-fit.jsonl", "h200-fit2.jsonl", "h200-fit3.jsonl", "h200-validate.jsonl")]
 VAL_CSV = DATA / "h200-validation.csv"
 GIB = 2**30
 
@@ -138,17 +139,22 @@ def test_probe_child_plumbing_with_a_stand_in_engine(tmp_path):
 
 @pytest.fixture(scope="module")
 def fitted():
-    recs = read_records(FIT_RAW) + read_records(VAL_RAW)
+    recs = [r for p in RAW_FILES for r in read_records(p)]
     return fit_profile(recs)
 
 
 def test_fit_reproduces_its_training_points(fitted):
     prof, _ = fitted
-    for regime in ("prefill_small", "prefill_large", "decode_small_batch", "decode_large_batch"):
+    assert prof.models_used == ["mistral-7b-v0.3", "qwen2.5-32b"]  # a 7B and a 32B: bandwidth vs overhead
+    for regime in ("prefill_large", "decode_small_batch", "decode_large_batch"):
         r = prof.residuals[regime]
-        assert r.n >= 4
+        assert r.n >= 20
         assert r.median_abs_error_pct <= 5.0, regime
         assert r.p90_abs_error_pct <= 10.0, regime
+    # prompts of <= 2,048 tokens: wall time is dominated by CPU-side launch/front-end cost that varied
+    # by up to 60 % between identical engines (Mistral 128 tokens: 10.6, 17.0, 18.4 ms in three runs)
+    small = prof.residuals["prefill_small"]
+    assert small.median_abs_error_pct <= 12.0
     assert prof.residuals["capacity"].median_abs_error_pct <= 0.5
 
 
@@ -160,15 +166,18 @@ def test_fit_memory_terms_are_vllms(fitted):
     assert prof.cudagraph_bytes == 0.0
 
 
-def test_held_out_model_llama_8b(fitted):
-    """Llama 3.1 8B was never fitted on: other vocabulary (128K), other prompt lengths and batches."""
+@pytest.mark.parametrize("key", ["llama-3.1-8b/bf16", "qwen2.5-7b/bf16", "mistral-7b-v0.3/fp8"])
+def test_held_out_measurements(fitted, key):
+    """Never fitted on: Llama 3.1 8B (128K vocabulary), Qwen2.5 7B (28 layers, 4 KV heads, 152K
+    vocabulary, FFN 18,944), and Mistral with an fp8 KV cache on another grid of prompt lengths and
+    batch sizes (its fp8 fit engine used the fit grid)."""
     prof, _ = fitted
-    dec = prof.validation["llama-3.1-8b/bf16/decode_step_s"]
-    assert dec.median_abs_error_pct <= 5.0 and dec.p90_abs_error_pct <= 10.0
-    pre = prof.validation["llama-3.1-8b/bf16/prefill_s"]
-    assert pre.median_abs_error_pct <= 5.0  # p90 misses: see the closing note (short prompts)
-    assert prof.validation["llama-3.1-8b/bf16/kv_cache_tokens"].median_abs_error_pct <= 2.0
-    assert prof.validation["mistral-7b-v0.3/fp8/kv_cache_tokens"].median_abs_error_pct <= 2.0
+    dec = prof.validation[f"{key}/decode_step_s"]
+    assert dec.n >= 10 and dec.median_abs_error_pct <= 5.0 and dec.p90_abs_error_pct <= 10.0
+    pre = prof.validation[f"{key}/prefill_s"]
+    assert pre.n >= 10 and pre.median_abs_error_pct <= 7.0  # p90 misses 10 %: short prompts, see above
+    assert prof.validation[f"{key}/kv_cache_tokens"].median_abs_error_pct <= 2.0
+    assert prof.validation[f"{key}/weights_bytes"].median_abs_error_pct <= 1.0
 
 
 def test_committed_profile_matches_a_refit(fitted):
@@ -179,21 +188,27 @@ def test_committed_profile_matches_a_refit(fitted):
         assert getattr(committed, name) == pytest.approx(getattr(prof, name), rel=0.02), name
 
 
-def test_validation_csv_is_the_recorded_validation_run():
-    rows = measurement_rows(points_from_records(read_records(VAL_RAW), str(VAL_CSV.relative_to(ROOT).parent / VAL_RAW.name)))
-    assert len(read_measurements(VAL_CSV)) == len(rows)
+def test_validation_csv_is_the_recorded_validation_runs():
+    rows = []
+    for p in RAW_FILES:
+        rows += measurement_rows([x for x in points_from_records(read_records(p), p.name) if x.role == "validate"])
+    csv_rows = read_measurements(VAL_CSV)
+    assert len(csv_rows) == len(rows) == 75
+    assert sorted(m.measured for m in csv_rows) == sorted(float(r["measured"]) for r in rows)
 
 
 def test_planner_validate_on_the_recorded_h200_measurements():
     res = validate(read_measurements(VAL_CSV), choose_profile("auto"))
     s = res["summary"]
-    assert s["kv_cache_tokens"]["median_abs_error_pct"] <= 2.0
+    assert s["kv_cache_tokens"]["median_abs_error_pct"] <= 2.0 and s["kv_cache_tokens"]["p90_abs_error_pct"] <= 2.0
     assert s["weights_bytes"]["median_abs_error_pct"] <= 1.0
-    assert s["decode_step_s"]["median_abs_error_pct"] <= 5.0
+    assert s["decode_step_s"]["median_abs_error_pct"] <= 5.0 and s["decode_step_s"]["p90_abs_error_pct"] <= 10.0
     assert s["prefill_s"]["median_abs_error_pct"] <= 7.0
+    assert all(r["calibration_mode"] == "calibrated" for r in res["rows"])
     ideal = validate(read_measurements(VAL_CSV), choose_profile("none"))["summary"]
-    # the spec-sheet roofline misses decode by far more than the calibrated model
-    assert ideal["decode_step_s"]["median_abs_error_pct"] > 3 * s["decode_step_s"]["median_abs_error_pct"]
+    # the spec-sheet roofline misses real vLLM by 30-70 %; the calibrated model by a few percent
+    assert ideal["decode_step_s"]["median_abs_error_pct"] > 25.0
+    assert ideal["prefill_s"]["median_abs_error_pct"] > 25.0
 
 
 def test_cli_validate_json():
