@@ -136,6 +136,7 @@ class HwCoeffs:
     request_overhead_s: float
     link_bandwidth_bytes_per_s: float
     allreduce_latency_s: float
+    step_corrections: tuple = ()  # ((model_id, tokens_lo, tokens_hi, extra_s), ...)
 
 
 def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDEAL_PROFILE) -> HwCoeffs:
@@ -164,7 +165,18 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         allreduce_latency_s=(
             profile.allreduce_latency_s if profile.allreduce_latency_s is not None else gpu.interconnect_latency_s
         ),
+        step_corrections=tuple((m, lo, hi, x) for m, rows in sorted(profile.step_corrections.items())
+                               for lo, hi, x in rows),
     )
+
+
+def step_correction_s(mc: ModelCosts, hw: HwCoeffs, tokens):
+    """Measured extra seconds for a step of ``tokens`` of this model (0 for models not calibrated on)."""
+    extra = np.zeros_like(np.asarray(tokens, dtype=float))
+    for model_id, lo, hi, x in hw.step_corrections:
+        if model_id == mc.model_id:
+            extra = extra + np.where((tokens > lo) & (tokens < hi), x, 0.0)
+    return extra
 
 
 # ------------------------------------------------------------------------------- attention sums
@@ -315,7 +327,8 @@ def step_time(
         tokens > 0,
         hw.step_overhead_s + hw.per_seq_overhead_s * sampled + hw.per_token_overhead_s * tokens
         + mc.num_layers * np.where(tokens > mc.cudagraph_max_tokens, hw.eager_layer_overhead_s,
-                                   np.where(pt > 0, hw.prefill_layer_overhead_s, 0.0)),
+                                   np.where(pt > 0, hw.prefill_layer_overhead_s, 0.0))
+        + (step_correction_s(mc, hw, tokens) if hw.step_corrections else 0.0),
         0.0,
     )
     flops = lin_flops + att_flops

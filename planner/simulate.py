@@ -155,6 +155,7 @@ class StepCost:
         "hw",
         "kvb",
         "cg_max",
+        "corrections",
         "eager_oh",
         "kvbw",
         "layers",
@@ -207,6 +208,7 @@ class StepCost:
         self.cg_max = mc.cudagraph_max_tokens
         self.eager_oh = mc.num_layers * hw.eager_layer_overhead_s
         self.prefill_oh = mc.num_layers * hw.prefill_layer_overhead_s
+        self.corrections = tuple((lo, hi, x) for m, lo, hi, x in hw.step_corrections if m == mc.model_id)
         # d(attention seconds)/d(decode-attended context): for closed-form runs of decode steps
         self.ac_per_att = self.pp * self.adf / self.apeak
         self.am_per_kv = self.pp * self.kvb / self.kvbw
@@ -244,6 +246,9 @@ class StepCost:
             const += self.eager_oh
         elif att_prefill > 0:
             const += self.prefill_oh
+        for lo, hi, x in self.corrections:
+            if lo < tokens < hi:
+                const += x
         return const, att_c * pp, att_m * pp
 
     def step_s(self, tokens: float, sampled: float, att_prefill: float = 0.0, att_decode: float = 0.0,

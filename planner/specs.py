@@ -369,6 +369,12 @@ class CalibrationProfile(_Frozen):
     per_seq_overhead_s: Annotated[float, Field(ge=0)] = 0.0
     per_token_overhead_s: Annotated[float, Field(ge=0)] = 0.0
     request_overhead_s: Annotated[float, Field(ge=0)] = 0.0
+    # --- measured per-model corrections: extra seconds for steps of tokens_lo < tokens < tokens_hi
+    #     (e.g. Mistral/Llama-shaped GEMMs just above the largest CUDA graph); used only for that model
+    step_corrections: dict[str, list[tuple[float, float, float]]] = Field(
+        default_factory=dict,
+        description="model id -> [(tokens_lo, tokens_hi, extra_s)] measured on models the profile was fitted on",
+    )
     # --- interconnect (tensor parallel)
     allreduce_latency_s: Annotated[float, Field(ge=0)] | None = None
     allreduce_bandwidth_efficiency: Annotated[float, Field(gt=0, le=1.5)] = 1.0

@@ -1,0 +1,81 @@
+"""The simulator against REAL serving measurements: vLLM 0.26.0 AsyncLLM on an NVIDIA H200,
+Mistral-7B shape with dummy weights, Poisson arrivals (calibration/data/h200-serve.jsonl, taken by
+`python -m calibration.serve_probe --out $OUT/h200-serve.jsonl --budget-s 330 --max-run-s 30`).
+
+The recorded arrivals, lengths and engine settings are replayed through planner.simulate with the
+committed H200 profile (fitted on offline probes only: none of these serving records was used to fit
+it).  The bounds below are what the model achieves today, not the issue's targets where it misses
+them; the closing note and benchmarks/serving_accuracy.py report both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner import catalog
+from planner.simulate import load_records, replay
+
+SERVE = Path(__file__).resolve().parent.parent / "calibration" / "data" / "h200-serve.jsonl"
+
+
+@pytest.fixture(scope="module")
+def report():
+    return replay(str(SERVE), catalog.model("mistral-7b-v0.3"), catalog.gpu("h200-sxm"),
+                  catalog.profile_for("h200-sxm", "0.26.0"))
+
+
+def _row(report, name):
+    return next(r for r in report.rows if r.run == name)
+
+
+def test_recorded_serving_runs_are_real_and_complete():
+    recs = load_records([str(SERVE)])
+    engines = [r for r in recs if r["type"] == "engine"]
+    assert {e["vllm_version"] for e in engines} == {"0.26.0"}
+    assert all(not e["dry_run"] and e["gpu_name"] == "NVIDIA H200" for e in engines)
+    ends = [r for r in recs if r["type"] == "run_end"]
+    assert ends and all(e["ok"] for e in ends)
+
+
+@pytest.mark.parametrize("run", ["fixed-p512-o128-r4", "fixed-p512-o128-r16", "fixed-p512-o128-r40",
+                                 "fixed-p512-o128-r80", "shared-pc-on-s2048-u256-r8",
+                                 "shared-pc-on-s2048-u256-r32", "shared-pc-off-s2048-u256-r8"])
+def test_output_throughput_within_5_percent(report, run):
+    """Issue target: output tokens/s within 5 %.  (r4: 449.1 measured vs 449.0 predicted;
+    r80, saturated: 6,259 vs 6,422, +2.6 %.)"""
+    assert abs(_row(report, run).error_pct("output_tokens_per_s")) <= 5.0
+
+
+def test_saturated_cache_off_throughput(report):
+    """2,304-token prompts at 32 req/s without prefix caching saturate on prefill: 1,035 tokens/s
+    measured, 1,110 predicted (+7 %)."""
+    assert abs(_row(report, "shared-pc-off-s2048-u256-r32").error_pct("output_tokens_per_s")) <= 10.0
+
+
+@pytest.mark.parametrize("run", ["fixed-p512-o128-r4", "fixed-p512-o128-r80", "shared-pc-on-s2048-u256-r8",
+                                 "shared-pc-off-s2048-u256-r8"])
+def test_tpot_p50_within_10_percent_where_steps_are_pure_decode_or_saturated(report, run):
+    assert abs(_row(report, run).error_pct("tpot_p50_s")) <= 10.0
+
+
+def test_known_miss_mixed_steps_just_above_the_cuda_graph_size(report):
+    """At 16 and 40 req/s every 512-token prompt joins running decodes in a 513+-token step, above
+    the largest CUDA graph (512): those steps took 31-34 ms on the H200 (gaps in the token streams)
+    against 22-23 ms modelled, so TPOT p50 and TTFT are under-predicted.  Pinned so a change that
+    makes it worse is seen."""
+    for run in ("fixed-p512-o128-r16", "fixed-p512-o128-r40"):
+        assert -45.0 <= _row(report, run).error_pct("tpot_p50_s") < 0.0
+        assert -65.0 <= _row(report, run).error_pct("ttft_p50_s") < 0.0
+
+
+def test_prefix_caching_gains(report):
+    """Throughput gain of prefix caching at 8 req/s (below the knee: ~1.00 measured and predicted),
+    and the TTFT gain (measured 2.8x; predicted 4.1x: the model under-predicts the cached engine's
+    TTFT by 20 %, see the miss above, and so over-predicts the ratio)."""
+    g = report.prefix_caching_gain
+    assert g["predicted_throughput_ratio_on_over_off"] == pytest.approx(g["measured_throughput_ratio_on_over_off"],
+                                                                         rel=0.15)
+    assert g["measured_ttft_mean_ratio_off_over_on"] > 2.0 and g["predicted_ttft_mean_ratio_off_over_on"] > 2.0
+    assert g["predicted_ttft_mean_ratio_off_over_on"] / g["measured_ttft_mean_ratio_off_over_on"] < 1.6
