@@ -107,7 +107,7 @@ def _gpu(gpu_id: str, price_usd_per_hour: float):
 
 def _profile(gpu_id: str):
     try:
-        return catalog.profile_for(gpu_id)
+        return catalog.profile_for(gpu_id, transfer=True)
     except catalog.SpecError:
         return None
 
@@ -425,6 +425,10 @@ def _profile_line(p) -> str:
                          for k, r in table.items() if r.n > 1)
     fit, val = errs(p.residuals), errs(p.validation)
     used = f" on {', '.join(p.models_used)}" if p.models_used else ""
+    if p.mode == "transferred":
+        return (f"Transferred calibration: measured on {p.transferred_from} with {p.engine} {p.engine_version}"
+                f"{used}, applied to this GPU's datasheet roofs (not measured on it). Validation there: "
+                f"{errs(p.validation) or 'none'}.")
     return (f"Calibrated profile: {p.engine or 'engine'} {p.engine_version or '?'}, fitted {p.created[:10] or '?'}{used}."
             + (f" Fit error, median |error|: {fit}." if fit else " No residuals recorded.")
             + (f" Validation: {val}." if val else ""))
@@ -465,7 +469,8 @@ def headline(sc: Scenario, o: SimpleNamespace, r) -> None:
     c[5].metric("$ / M output tokens", fmt_usd(float(r.cost.usd_per_million_output_tokens)) if r.batch_size else "—",
                 help=f"at {fmt_usd(o.gpu.price_usd_per_hour)}/GPU-h ({o.gpu.price_source.url}, "
                      f"{o.gpu.price_source.date})")
-    mode = "calibrated profile" if r.profile_mode == "calibrated" else "ideal roofline (speed of light)"
+    mode = {"calibrated": "calibrated profile", "transferred": "calibration transferred from another GPU"}.get(
+        r.profile_mode, "ideal roofline (speed of light)")
     st.caption(f"{o.model.name} on {sc.num_gpus} × {o.gpu.name} (TP {sc.tensor_parallel}), weights {sc.weight_dtype}, "
                f"KV {sc.kv_cache_dtype}; {sc.prompt_tokens:,} prompt + {sc.output_tokens:,} output tokens; "
                f"latency model: {mode}. Memory: {r.memory.explain()}.")
@@ -656,7 +661,7 @@ def _cli_sweep(model_key: str, prompt: int, output: int, ttft_s: float, tpot_s: 
     auto|none` computes: every catalog GPU at catalog prices, default dtypes, TP and batches."""
     wl = Workload(prompt_tokens=prompt, output_tokens=output, ttft_slo_s=ttft_s, tpot_slo_s=tpot_s)
     return plan_mod.sweep(_model(model_key), wl, contexts=[prompt],
-                          profile_for=catalog.profile_for if calibrated else None)
+                          profile_for=(lambda g: catalog.profile_for(g, transfer=True)) if calibrated else None)
 
 
 def _cli_command(sc: Scenario, model_id: str) -> str:

@@ -121,14 +121,25 @@ def profiles() -> tuple[tuple[Path, CalibrationProfile], ...]:
     return tuple(out)
 
 
-def profile_for(gpu_id: str, engine_version: str | None = None) -> CalibrationProfile | None:
-    """The newest committed calibrated profile for a GPU (and engine version, if given)."""
-    found = [
-        p for _, p in profiles()
-        if p.gpu_id == gpu_id and (engine_version in (None, "") or p.engine_version == engine_version)
-    ]
-    found.sort(key=lambda p: p.created)
-    return found[-1] if found else None
+def profile_for(gpu_id: str, engine_version: str | None = None, *, transfer: bool = False
+                ) -> CalibrationProfile | None:
+    """The newest committed calibrated profile for a GPU (and engine version, if given).
+
+    With ``transfer=True`` a GPU that has none gets the newest profile of another GPU of the same
+    vendor, transferred (mode 'transferred'): its efficiencies and overheads applied to this GPU's
+    datasheet roofs — far closer to a real engine than the ideal roofline, but not measured here."""
+    def newest(pred):
+        found = [p for _, p in profiles()
+                 if pred(p) and (engine_version in (None, "") or p.engine_version == engine_version)]
+        found.sort(key=lambda p: p.created)
+        return found[-1] if found else None
+
+    own = newest(lambda p: p.gpu_id == gpu_id)
+    if own is not None or not transfer:
+        return own
+    vendor = gpu(gpu_id).vendor
+    other = newest(lambda p: p.gpu_id in gpus() and gpus()[p.gpu_id].vendor == vendor)
+    return other.transferred_to(gpu_id) if other is not None else None
 
 
 def load_profile(path: str | Path) -> CalibrationProfile:

@@ -157,9 +157,13 @@ def _profile_for_option(value: str, gpu_id: str):
     if value == "none":
         return None, "ideal roofline (--profile none)"
     if value == "auto":
-        prof = catalog.profile_for(gpu_id)
+        prof = catalog.profile_for(gpu_id, transfer=True)
         if prof is None:
             return None, f"ideal roofline (no calibration profile for {gpu_id} in calibration/profiles/)"
+        if prof.mode == "transferred":
+            return prof, (f"transferred calibration: {prof.transferred_from}'s measured efficiencies and overheads "
+                          f"({prof.engine} {prof.engine_version}, {prof.created}) on {gpu_id}'s datasheet roofs; "
+                          f"calibrate this GPU for measured numbers")
         return prof, f"calibrated ({prof.gpu_id}, {prof.engine} {prof.engine_version}, {prof.created})"
     path = Path(value)
     if not path.exists():
@@ -486,7 +490,7 @@ def sweep_cmd(
         raise error_exit("--profile", f"expected auto or none, got '{profile}'")
     df = sweep(m, wl, gpus=gpus, weight_dtypes=weight_dtype or None, kv_dtypes=kv_dtype or None,
                tensor_parallels=tp or None, contexts=contexts, batch_sizes=batch or None,
-               profile_for=catalog.profile_for if profile == "auto" else None)
+               profile_for=(lambda g: catalog.profile_for(g, transfer=True)) if profile == "auto" else None)
     if only_feasible:
         df = df[df["meets_slo"]].reset_index(drop=True)
     if csv is not None:

@@ -264,8 +264,8 @@ def memory_budget(
     usable = deployment.gpu_memory_utilization * total
     w = weight_bytes(model, deployment.weight_dtype).total_bytes * profile.weight_bytes_factor / (tp * pp)
     act = activation_peak_bytes(model, deployment, profile)
-    non_torch = profile.non_torch_bytes if profile.mode == "calibrated" else DEFAULT_NON_TORCH_BYTES
-    graphs = profile.cudagraph_bytes if profile.mode == "calibrated" else DEFAULT_CUDAGRAPH_BYTES
+    non_torch = profile.non_torch_bytes if profile.mode != "ideal" else DEFAULT_NON_TORCH_BYTES
+    graphs = profile.cudagraph_bytes if profile.mode != "ideal" else DEFAULT_CUDAGRAPH_BYTES
     pool = usable - w - act - non_torch - graphs
     per_tok = kv_bytes_per_token(model, deployment.kv_cache_dtype) * kv_shard_fraction(model, tp, pp)
     bs = deployment.block_size_tokens

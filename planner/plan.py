@@ -311,7 +311,7 @@ class SizingReport:
     gpu_name: str
     deployment: Deployment
     workload: Workload
-    profile_mode: str  # 'ideal' or 'calibrated'
+    profile_mode: str  # 'ideal', 'calibrated' or 'transferred'
     profile_gpu_id: str | None
     profile_engine_version: str
     profile_created: str
@@ -533,6 +533,9 @@ def plan(
     # ---- notes
     if profile.mode == "calibrated" and profile.gpu_id not in (None, gpu.id):
         notes.append(f"calibration profile is for '{profile.gpu_id}', applied to '{gpu.id}'")
+    if profile.mode == "transferred":
+        notes.append(f"latency uses {profile.transferred_from}'s measured efficiencies on {gpu.id}'s datasheet "
+                     f"roofs (transferred, not measured on this GPU)")
     if served and slo.binding in ("tpot", "ttft", "tpot+ttft") and slo.batch_limit > slo.batch_size:
         notes.append(
             f"the {slo.binding.upper()} target holds the batch to {slo.batch_size:,} of the "
@@ -756,8 +759,8 @@ def _budget_fast(model, gpu, dep, profile, wb_cache, kvtok_cache) -> MemoryBudge
     usable = dep.gpu_memory_utilization * gpu.memory_bytes
     w = wb_cache[dep.weight_dtype] * profile.weight_bytes_factor / (tp * pp)
     act = activation_peak_bytes(model, dep, profile)
-    non_torch = profile.non_torch_bytes if profile.mode == "calibrated" else DEFAULT_NON_TORCH_BYTES
-    graphs = profile.cudagraph_bytes if profile.mode == "calibrated" else DEFAULT_CUDAGRAPH_BYTES
+    non_torch = profile.non_torch_bytes if profile.mode != "ideal" else DEFAULT_NON_TORCH_BYTES
+    graphs = profile.cudagraph_bytes if profile.mode != "ideal" else DEFAULT_CUDAGRAPH_BYTES
     pool = usable - w - act - non_torch - graphs
     per_tok = kvtok_cache[dep.kv_cache_dtype] * kv_shard_fraction(model, tp, pp)
     bs = dep.block_size_tokens

@@ -341,7 +341,11 @@ class CalibrationProfile(_Frozen):
     memory terms from first principles.  ``mode`` says which one a result used.
     """
 
-    mode: Literal["ideal", "calibrated"] = "ideal"
+    mode: Literal["ideal", "calibrated", "transferred"] = Field(
+        "ideal", description="ideal roofline; calibrated on this GPU; or transferred: the efficiencies and "
+        "overheads measured on another GPU of the same vendor, applied to this GPU's datasheet roofs"
+    )
+    transferred_from: str = Field("", description="GPU id whose calibration a transferred profile reuses")
     gpu_id: str | None = None
     engine: str = ""
     engine_version: str = ""
@@ -400,6 +404,15 @@ class CalibrationProfile(_Frozen):
     @property
     def is_ideal(self) -> bool:
         return self.mode == "ideal"
+
+    def transferred_to(self, gpu_id: str) -> CalibrationProfile:
+        """This calibration applied to another GPU: the efficiencies (fractions of datasheet roofs),
+        overheads and vLLM memory terms carry over; the device memory and measured ceilings do not."""
+        return self.model_copy(update={
+            "mode": "transferred", "gpu_id": gpu_id, "transferred_from": self.gpu_id or "",
+            "device_memory_bytes": None, "measured_peak_flops_per_s": {},
+            "measured_hbm_bandwidth_bytes_per_s": None,
+        })
 
     def matmul_efficiency(self, tokens: float) -> float:
         if tokens <= 0:

@@ -177,12 +177,13 @@ ProfileChooser = Callable[[Measurement], CalibrationProfile]
 
 def choose_profile(spec: str) -> ProfileChooser:
     """'none' -> ideal roofline; 'auto' -> the committed profile for each row's GPU and engine
-    version (ideal where none exists); anything else -> a profile YAML path."""
+    version (another GPU's, transferred, where none exists; ideal where no GPU of that vendor has
+    one); anything else -> a profile YAML path."""
     if spec == "none":
         return lambda m: IDEAL_PROFILE
     if spec == "auto":
         return lambda m: (catalog.profile_for(m.deployment.gpu_id, m.engine_version or None)
-                          or catalog.profile_for(m.deployment.gpu_id) or IDEAL_PROFILE)
+                          or catalog.profile_for(m.deployment.gpu_id, transfer=True) or IDEAL_PROFILE)
     prof = catalog.load_profile(spec)
     return lambda m: prof
 

@@ -442,10 +442,16 @@ def test_calibrated_profile_shows_provenance_and_changes_the_numbers(calibrated_
         assert not errors(at), (view, errors(at))
 
 
-def test_without_a_profile_the_calibrated_mode_is_disabled():
+def test_without_its_own_profile_a_gpu_offers_the_transferred_calibration():
     at = run(new_app(gpu="l4", model="llama-3.1-8b"))
+    assert not at.radio(key="calib").disabled
+    assert any("Transferred calibration: measured on h200-sxm" in c.value for c in at.sidebar.caption)
+
+
+def test_without_any_profile_of_its_vendor_the_calibrated_mode_is_disabled():
+    at = run(new_app(gpu="mi300x", model="llama-3.1-8b"))
     assert at.radio(key="calib").disabled
-    assert any("No calibrated profile for NVIDIA L4" in c.value for c in at.sidebar.caption)
+    assert any("No calibrated profile for" in c.value for c in at.sidebar.caption)
 
 
 # ------------------------------------------------------------------------------------ presets as data
