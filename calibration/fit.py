@@ -61,11 +61,12 @@ def points_from_records(records: list[dict], source: str = "") -> list[Point]:
     engines = {}
     for r in records:
         if r.get("type") == "engine":
-            engines[(r["model"], r.get("kv_cache_dtype", "auto"), r.get("role", "fit"))] = r
+            engines[(r["model"], r.get("kv_cache_dtype", "auto"), r.get("role", "fit"),
+                     int(r.get("tensor_parallel", 1)))] = r
     version = next((r.get("vllm_version", "") for r in records if r.get("type") == "env"), "")
     out = []
     for r in records:
-        key = (r.get("model"), r.get("kv_cache_dtype", "auto"), r.get("role", "fit"))
+        key = (r.get("model"), r.get("kv_cache_dtype", "auto"), r.get("role", "fit"), int(r.get("tensor_parallel", 1)))
         dep = None
         if r.get("type") in ("probe", "engine_log"):
             dep = _deployment(r["gpu"], engines.get(key), r.get("kv_cache_dtype", "auto"), r.get("tensor_parallel", 1))
@@ -145,6 +146,8 @@ def fit_memory_terms(records: list[dict]) -> dict:
 
 
 FP8_PARAM = ("kv_bandwidth_efficiency_fp8", 0.1, 1.2, 0.5)
+# only tensor-parallel engines among the fit data can pin these down
+TP_PARAMS = [("allreduce_latency_s", 0.0, 1e-4, 1e-5), ("allreduce_bandwidth_efficiency", 0.05, 1.2, 0.6)]
 
 
 def _profile_from(theta, base: dict, params=PARAMS) -> CalibrationProfile:
@@ -164,6 +167,8 @@ def fit_latency(points: list[Point], base: dict) -> CalibrationProfile:
     params = list(PARAMS)
     if any(p.deployment.kv_cache_dtype == "fp8" for p in lat):
         params.append(FP8_PARAM)  # only an fp8-KV engine among the fit data can pin it down
+    if any(p.deployment.tensor_parallel > 1 for p in lat):
+        params += TP_PARAMS
     meas = np.array([p.measured for p in lat])
     lo = np.array([p[1] for p in params])
     hi = np.array([p[2] for p in params])

@@ -155,6 +155,9 @@ def run_engine_probes(args: dict) -> int:
     model = catalog.model(args["model"])
     model_dir = Path(args.get("model_dir") or write_hf_config(model, Path(args["work_dir"]) / model.id))
     kv_dtype = args.get("kv_cache_dtype", "auto")
+    if args.get("tensor_parallel", 1) > 1:
+        os.environ.update({"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                           "NVSHMEM_DISABLE_NVLS": "1"})
     base = {"type": "probe", "model": model.id, "gpu": args["gpu"], "kv_cache_dtype": kv_dtype,
             "weight_dtype": "bf16", "tensor_parallel": args.get("tensor_parallel", 1),
             "role": args.get("role", "fit")}

@@ -46,7 +46,7 @@ def read_records(path: Path) -> list[dict]:
 def probe_key(rec: dict) -> tuple:
     """Identity of a probe point, for --resume: the same key is not measured twice."""
     return (
-        rec.get("model"), rec.get("kv_cache_dtype", "auto"), rec.get("metric"),
+        rec.get("model"), rec.get("kv_cache_dtype", "auto"), int(rec.get("tensor_parallel", 1)), rec.get("metric"),
         int(rec.get("batch_size", 0)), int(rec.get("prompt_tokens", 0)), int(rec.get("output_tokens", 0)),
     )
 

@@ -21,6 +21,11 @@ from calibration.records import append_record, parse_engine_log, read_records
 REPO = Path(__file__).resolve().parent.parent
 
 
+# NVLink multicast stays off for tensor-parallel engines (NCCL NVLS, PyTorch symmetric memory,
+# NVSHMEM): on shared hosts a program that uses it can take the GPUs out of service.
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
 class CalibrationError(RuntimeError):
     """A check failed before any measurement (no CUDA, wrong GPU, no vLLM)."""
 
@@ -106,6 +111,7 @@ def run_model(model_id: str, raw: Path, *, gpu_id: str, role: str, quick: bool, 
     args_path.write_text(json.dumps(args))
     env = dict(os.environ)
     env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+    env.update(MULTICAST_OFF)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     log_path = raw.with_suffix("").parent / f"{raw.stem}.{model_id}.{kv_cache_dtype}.{role}.log"
@@ -120,14 +126,14 @@ def run_model(model_id: str, raw: Path, *, gpu_id: str, role: str, quick: bool, 
     return rec
 
 
-def remaining_points(records: list[dict], model_id: str, kv: str, role: str, quick: bool) -> int:
+def remaining_points(records: list[dict], model_id: str, kv: str, role: str, quick: bool, tp: int = 1) -> int:
     """Planned probe points of one engine not yet measured (for --resume); -1 if it never started."""
     from calibration.probes import plan_points, size_limits
     from planner import catalog
     from calibration.records import done_keys, probe_key
 
     eng = [r for r in records if r.get("type") == "engine" and r.get("model") == model_id
-           and r.get("kv_cache_dtype") == kv and r.get("role") == role]
+           and r.get("kv_cache_dtype") == kv and r.get("role") == role and int(r.get("tensor_parallel", 1)) == tp]
     if not eng:
         return -1
     e = eng[-1]
@@ -135,17 +141,24 @@ def remaining_points(records: list[dict], model_id: str, kv: str, role: str, qui
     done = done_keys(records)
     pts = plan_points(quick=quick, kv_capacity_tokens=cap, max_model_len=e.get("max_model_len", 32768), role=role,
                       **size_limits(catalog.model(model_id)))
-    base = {"model": model_id, "kv_cache_dtype": kv}
+    base = {"model": model_id, "kv_cache_dtype": kv, "tensor_parallel": tp}
     return sum(1 for p in pts if probe_key(dict(base, **p)) not in done)
 
 
 def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models: list[str] = (),
               fp8_kv_models: list[str] = (), fit_kv_dtypes: tuple[str, ...] = ("auto",), quick: bool = False, resume: bool = False, force: bool = False,
               raw_name: str | None = None, time_budget_s: float = 300.0, fit: bool = True,
-              microbench: bool = True) -> dict:
+              microbench: bool = True, tensor_parallel: int = 1) -> dict:
     """Run the whole calibration; returns a summary dict (raw file, profile path, elapsed time)."""
     t0 = time.perf_counter()
     env_rec = environment(gpu_id, force)
+    if tensor_parallel > 1:
+        import torch
+
+        if torch.cuda.device_count() < tensor_parallel:
+            raise CalibrationError(f"--tensor-parallel {tensor_parallel} needs {tensor_parallel} GPUs; "
+                                   f"this machine has {torch.cuda.device_count()}")
+        env_rec["tensor_parallel"] = tensor_parallel
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     day = env_rec["date"][:10]
@@ -165,12 +178,12 @@ def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models:
     jobs += [(m, "validate", "auto") for m in validate_models] + [(m, "validate", "fp8") for m in fp8_kv_models]
     per_job = max(60.0, time_budget_s / max(1, len(jobs)))
     for model_id, role, kv in jobs:
-        if resume and remaining_points(read_records(raw), model_id, kv, role, quick) == 0:
+        if resume and remaining_points(read_records(raw), model_id, kv, role, quick, tensor_parallel) == 0:
             print(f"== {model_id} ({role}, kv {kv}): every point already measured", flush=True)
             continue
         print(f"== {model_id} ({role}, kv {kv})", flush=True)
         run_model(model_id, raw, gpu_id=gpu_id, role=role, quick=quick, resume=resume, kv_cache_dtype=kv,
-                  time_budget_s=per_job)
+                  time_budget_s=per_job, extra={"tensor_parallel": tensor_parallel})
     summary = {"raw": str(raw), "elapsed_s": time.perf_counter() - t0}
     if fit:
         from calibration.fit import fit_and_write
@@ -196,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--no-fit", action="store_true")
     ap.add_argument("--no-microbench", action="store_true")
+    ap.add_argument("--tensor-parallel", type=int, default=1, help="vLLM tensor_parallel_size of every engine")
     ap.add_argument("--time-budget-s", type=float, default=300.0)
     ns = ap.parse_args(argv)
     try:
@@ -204,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                       fp8_kv_models=ns.fp8_kv_model, fit_kv_dtypes=tuple(ns.fit_kv_dtype or ["auto"]),
                       quick=ns.quick, resume=ns.resume, force=ns.force,
                       raw_name=ns.raw_name, time_budget_s=ns.time_budget_s, fit=not ns.no_fit,
-                      microbench=not ns.no_microbench)
+                      microbench=not ns.no_microbench, tensor_parallel=ns.tensor_parallel)
     except CalibrationError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -24,6 +24,9 @@ def calibrate_cmd(
         "--fp8-kv-model", help="Held-out model(s) measured with an fp8 KV cache (repeatable).")] = None,
     fit_kv_dtype: Annotated[list[str], typer.Option(
         "--fit-kv-dtype", help="KV dtypes of the fit engines: auto (bf16) and/or fp8.")] = None,
+    tensor_parallel: Annotated[int, typer.Option("--tensor-parallel", min=1, help=(
+        "vLLM tensor_parallel_size of every engine; fit with one model that needs TP and one that fits on "
+        "one GPU to separate the all-reduce cost (NVLink multicast is kept off)."))] = 1,
     quick: Annotated[bool, typer.Option("--quick", help="A smaller sweep (about 2 minutes per GPU).")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a raw file: skip points already measured.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Run even if the device name does not match --gpu.")] = False,
@@ -41,7 +44,8 @@ def calibrate_cmd(
     try:
         summary = calibrate(gpu, list(model or ["mistral-7b-v0.3"]), out, validate_models=list(validate_model or []),
                             fp8_kv_models=list(fp8_kv_model or []), fit_kv_dtypes=tuple(fit_kv_dtype or ["auto"]),
-                            quick=quick, resume=resume, force=force, time_budget_s=time_budget_s)
+                            quick=quick, resume=resume, force=force, time_budget_s=time_budget_s,
+                            tensor_parallel=tensor_parallel)
     except CalibrationError as err:
         raise error_exit("calibrate", str(err)) from None
     if json_out:

@@ -253,3 +253,35 @@ def test_transferred_profile_for_gpus_without_one():
     assert r.exit_code == 0 and "transferred calibration" in r.output
     r = CliRunner().invoke(app, ["size", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--profile", "none"])
     assert r.exit_code == 0 and "ideal roofline" in r.output
+
+
+def test_tensor_parallel_terms_are_recovered_from_tp_engines():
+    """The fit of the all-reduce terms (issue 5), checked on SYNTHETIC records made by the planner
+    itself from a known profile (no GPU pair was lent to measure real ones): a TP=2 engine of
+    Llama 3.1 70B plus a TP=1 engine of Mistral 7B; the fit must recover the per-collective latency
+    and the link efficiency it was generated with."""
+    import numpy as np
+
+    from calibration.fit import fit_profile
+    from planner.validate import Measurement, predict
+    from planner.specs import Deployment
+
+    truth = catalog.profile_for("h200-sxm").model_copy(update={
+        "allreduce_latency_s": 2.0e-5, "allreduce_bandwidth_efficiency": 0.55, "step_corrections": {}})
+    recs = [{"type": "env", "gpu": "h200-sxm", "vllm_version": "synthetic", "date": "2026-11-29"}]
+    for model_id, tp in (("llama-3.1-70b", 2), ("mistral-7b-v0.3", 1)):
+        recs.append({"type": "engine", "model": model_id, "kv_cache_dtype": "auto", "role": "fit", "tensor_parallel": tp,
+                     "max_num_batched_tokens": 16384, "max_num_seqs": 1024, "gpu_memory_utilization": 0.92})
+        dep = Deployment(gpu_id="h200-sxm", num_gpus=tp, tensor_parallel=tp, max_num_batched_tokens=16384)
+        pts = [("prefill_s", 1, p, 1) for p in (128, 512, 2048, 8192, 16384)] + [
+            ("decode_step_s", b, c, 64) for b in (1, 8, 32, 128, 256) for c in (512, 4096)]
+        for metric, b, p, o in pts:
+            m = Measurement(catalog.model(model_id), dep, metric, b, p, o, 1.0)
+            recs.append({"type": "probe", "status": "ok", "model": model_id, "gpu": "h200-sxm", "kv_cache_dtype": "auto",
+                         "role": "fit", "tensor_parallel": tp, "metric": metric, "batch_size": b,
+                         "prompt_tokens": p, "output_tokens": o, "measured": predict(m, truth)})
+    prof, _ = fit_profile(recs)
+    assert prof.allreduce_latency_s == pytest.approx(2.0e-5, rel=0.15)
+    assert prof.allreduce_bandwidth_efficiency == pytest.approx(0.55, rel=0.15)
+    assert prof.residuals["decode_large_batch"].median_abs_error_pct < 1.0
+    assert np.isfinite(prof.weight_bandwidth_efficiency)
