@@ -188,7 +188,9 @@ def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models:
     if fit:
         from calibration.fit import fit_and_write
 
-        profile_path, profile = fit_and_write(raw, out_dir / "profiles")
+        from planner.catalog import PROFILES_DIR
+
+        profile_path, profile = fit_and_write(raw, PROFILES_DIR, command=env_rec["command"])
         summary["profile"] = str(profile_path)
         summary["residuals"] = {k: v.model_dump() for k, v in profile.residuals.items()}
     print(f"calibration took {summary['elapsed_s']:.0f} s of GPU time (engine start-ups included)", flush=True)
