@@ -393,9 +393,10 @@ def _price_calibration_section(gpu) -> dict:
                             step=0.1, key="price", **BIND,
                             help=f"0 = catalog price ({fmt_usd(gpu.price_usd_per_hour)}/h, {src.url}, {src.date})")
     profile = _profile(gpu.id)
-    calib = st.radio("Latency model", CALIB_CHOICES, index=0, key="calib", horizontal=True, **BIND,
-                     disabled=profile is None,
-                     help="Ideal roofline (speed of light) or efficiencies fitted on vLLM probes for this GPU")
+    calib = st.radio("Latency model", CALIB_CHOICES, index=0 if profile is None else 1, key="calib",
+                     horizontal=True, **BIND, disabled=profile is None,
+                     help="Efficiencies fitted on real vLLM probes (the default where a profile exists: this GPU's "
+                          "own, or another GPU's transferred), or the ideal roofline (speed of light)")
     if profile is None:
         st.caption(f"No calibrated profile for {gpu.name} yet: the ideal roofline is used.")
     else:

@@ -721,7 +721,7 @@ def sweep(
         "kv_cache_dtype": kvs,
         "price_source": sorted({g.price_source.url for g in gpu_list}),
         "price_date": sorted({g.price_source.date for g in gpu_list}),
-        "calibration_mode": ["ideal", "calibrated"],
+        "calibration_mode": ["ideal", "calibrated", "transferred"],
     }
     for tp in tps:
         blocks: list[_Block] = []

@@ -2,7 +2,7 @@
 
 No formatted strings go into a file: bytes are bytes, seconds are seconds, prices are USD.  Every
 file says which price it used (``price_source``, ``price_date``) and which model produced it
-(``calibration_mode``: 'ideal' roofline or 'calibrated' profile).
+(``calibration_mode``: 'ideal' roofline, 'calibrated' profile, or 'transferred' from another GPU).
 """
 
 from __future__ import annotations

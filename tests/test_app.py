@@ -430,13 +430,17 @@ def test_calibrated_profile_shows_provenance_and_changes_the_numbers(calibrated_
     assert not radio.disabled
     captions = " ".join(c.value for c in at.sidebar.caption)
     assert "vllm 0.26.0" in captions and "2026-11-29" in captions and "decode 3.2% (p90 7.5%)" in captions
-    ideal_tpot = num(metric(at, "TPOT at that batch"))
-    ideal_ttft = num(metric(at, "TTFT (one prompt)"))
+    assert radio.value == "calibrated profile"  # the measured model is the default where a profile exists
+    assert "latency model: calibrated profile" in " ".join(c.value for c in at.caption)
+    cal_tpot = num(metric(at, "TPOT at that batch"))
+    cal_ttft = num(metric(at, "TTFT (one prompt)"))
+    radio.set_value("ideal roofline")
+    run(at)
+    assert "latency model: ideal roofline" in " ".join(c.value for c in at.caption)
+    assert num(metric(at, "TTFT (one prompt)")) < cal_ttft  # the roofline's 100 % matmul efficiency: faster prefill
+    assert num(metric(at, "TPOT at that batch")) != cal_tpot
     radio.set_value("calibrated profile")
     run(at)
-    assert "latency model: calibrated profile" in " ".join(c.value for c in at.caption)
-    assert num(metric(at, "TTFT (one prompt)")) > ideal_ttft  # 70 % matmul efficiency: slower prefill
-    assert num(metric(at, "TPOT at that batch")) != ideal_tpot
     for view in VIEWS:
         run(at, view)
         assert not errors(at), (view, errors(at))

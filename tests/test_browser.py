@@ -187,7 +187,7 @@ def test_downloaded_csv_is_what_planner_sweep_csv_writes(page, server, tmp_path)
     info.value.save_as(got)
     want = tmp_path / "cli.csv"
     res = CliRunner().invoke(cli, ["sweep", "-m", "mistral-7b-v0.3", "--context", "4096", "--output-tokens", "512",
-                                   "--ttft-slo-ms", "2000", "--tpot-slo-ms", "50", "--profile", "none",
+                                   "--ttft-slo-ms", "2000", "--tpot-slo-ms", "50", "--profile", "auto",
                                    "--csv", str(want)])
     assert res.exit_code == 0, res.output
     assert got.read_bytes() == want.read_bytes()
