@@ -317,9 +317,12 @@ def size_cmd(
     gpu_memory_utilization: Annotated[float, typer.Option(
         "--gpu-memory-utilization", callback=_finite("--gpu-memory-utilization"),
         help="Fraction of GPU memory vLLM may use (0-1].")] = 0.92,
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1,
-                                                        help="Chunked-prefill token budget per step.")] = 8192,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1, help="Max sequences per step.")] = 1024,
+    max_num_batched_tokens: Annotated[int | None, typer.Option(
+        "--max-num-batched-tokens", min=1,
+        help="Chunked-prefill token budget per step (default: vLLM serve's for the GPU: 8192, or 2048 "
+             "below 70 GiB and on A100).")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(
+        "--max-num-seqs", min=1, help="Max sequences per step (default: vLLM serve's: 1024, or 256).")] = None,
     price_usd_per_hour: Annotated[float | None, typer.Option(
         "--price-usd-per-hour", callback=_finite("--price-usd-per-hour"),
         help="Override the catalog price per GPU-hour, USD.")] = None,
@@ -341,8 +344,9 @@ def size_cmd(
     dep = _build(Deployment, {
         "gpu_id": g.id, "num_gpus": gpus if gpus is not None else tp * pp, "tensor_parallel": tp,
         "pipeline_parallel": pp, "weight_dtype": weight_dtype, "kv_cache_dtype": kv_dtype,
-        "gpu_memory_utilization": gpu_memory_utilization, "max_num_batched_tokens": max_num_batched_tokens,
-        "max_num_seqs": max_num_seqs,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        **({"max_num_batched_tokens": max_num_batched_tokens} if max_num_batched_tokens is not None else {}),
+        **({"max_num_seqs": max_num_seqs} if max_num_seqs is not None else {}),
     }, "--gpus")
     wl = _build(Workload, {
         "prompt_tokens": context, "output_tokens": output_tokens, "concurrency": concurrency,

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from planner.specs import vllm_serve_defaults
 from planner.cli import (
     JsonOpt,
     KvDtypeOpt,
@@ -134,9 +135,10 @@ def simulate_cmd(
         help="Coefficient of variation of inter-arrival gaps (1 = Poisson, >1 bursty; gamma).")] = 1.0,
     prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching",
                                                  help="vLLM automatic prefix caching.")] = True,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1, help="Max sequences per step.")] = 1024,
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1,
-                                                        help="Token budget per step.")] = 8192,
+    max_num_seqs: Annotated[int | None, typer.Option(
+        "--max-num-seqs", min=1, help="Max sequences per step (default: vLLM serve's for the GPU).")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option(
+        "--max-num-batched-tokens", min=1, help="Token budget per step (default: vLLM serve's for the GPU).")] = None,
     kv_capacity_tokens: Annotated[int | None, typer.Option(
         "--kv-capacity-tokens", min=16, help="KV pool size in tokens (default: from the memory model).")] = None,
     gpu_memory_utilization: Annotated[float, typer.Option(
@@ -172,6 +174,9 @@ def simulate_cmd(
         raise error_exit("--burstiness-cv", "must be > 0")
     m = catalog.model(model)
     g = catalog.gpu(gpu)
+    dflt_tokens, dflt_seqs = vllm_serve_defaults(g)
+    max_num_batched_tokens = max_num_batched_tokens or dflt_tokens
+    max_num_seqs = max_num_seqs or dflt_seqs
     dep = _build(Deployment, {
         "gpu_id": g.id, "num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype,
         "kv_cache_dtype": kv_dtype, "gpu_memory_utilization": gpu_memory_utilization,
@@ -303,8 +308,10 @@ def slo_search_cmd(
     burstiness_cv: Annotated[float, typer.Option("--burstiness-cv", callback=_finite("--burstiness-cv"),
                                                  help="Inter-arrival coefficient of variation.")] = 1.0,
     prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching")] = True,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1)] = 1024,
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", min=1)] = 8192,
+    max_num_seqs: Annotated[int | None, typer.Option(
+        "--max-num-seqs", min=1, help="Default: vLLM serve's for each GPU (1024, or 256).")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option(
+        "--max-num-batched-tokens", min=1, help="Default: vLLM serve's for each GPU (8192, or 2048).")] = None,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     profile: ProfileOpt = "auto",
     csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV (raw SI values, unit-suffixed columns).")] = False,
@@ -331,7 +338,7 @@ def slo_search_cmd(
             raise error_exit("--tp", f"expected 'auto' or comma-separated integers, got '{tp}'") from None
         if any(t < 1 for t in tps):
             raise error_exit("--tp", "TP sizes must be >= 1")
-    if max_num_batched_tokens < max_num_seqs:
+    if max_num_batched_tokens and max_num_seqs and max_num_batched_tokens < max_num_seqs:
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
     rows = []
     for g in gs:
@@ -388,8 +395,9 @@ def _slo_candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_
         elif t > g.max_gpus_per_node:
             row["note"] = f"TP {t} exceeds {g.max_gpus_per_node} GPUs per node"
         else:
+            dflt_tokens, dflt_seqs = vllm_serve_defaults(g)
             dep = Deployment(gpu_id=g.id, num_gpus=t, tensor_parallel=t, weight_dtype=wd, kv_cache_dtype=kv_dtype,
-                             max_num_seqs=mns, max_num_batched_tokens=mnbt)
+                             max_num_seqs=mns or dflt_seqs, max_num_batched_tokens=mnbt or dflt_tokens)
             mb = memory_budget(m, g, dep, prof or _ideal())
             if not mb.fits:
                 row["note"] = mb.explain()

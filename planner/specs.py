@@ -286,6 +286,13 @@ class Workload(_Frozen):
         return self.prompt_tokens + self.output_tokens
 
 
+def vllm_serve_defaults(gpu: GpuSpec) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that vLLM 0.26 ``serve`` picks on this GPU."""
+    if gpu.memory_bytes >= 70 * 2**30 and "a100" not in gpu.id and "a100" not in gpu.name.lower():
+        return 8192, 1024
+    return 2048, 256
+
+
 class Deployment(_Frozen):
     """How the model is served."""
 
@@ -299,10 +306,27 @@ class Deployment(_Frozen):
         0.92, description="fraction of total GPU memory vLLM may use (vLLM 0.26 default 0.92)"
     )
     max_num_batched_tokens: PositiveInt = Field(
-        8192, description="chunked-prefill token budget per step (vLLM 0.26 `serve` default on H100/H200)"
+        8192, description="chunked-prefill token budget per step (default: vLLM 0.26 `serve`'s for the GPU)"
     )
-    max_num_seqs: PositiveInt = Field(1024, description="sequences scheduled at once (vLLM 0.26 default)")
+    max_num_seqs: PositiveInt = Field(1024, description="sequences scheduled at once (default: vLLM 0.26 `serve`'s)")
     block_size_tokens: PositiveInt = Field(16, description="paged KV block size")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _vllm_defaults(cls, data):
+        """Unset scheduler limits take vLLM 0.26 ``vllm serve``'s defaults for the GPU: 8,192 tokens and
+        1,024 sequences on GPUs of >= 70 GiB other than the A100, else 2,048 and 256
+        (vllm/engine/arg_utils.py, get_batch_defaults)."""
+        if isinstance(data, dict) and ("max_num_batched_tokens" not in data or "max_num_seqs" not in data):
+            tokens, seqs = 8192, 1024
+            try:
+                from planner import catalog
+
+                tokens, seqs = vllm_serve_defaults(catalog.gpu(str(data.get("gpu_id"))))
+            except Exception:  # an id outside the catalog keeps the H100/H200 defaults
+                pass
+            data = {"max_num_batched_tokens": tokens, "max_num_seqs": seqs, **data}
+        return data
 
     @model_validator(mode="after")
     def _parallel_fits(self) -> Deployment:

@@ -7,6 +7,9 @@ empty = default):
     max_num_batched_tokens, batch_size, prompt_tokens, output_tokens, metric, measured, engine,
     engine_version, source
 
+An empty max_num_batched_tokens takes vLLM serve's default for the GPU (8,192 on GPUs of >= 70 GiB other
+than the A100, else 2,048); gpu_memory_utilization defaults to 0.92.
+
 Metrics, as measured:
 - ``prefill_s``: wall time of batch_size requests of prompt_tokens, submitted together to an idle
   engine, max_tokens=1;
@@ -131,7 +134,8 @@ def measurement_from_row(row: dict, line: int = 0) -> Measurement:
             gpu_id=gpu.id, num_gpus=_num(row, "num_gpus", int, tp, line), tensor_parallel=tp,
             weight_dtype=(row.get("weight_dtype") or "").strip() or "bf16", kv_cache_dtype=kv,
             gpu_memory_utilization=_num(row, "gpu_memory_utilization", float, 0.92, line),
-            max_num_batched_tokens=_num(row, "max_num_batched_tokens", int, 8192, line),
+            **({"max_num_batched_tokens": mnbt}
+               if (mnbt := _num(row, "max_num_batched_tokens", int, None, line)) else {}),
         )
     except Exception as err:  # pydantic ValidationError
         from pydantic import ValidationError

@@ -285,3 +285,15 @@ def test_tensor_parallel_terms_are_recovered_from_tp_engines():
     assert prof.allreduce_bandwidth_efficiency == pytest.approx(0.55, rel=0.15)
     assert prof.residuals["decode_large_batch"].median_abs_error_pct < 1.0
     assert np.isfinite(prof.weight_bandwidth_efficiency)
+
+
+@pytest.mark.parametrize("gpu_id,tokens,seqs", [("h200-sxm", 8192, 1024), ("h100-sxm", 8192, 1024),
+                                                ("mi300x", 8192, 1024), ("a100-sxm-80gb", 2048, 256),
+                                                ("l4", 2048, 256), ("rtx-4090", 2048, 256)])
+def test_unset_scheduler_limits_follow_vllm_serve_defaults(gpu_id, tokens, seqs):
+    """vLLM 0.26 get_batch_defaults (OPENAI_API_SERVER): >= 70 GiB and not A100 -> 8192/1024, else 2048/256."""
+    from planner.specs import Deployment
+
+    d = Deployment(gpu_id=gpu_id)
+    assert (d.max_num_batched_tokens, d.max_num_seqs) == (tokens, seqs)
+    assert Deployment(gpu_id=gpu_id, max_num_batched_tokens=4096).max_num_batched_tokens == 4096
