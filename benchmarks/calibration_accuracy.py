@@ -15,9 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from planner import catalog  # noqa: E402
-from planner.simulate import replay  # noqa: E402
-from planner.validate import choose_profile, read_measurements, validate  # noqa: E402
+from planner import catalog
+from planner.simulate import replay
+from planner.validate import choose_profile, read_measurements, validate
 
 
 def main() -> int:

@@ -10,6 +10,8 @@ import os
 import re
 from pathlib import Path
 
+from planner.jsonl import read_jsonl
+
 GIB = 2**30
 
 
@@ -26,21 +28,7 @@ def append_record(path: Path, record: dict) -> None:
 
 def read_records(path: Path) -> list[dict]:
     """All complete records of a JSONL file (a torn or non-JSON line is skipped)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
+    return read_jsonl(path)
 
 
 def probe_key(rec: dict) -> tuple:

@@ -129,8 +129,8 @@ def run_model(model_id: str, raw: Path, *, gpu_id: str, role: str, quick: bool, 
 def remaining_points(records: list[dict], model_id: str, kv: str, role: str, quick: bool, tp: int = 1) -> int:
     """Planned probe points of one engine not yet measured (for --resume); -1 if it never started."""
     from calibration.probes import plan_points, size_limits
-    from planner import catalog
     from calibration.records import done_keys, probe_key
+    from planner import catalog
 
     eng = [r for r in records if r.get("type") == "engine" and r.get("model") == model_id
            and r.get("kv_cache_dtype") == kv and r.get("role") == role and int(r.get("tensor_parallel", 1)) == tp]
@@ -187,7 +187,6 @@ def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models:
     summary = {"raw": str(raw), "elapsed_s": time.perf_counter() - t0}
     if fit:
         from calibration.fit import fit_and_write
-
         from planner.catalog import PROFILES_DIR
 
         profile_path, profile = fit_and_write(raw, PROFILES_DIR, command=env_rec["command"])

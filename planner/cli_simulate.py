@@ -13,7 +13,6 @@ from typing import Annotated
 
 import typer
 
-from planner.specs import vllm_serve_defaults
 from planner.cli import (
     JsonOpt,
     KvDtypeOpt,
@@ -28,6 +27,7 @@ from planner.cli import (
     cli_errors,
     error_exit,
 )
+from planner.specs import vllm_serve_defaults
 from planner.units import MS, fmt_int, fmt_usd
 
 WORKLOADS = ("chat", "rag", "agentic", "batch")

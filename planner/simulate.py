@@ -40,7 +40,6 @@ re-runs recorded vLLM serving measurements (``calibration/serve_probe.py``) thro
 from __future__ import annotations
 
 import heapq
-import json
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from planner.jsonl import read_jsonl
 from planner.roofline import HwCoeffs, ModelCosts, hw_coeffs, model_costs
 from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, GpuSpec, ModelSpec
 from planner.units import MILLION, SECONDS_PER_HOUR
@@ -147,19 +147,18 @@ class StepCost:
         "ar",
         "ar_lat",
         "ar_per_tok",
+        "cg_max",
+        "corrections",
         "dense",
+        "eager_oh",
         "emax",
         "expert_bytes",
         "full_layers",
         "half",
         "hw",
         "kvb",
-        "cg_max",
-        "corrections",
-        "eager_oh",
         "kvbw",
         "layers",
-        "prefill_oh",
         "lf",
         "lm",
         "mc",
@@ -167,6 +166,7 @@ class StepCost:
         "num_experts",
         "peak",
         "pp",
+        "prefill_oh",
         "request_overhead_s",
         "seq_oh",
         "sliding_layers",
@@ -1456,19 +1456,10 @@ def load_records(paths) -> list[dict]:
     """Read JSON-lines record files (a path or a list of paths); broken trailing lines are skipped."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    out: list[dict] = []
-    for p in paths:
-        for line in Path(p).read_text(encoding="utf-8").splitlines():
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a crash
-            if isinstance(rec, dict):
-                out.append(rec)
-    return out
+    missing = [str(p) for p in paths if not Path(p).exists()]
+    if missing:
+        raise FileNotFoundError(2, "no such record file", missing[0])
+    return [rec for p in paths for rec in read_jsonl(p)]
 
 
 @dataclass(frozen=True)

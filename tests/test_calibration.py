@@ -83,7 +83,7 @@ def test_recorded_raw_files_are_complete():
 def test_plan_points_respects_capacity_and_roles():
     fit = plan_points(kv_capacity_tokens=900_000)
     val = plan_points(kv_capacity_tokens=900_000, role="validate")
-    key = lambda p: (p["metric"], p["batch_size"], p["prompt_tokens"])  # noqa: E731
+    key = lambda p: (p["metric"], p["batch_size"], p["prompt_tokens"])
     assert not {key(p) for p in fit} & {key(p) for p in val}, "validation points must differ from fit points"
     small = plan_points(kv_capacity_tokens=20_000)
     assert all(p["batch_size"] * (p["prompt_tokens"] + p["output_tokens"]) <= 20_000 for p in small
@@ -115,7 +115,7 @@ def test_probe_child_plumbing_with_a_stand_in_engine(tmp_path):
             "resume": False, "kv_cache_dtype": "auto", "time_budget_s": 60, "work_dir": str(tmp_path)}
     (tmp_path / "args.json").write_text(json.dumps(args))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "tests" / "fake_vllm"), str(ROOT)]))
-    run = lambda: subprocess.run([sys.executable, "-m", "calibration.probes", str(tmp_path / "args.json")],  # noqa: E731
+    run = lambda: subprocess.run([sys.executable, "-m", "calibration.probes", str(tmp_path / "args.json")],
                                  env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     r = run()
     assert r.returncode == 0, r.stderr
@@ -263,8 +263,8 @@ def test_tensor_parallel_terms_are_recovered_from_tp_engines():
     import numpy as np
 
     from calibration.fit import fit_profile
-    from planner.validate import Measurement, predict
     from planner.specs import Deployment
+    from planner.validate import Measurement, predict
 
     truth = catalog.profile_for("h200-sxm").model_copy(update={
         "allreduce_latency_s": 2.0e-5, "allreduce_bandwidth_efficiency": 0.55, "step_corrections": {}})
