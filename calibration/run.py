@@ -148,7 +148,7 @@ def remaining_points(records: list[dict], model_id: str, kv: str, role: str, qui
 def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models: list[str] = (),
               fp8_kv_models: list[str] = (), fit_kv_dtypes: tuple[str, ...] = ("auto",), quick: bool = False, resume: bool = False, force: bool = False,
               raw_name: str | None = None, time_budget_s: float = 300.0, fit: bool = True,
-              microbench: bool = True, tensor_parallel: int = 1) -> dict:
+              microbench: bool = True, tensor_parallel: int = 1, model_dirs: dict[str, str] | None = None) -> dict:
     """Run the whole calibration; returns a summary dict (raw file, profile path, elapsed time)."""
     t0 = time.perf_counter()
     env_rec = environment(gpu_id, force)
@@ -183,7 +183,8 @@ def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models:
             continue
         print(f"== {model_id} ({role}, kv {kv})", flush=True)
         run_model(model_id, raw, gpu_id=gpu_id, role=role, quick=quick, resume=resume, kv_cache_dtype=kv,
-                  time_budget_s=per_job, extra={"tensor_parallel": tensor_parallel})
+                  time_budget_s=per_job, extra={"tensor_parallel": tensor_parallel,
+                                                "model_dir": (model_dirs or {}).get(model_id)})
     summary = {"raw": str(raw), "elapsed_s": time.perf_counter() - t0}
     if fit:
         from calibration.fit import fit_and_write
@@ -194,6 +195,19 @@ def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models:
         summary["residuals"] = {k: v.model_dump() for k, v in profile.residuals.items()}
     print(f"calibration took {summary['elapsed_s']:.0f} s of GPU time (engine start-ups included)", flush=True)
     return summary
+
+
+def parse_model_dirs(entries: list[str]) -> dict[str, str]:
+    """['mistral-7b-v0.3=/models/Mistral-7B-v0.3', ...] -> {id: path}; each path must hold a config.json."""
+    out = {}
+    for e in entries:
+        model_id, sep, path = e.partition("=")
+        if not sep or not model_id or not path:
+            raise CalibrationError(f"--model-dir: expected ID=PATH, got {e!r}")
+        if not (Path(path) / "config.json").is_file():
+            raise CalibrationError(f"--model-dir: {path} has no config.json")
+        out[model_id] = path
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,15 +225,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-fit", action="store_true")
     ap.add_argument("--no-microbench", action="store_true")
     ap.add_argument("--tensor-parallel", type=int, default=1, help="vLLM tensor_parallel_size of every engine")
+    ap.add_argument("--model-dir", action="append", default=[],
+                    help="ID=PATH: a local model directory with real weights for that catalog model")
     ap.add_argument("--time-budget-s", type=float, default=300.0)
     ns = ap.parse_args(argv)
     try:
         models = [m for m in (ns.model or ["mistral-7b-v0.3"]) if m != "none"]
+        parse_model_dirs(ns.model_dir)
         s = calibrate(ns.gpu, models, Path(ns.out), validate_models=ns.validate_model,
                       fp8_kv_models=ns.fp8_kv_model, fit_kv_dtypes=tuple(ns.fit_kv_dtype or ["auto"]),
                       quick=ns.quick, resume=ns.resume, force=ns.force,
                       raw_name=ns.raw_name, time_budget_s=ns.time_budget_s, fit=not ns.no_fit,
-                      microbench=not ns.no_microbench, tensor_parallel=ns.tensor_parallel)
+                      microbench=not ns.no_microbench, tensor_parallel=ns.tensor_parallel,
+                      model_dirs=parse_model_dirs(ns.model_dir))
     except CalibrationError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -27,6 +27,9 @@ def calibrate_cmd(
     tensor_parallel: Annotated[int, typer.Option("--tensor-parallel", min=1, help=(
         "vLLM tensor_parallel_size of every engine; fit with one model that needs TP and one that fits on "
         "one GPU to separate the all-reduce cost (NVLink multicast is kept off)."))] = 1,
+    model_dir: Annotated[list[str], typer.Option(
+        "--model-dir", help="ID=PATH: measure that catalog model from a local directory with real weights "
+                            "instead of dummy weights (repeatable).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="A smaller sweep (about 2 minutes per GPU).")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a raw file: skip points already measured.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Run even if the device name does not match --gpu.")] = False,
@@ -38,14 +41,15 @@ def calibrate_cmd(
 ) -> None:
     """Measure this GPU with real vLLM probes (dummy weights) and fit a calibration profile."""
     try:
-        from calibration.run import CalibrationError, calibrate
+        from calibration.run import CalibrationError, calibrate, parse_model_dirs
     except ImportError as err:
         raise error_exit("calibrate", f"needs the calibrate extra (pip install '.[calibrate]'): {err}") from None
     try:
+        dirs = parse_model_dirs(list(model_dir or []))
         summary = calibrate(gpu, list(model or ["mistral-7b-v0.3"]), out, validate_models=list(validate_model or []),
                             fp8_kv_models=list(fp8_kv_model or []), fit_kv_dtypes=tuple(fit_kv_dtype or ["auto"]),
                             quick=quick, resume=resume, force=force, time_budget_s=time_budget_s,
-                            tensor_parallel=tensor_parallel)
+                            tensor_parallel=tensor_parallel, model_dirs=dirs)
     except CalibrationError as err:
         raise error_exit("calibrate", str(err)) from None
     if json_out:

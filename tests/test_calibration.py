@@ -297,3 +297,16 @@ def test_unset_scheduler_limits_follow_vllm_serve_defaults(gpu_id, tokens, seqs)
     d = Deployment(gpu_id=gpu_id)
     assert (d.max_num_batched_tokens, d.max_num_seqs) == (tokens, seqs)
     assert Deployment(gpu_id=gpu_id, max_num_batched_tokens=4096).max_num_batched_tokens == 4096
+
+
+def test_model_dir_option_is_checked(tmp_path):
+    from calibration.run import CalibrationError, parse_model_dirs
+
+    (tmp_path / "config.json").write_text("{}")
+    assert parse_model_dirs([f"mistral-7b-v0.3={tmp_path}"]) == {"mistral-7b-v0.3": str(tmp_path)}
+    with pytest.raises(CalibrationError, match="ID=PATH"):
+        parse_model_dirs(["no-equals-sign"])
+    with pytest.raises(CalibrationError, match="no config.json"):
+        parse_model_dirs([f"mistral-7b-v0.3={tmp_path / 'missing'}"])
+    r = CliRunner().invoke(app, ["calibrate", "--gpu", "h200-sxm", "--model-dir", "x"])
+    assert r.exit_code == 2 and "ID=PATH" in r.output
