@@ -136,7 +136,12 @@ def fit_memory_terms(records: list[dict]) -> dict:
             total.append(r["total_memory_bytes"])
     env = [r for r in records if r.get("type") == "env" and r.get("total_memory_bytes")]
     device_total = env[0]["total_memory_bytes"] if env else (float(np.median(total)) if total else None)
+    gpu_id = env[0].get("gpu") if env else None
+    fraction = 1.0
+    if device_total and gpu_id in catalog.gpus():
+        fraction = min(1.0, float(device_total) / catalog.gpu(gpu_id).memory_bytes)
     return {
+        "device_memory_fraction": fraction,
         "non_torch_bytes": float(np.median(non_torch)),
         "activation_bytes_per_batched_token_per_width": float(np.median(act_coef)),
         "weight_bytes_factor": float(np.median(wfac)),

@@ -250,6 +250,14 @@ DEFAULT_NON_TORCH_BYTES = 0.6 * 2**30
 DEFAULT_CUDAGRAPH_BYTES = 0.0
 
 
+def device_total_bytes(gpu: GpuSpec, profile: CalibrationProfile = IDEAL_PROFILE) -> float:
+    """The total vLLM multiplies by gpu_memory_utilization: CUDA's own figure where the profile measured
+    it on this GPU, else the catalog (nvidia-smi) total × the measured CUDA/nvidia-smi fraction."""
+    if profile.device_memory_bytes and profile.gpu_id in (None, gpu.id):
+        return profile.device_memory_bytes
+    return gpu.memory_bytes * profile.device_memory_fraction
+
+
 def memory_budget(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -260,7 +268,7 @@ def memory_budget(
     non-torch − CUDA graphs = KV pool; KV pool ÷ KV bytes per token (per GPU) = token capacity,
     rounded down to whole blocks."""
     tp, pp = deployment.tensor_parallel, deployment.pipeline_parallel
-    total = profile.device_memory_bytes or gpu.memory_bytes
+    total = device_total_bytes(gpu, profile)
     usable = deployment.gpu_memory_utilization * total
     w = weight_bytes(model, deployment.weight_dtype).total_bytes * profile.weight_bytes_factor / (tp * pp)
     act = activation_peak_bytes(model, deployment, profile)

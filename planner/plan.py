@@ -753,10 +753,11 @@ def sweep(
 
 def _budget_fast(model, gpu, dep, profile, wb_cache, kvtok_cache) -> MemoryBudget:
     """:func:`planner.memory.memory_budget` with the model-level parts cached (same arithmetic)."""
-    from planner.memory import DEFAULT_CUDAGRAPH_BYTES, DEFAULT_NON_TORCH_BYTES
+    from planner.memory import DEFAULT_CUDAGRAPH_BYTES, DEFAULT_NON_TORCH_BYTES, device_total_bytes
 
     tp, pp = dep.tensor_parallel, dep.pipeline_parallel
-    usable = dep.gpu_memory_utilization * gpu.memory_bytes
+    total = device_total_bytes(gpu, profile)
+    usable = dep.gpu_memory_utilization * total
     w = wb_cache[dep.weight_dtype] * profile.weight_bytes_factor / (tp * pp)
     act = activation_peak_bytes(model, dep, profile)
     non_torch = profile.non_torch_bytes if profile.mode != "ideal" else DEFAULT_NON_TORCH_BYTES
@@ -765,7 +766,7 @@ def _budget_fast(model, gpu, dep, profile, wb_cache, kvtok_cache) -> MemoryBudge
     per_tok = kvtok_cache[dep.kv_cache_dtype] * kv_shard_fraction(model, tp, pp)
     bs = dep.block_size_tokens
     tokens = int(pool // per_tok) // bs * bs if pool > 0 else 0
-    return MemoryBudget(gpu.memory_bytes, dep.gpu_memory_utilization, usable, w, act, non_torch, graphs, pool,
+    return MemoryBudget(total, dep.gpu_memory_utilization, usable, w, act, non_torch, graphs, pool,
                         per_tok, tokens, bs)
 
 

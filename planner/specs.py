@@ -414,6 +414,10 @@ class CalibrationProfile(_Frozen):
     device_memory_bytes: Annotated[float, Field(gt=0)] | None = Field(
         None, description="total device memory as CUDA reports it to vLLM (what utilization multiplies)"
     )
+    device_memory_fraction: Annotated[float, Field(gt=0.5, le=1.0)] = Field(
+        1.0, description="CUDA's total ÷ the catalog's (nvidia-smi) total, measured; a transferred profile "
+        "applies it to a GPU whose own CUDA total was never read (H200: 0.9957)"
+    )
     # --- measured ceilings (micro-benchmarks), informational
     measured_peak_flops_per_s: dict[str, float] = Field(default_factory=dict)
     measured_hbm_bandwidth_bytes_per_s: float | None = None

@@ -310,3 +310,25 @@ def test_model_dir_option_is_checked(tmp_path):
         parse_model_dirs([f"mistral-7b-v0.3={tmp_path / 'missing'}"])
     r = CliRunner().invoke(app, ["calibrate", "--gpu", "h200-sxm", "--model-dir", "x"])
     assert r.exit_code == 2 and "ID=PATH" in r.output
+
+
+def test_sweep_and_plan_share_the_measured_device_memory():
+    """The H200 profile measured CUDA's total (150,109,880,320 B, 0.43 % under nvidia-smi's): plan(),
+    memory_budget() and the vectorised sweep all budget from it; a transferred profile applies the
+    fraction to the other GPU's catalog total."""
+    from planner.memory import device_total_bytes, memory_budget
+    from planner.plan import sweep
+    from planner.specs import Deployment, Workload
+
+    prof = catalog.profile_for("h200-sxm")
+    g, m = catalog.gpu("h200-sxm"), catalog.model("mistral-7b-v0.3")
+    assert device_total_bytes(g, prof) == 150_109_880_320
+    assert prof.device_memory_fraction == pytest.approx(150_109_880_320 / g.memory_bytes)
+    h100 = catalog.gpu("h100-sxm")
+    assert device_total_bytes(h100, catalog.profile_for("h100-sxm", transfer=True)) == pytest.approx(
+        h100.memory_bytes * prof.device_memory_fraction)
+    df = sweep(m, Workload(prompt_tokens=1024, output_tokens=128), gpus=[g], weight_dtypes=["bf16"],
+               kv_dtypes=["bf16"], tensor_parallels=[1], contexts=[1024], batch_sizes=[8],
+               profile_for=lambda _g: prof)
+    want = memory_budget(m, g, Deployment(gpu_id=g.id), prof).kv_pool_bytes
+    assert df["kv_pool_bytes_per_gpu"].iloc[0] == pytest.approx(want)
