@@ -210,7 +210,7 @@ def fit_step_corrections(points: list[Point], prof: CalibrationProfile) -> dict:
     by_model: dict[str, list[tuple[float, float]]] = {}
     for p in points:
         lo = cudagraph_max_tokens(p.deployment)
-        if p.metric == "prefill_s" and p.batch_size == 1 and lo < p.prompt_tokens + 1 < CORRECTION_HI_TOKENS:
+        if p.metric == "prefill_s" and p.batch_size == 1 and lo < p.prompt_tokens < CORRECTION_HI_TOKENS:
             pred = predict(p, prof)
             by_model.setdefault(p.model.id, []).append((p.measured - pred, pred))
     for model_id, rows in by_model.items():

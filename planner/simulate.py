@@ -308,6 +308,9 @@ class EngineConfig:
     block_size: int = 16
     enable_prefix_caching: bool = True
     spec: SpecDecode | None = None
+    # vLLM 0.26 schedules step N+1 while step N runs: a request that arrives while the engine is busy
+    # joins the step after the one already scheduled (one step later than a synchronous scheduler)
+    async_scheduling: bool = True
 
     def __post_init__(self):
         for name in ("kv_capacity_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):
@@ -583,6 +586,8 @@ class _Engine:
         self.pc = cfg.enable_prefix_caching
         self.mnbt, self.mns = cfg.max_num_batched_tokens, cfg.max_num_seqs
         self.ro = cost.request_overhead_s
+        self.async_sched = cfg.async_scheduling
+        self.prev_start = -INF  # start of the step that just ended (async scheduling: its successor was planned then)
         sp = cfg.spec
         self.k = sp.num_speculative_tokens if sp else 0
         self.g = sp.expected_tokens_per_step if sp else 1.0
@@ -947,6 +952,8 @@ class _Engine:
 
     def admit_arrivals(self) -> None:
         now = self.now
+        if self.async_sched and (self.B or self.prefilling or self.waiting):
+            now = self.prev_start  # the step starting now was scheduled when the last one started
         st, dyn = self.static, self.dyn
         while self.sptr < len(st) and st[self.sptr][0] <= now:
             self.arrive(st[self.sptr])
@@ -1064,6 +1071,7 @@ class _Engine:
             att_p += cost.attended_prefill(s, c)
             kv += cost.prefill_kv_read(s)
             self.prefill_tokens += c
+        self.prev_start = self.now
         self.now += cost.step_s(tokens, sampled, att_p, att_d, kv) + dt_draft
         self.steps += 1
         if self.B:
@@ -1182,10 +1190,12 @@ class _Engine:
         if n == 1:
             l0 = self.dec_load(self.T)
             dt = self.cost.step_s(l0[0], l0[1], 0.0, l0[2], l0[3]) + self.draft_s(l0[3])
+            self.prev_start = self.now
         else:
             if S is None:
                 S = self.decode_sum_fn()[0]
             dt = S(n)
+            self.prev_start = self.now + S(n - 1)
             T_end = self.t_of(self.G + n)
             extra = self.dec_need(T_end - self.T) - first_need
             if extra > 0:
@@ -1241,6 +1251,7 @@ class _Engine:
             elif self.B:
                 if preempted:
                     l0 = self.dec_load(self.T)
+                    self.prev_start = self.now
                     self.now += self.cost.step_s(l0[0], l0[1], 0.0, l0[2], l0[3]) + self.draft_s(l0[3])
                     self.steps += 1
                     self.G += 1

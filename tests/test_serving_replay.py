@@ -60,22 +60,29 @@ def test_tpot_p50_within_10_percent_where_steps_are_pure_decode_or_saturated(rep
     assert abs(_row(report, run).error_pct("tpot_p50_s")) <= 10.0
 
 
-def test_known_miss_mixed_steps_just_above_the_cuda_graph_size(report):
-    """At 16 and 40 req/s every 512-token prompt joins running decodes in a 513+-token step, above
-    the largest CUDA graph (512): those steps took 31-34 ms on the H200 (gaps in the token streams)
-    against 22-23 ms modelled, so TPOT p50 and TTFT are under-predicted.  Pinned so a change that
-    makes it worse is seen."""
+@pytest.mark.parametrize("run", ["fixed-p512-o128-r4", "fixed-p512-o128-r80", "shared-pc-on-s2048-u256-r8"])
+def test_ttft_p50_within_10_percent_at_light_load_and_saturation(report, run):
+    """With vLLM's asynchronous scheduling modelled (a request arriving while a step runs joins the
+    step after the one already planned) and the measured Mistral step correction above the largest
+    CUDA graph: r4 47.9 ms measured, 48.6 predicted; cached shared prefix at 8 req/s 24.0 vs 24.1."""
+    assert abs(_row(report, run).error_pct("ttft_p50_s")) <= 10.0
+
+
+def test_known_miss_at_moderate_load(report):
+    """At 16 and 40 req/s most steps are mixed (a 512-token prompt joining 20-90 running decodes, just
+    above the largest CUDA graph): the token streams show ~43 ms gaps for them; TPOT p50 is
+    under-predicted by ~17-19 % and TTFT p50 by ~29-37 %.  Pinned so a change that makes it worse is seen."""
     for run in ("fixed-p512-o128-r16", "fixed-p512-o128-r40"):
-        assert -45.0 <= _row(report, run).error_pct("tpot_p50_s") < 0.0
-        assert -65.0 <= _row(report, run).error_pct("ttft_p50_s") < 0.0
+        assert -25.0 <= _row(report, run).error_pct("tpot_p50_s") < 0.0
+        assert -45.0 <= _row(report, run).error_pct("ttft_p50_s") < 0.0
 
 
 def test_prefix_caching_gains(report):
     """Throughput gain of prefix caching at 8 req/s (below the knee: ~1.00 measured and predicted),
-    and the TTFT gain (measured 2.8x; predicted 4.1x: the model under-predicts the cached engine's
-    TTFT by 20 %, see the miss above, and so over-predicts the ratio)."""
+    and the TTFT gain (measured 2.8x; predicted 3.5x: the cache-off engine's 2,304-token prefills are
+    over-predicted by 17 %)."""
     g = report.prefix_caching_gain
     assert g["predicted_throughput_ratio_on_over_off"] == pytest.approx(g["measured_throughput_ratio_on_over_off"],
                                                                          rel=0.15)
     assert g["measured_ttft_mean_ratio_off_over_on"] > 2.0 and g["predicted_ttft_mean_ratio_off_over_on"] > 2.0
-    assert g["predicted_ttft_mean_ratio_off_over_on"] / g["measured_ttft_mean_ratio_off_over_on"] < 1.6
+    assert g["predicted_ttft_mean_ratio_off_over_on"] / g["measured_ttft_mean_ratio_off_over_on"] < 1.3
