@@ -125,9 +125,10 @@ def profile_for(gpu_id: str, engine_version: str | None = None, *, transfer: boo
                 ) -> CalibrationProfile | None:
     """The newest committed calibrated profile for a GPU (and engine version, if given).
 
-    With ``transfer=True`` a GPU that has none gets the newest profile of another GPU of the same
-    vendor, transferred (mode 'transferred'): its efficiencies and overheads applied to this GPU's
-    datasheet roofs — far closer to a real engine than the ideal roofline, but not measured here."""
+    With ``transfer=True`` a GPU that has none gets the newest profile of another GPU, preferring the
+    same vendor, transferred (mode 'transferred'): its efficiencies and overheads applied to this GPU's
+    datasheet roofs — far closer to a real engine than the ideal roofline (which a ranking would
+    otherwise favour unfairly against measured GPUs), but not measured here."""
     def newest(pred):
         found = [p for _, p in profiles()
                  if pred(p) and (engine_version in (None, "") or p.engine_version == engine_version)]
@@ -138,7 +139,8 @@ def profile_for(gpu_id: str, engine_version: str | None = None, *, transfer: boo
     if own is not None or not transfer:
         return own
     vendor = gpu(gpu_id).vendor
-    other = newest(lambda p: p.gpu_id in gpus() and gpus()[p.gpu_id].vendor == vendor)
+    other = newest(lambda p: p.gpu_id in gpus() and gpus()[p.gpu_id].vendor == vendor) or newest(
+        lambda p: p.gpu_id in gpus())
     return other.transferred_to(gpu_id) if other is not None else None
 
 

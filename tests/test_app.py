@@ -452,10 +452,19 @@ def test_without_its_own_profile_a_gpu_offers_the_transferred_calibration():
     assert any("Transferred calibration: measured on h200-sxm" in c.value for c in at.sidebar.caption)
 
 
-def test_without_any_profile_of_its_vendor_the_calibrated_mode_is_disabled():
+def test_without_any_profile_the_calibrated_mode_is_disabled(monkeypatch):
+    import streamlit as st
+
+    from planner import catalog
+
+    monkeypatch.setattr(catalog, "profile_for", lambda gpu_id, *a, **k: None)
+    st.cache_resource.clear()
+    st.cache_data.clear()
     at = run(new_app(gpu="mi300x", model="llama-3.1-8b"))
     assert at.radio(key="calib").disabled
     assert any("No calibrated profile for" in c.value for c in at.sidebar.caption)
+    st.cache_resource.clear()
+    st.cache_data.clear()
 
 
 # ------------------------------------------------------------------------------------ presets as data

@@ -240,15 +240,15 @@ def test_cli_calibrate_without_gpu_is_a_clear_error():
 
 
 def test_transferred_profile_for_gpus_without_one():
-    """A GPU with no committed profile borrows the H200's efficiencies (same vendor), labelled
-    'transferred'; a GPU of another vendor gets none (ideal roofline)."""
+    """A GPU with no committed profile borrows the H200's efficiencies (same vendor first, else any),
+    labelled 'transferred'; --profile none still gives the ideal roofline."""
     own = catalog.profile_for("h200-sxm")
     t = catalog.profile_for("h100-sxm", transfer=True)
     assert catalog.profile_for("h100-sxm") is None
     assert t.mode == "transferred" and t.transferred_from == "h200-sxm" and t.gpu_id == "h100-sxm"
     assert t.weight_bandwidth_efficiency == own.weight_bandwidth_efficiency
     assert t.device_memory_bytes is None  # the H100's own memory is used
-    assert catalog.profile_for("mi300x", transfer=True) is None
+    assert catalog.profile_for("mi300x", transfer=True).transferred_from == "h200-sxm"  # cross-vendor fallback
     r = CliRunner().invoke(app, ["size", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "2048"])
     assert r.exit_code == 0 and "transferred calibration" in r.output
     r = CliRunner().invoke(app, ["size", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--profile", "none"])
