@@ -465,8 +465,9 @@ def headline(sc: Scenario, o: SimpleNamespace, r) -> None:
     c[3].metric("SLO-feasible batch", fmt_int(r.batch_size),
                 help=f"largest batch per replica meeting TTFT ≤ {fmt_ms(sc.ttft_slo_s)} and TPOT ≤ "
                      f"{fmt_ms(sc.tpot_slo_s)} (stopped by: {r.slo.binding})")
-    c[4].metric("TPOT at that batch", fmt_ms(r.tpot.time_s) if r.batch_size else "—",
-                help=f"decode step, {r.tpot.bound}-bound")
+    c[4].metric("TPOT at that batch", fmt_ms(r.tpot_effective_s) if r.batch_size else "—",
+                help=f"mean time per output token with the other requests' prefills mixed into the decode steps "
+                     f"(chunked prefill); the decode step alone is {fmt_ms(r.tpot.time_s)}, {r.tpot.bound}-bound")
     c[5].metric("$ / M output tokens", fmt_usd(float(r.cost.usd_per_million_output_tokens)) if r.batch_size else "—",
                 help=f"at {fmt_usd(o.gpu.price_usd_per_hour)}/GPU-h ({o.gpu.price_source.url}, "
                      f"{o.gpu.price_source.date})")
@@ -590,7 +591,7 @@ def view_triangle(sc: Scenario, o: SimpleNamespace, r) -> None:
         return
     chosen = None
     if r.batch_size:
-        chosen = {"latency_s": r.slo.ttft_s + r.tpot.time_s * sc.output_tokens,
+        chosen = {"latency_s": r.slo.ttft_s + r.tpot_effective_s * sc.output_tokens,
                   "output_tokens_per_s_per_gpu": float(r.throughput.output_tokens_per_s_per_gpu)}
     st.plotly_chart(charts.triangle(df, chosen, corners), key="tri")
     q = r.quality

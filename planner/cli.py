@@ -416,7 +416,9 @@ def render_report(r, mode_line: str = "") -> str:
     if s.batch_size:
         lines.append(f"  TTFT joining {max(s.batch_size - 1, 0):<6,} running seqs {fmt_ms(s.ttft_s):>11}")
     lines += [
-        (f"  TPOT at batch {max(s.batch_size, 1):<19,}{fmt_ms(r.tpot.time_s):>12}   {r.tpot.bound}-bound "
+        (f"  TPOT at batch {max(s.batch_size, 1):<19,}{fmt_ms(r.tpot_effective_s):>12}   mean, with the other "
+         f"requests' prefills mixed in"),
+        (f"    decode step alone              {fmt_ms(r.tpot.time_s):>12}   {r.tpot.bound}-bound "
          f"(context {w.prompt_tokens + w.output_tokens / 2:,.0f} tokens)"),
         "",
     ]

@@ -32,7 +32,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from planner.cost import Fleet, Throughput, TokenCost, fleet_for, prefill_busy_costs, throughput, token_cost
+from planner.cost import (
+    Fleet,
+    Throughput,
+    TokenCost,
+    effective_tpot_s,
+    fleet_for,
+    prefill_busy_costs,
+    throughput,
+    token_cost,
+)
 from planner.memory import (
     KvPerRequest,
     MemoryBudget,
@@ -127,7 +136,7 @@ def ttft_under_load_costs(mc: ModelCosts, hw: HwCoeffs, prompt_tokens, batch_siz
     """
     p = np.asarray(prompt_tokens, dtype=float)
     running = np.maximum(np.asarray(batch_size, dtype=float) - 1.0, 0.0)
-    budget = float(max_num_batched_tokens) - running
+    budget = np.asarray(max_num_batched_tokens, dtype=float) - running
     ok = budget >= 1.0
     n = np.where(ok, np.ceil(p / np.where(ok, budget, 1.0)), 1.0)
     chunk = p / n
@@ -235,7 +244,9 @@ def largest_batch_under_slo(
 
     def evaluate(b):
         tpot, ttft = _latencies(mc, hw, deployment, workload, b)
-        return np.atleast_1d(tpot.time_s).astype(float), np.atleast_1d(ttft.time_s).astype(float)
+        busy = prefill_busy_costs(mc, hw, workload.prompt_tokens, b, deployment.max_num_batched_tokens)
+        eff = effective_tpot_s(tpot.time_s, b, busy, workload.output_tokens)
+        return np.atleast_1d(eff).astype(float), np.atleast_1d(ttft.time_s).astype(float)
 
     def pick(b, tp, tt):
         return pick_largest_batch(b, tp, tt, workload.tpot_slo_s, workload.ttft_slo_s, limit)
@@ -321,7 +332,8 @@ class SizingReport:
     max_concurrency: int  # per replica at P + N tokens
     ttft: PhaseTime  # one prompt on an idle replica
     slo: SloSearch
-    tpot: PhaseTime  # at slo.batch_size (batch 1 when it is 0), context P + N/2
+    tpot: PhaseTime  # the decode step at slo.batch_size (batch 1 when it is 0), context P + N/2
+    tpot_effective_s: float  # what users see: the decode step + other requests' interleaved prefills
     throughput: Throughput
     cost: TokenCost
     fleet: Fleet
@@ -393,7 +405,8 @@ class SizingReport:
             "slo_binding": self.slo.binding,
             "meets_slo": self.slo.meets_slo,
             "ttft_at_batch_s": self.slo.ttft_s,
-            "tpot_s": self.tpot.time_s,
+            "tpot_s": self.tpot_effective_s,
+            "decode_step_s": self.tpot.time_s,
             "tpot_compute_s": self.tpot.compute_s,
             "tpot_memory_s": self.tpot.memory_s,
             "tpot_comm_s": self.tpot.comm_s,
@@ -491,6 +504,7 @@ def plan(
     b = max(slo.batch_size, 1)
     tpot = decode_step_costs(mc, hw, b, decode_context_tokens(workload))
     busy = _f(prefill_busy_costs(mc, hw, workload.prompt_tokens, b, deployment.max_num_batched_tokens))
+    tpot_eff = float(effective_tpot_s(tpot.time_s, b, busy, workload.output_tokens))
     thr = throughput(b, _f(tpot.time_s), busy, workload.prompt_tokens, workload.output_tokens,
                      deployment.gpus_per_replica)
     cost = token_cost(thr, gpu.price_usd_per_hour)
@@ -570,6 +584,7 @@ def plan(
         ttft=ttft,
         slo=slo,
         tpot=tpot,
+        tpot_effective_s=tpot_eff,
         throughput=thr,
         cost=cost,
         fleet=fleet,
@@ -602,6 +617,7 @@ SWEEP_COLUMNS: tuple[str, ...] = (
     "max_concurrency",
     "ttft_s",
     "tpot_s",
+    "decode_step_s",
     "output_tokens_per_s",
     "output_tokens_per_s_per_gpu",
     "requests_per_s",
@@ -638,6 +654,8 @@ class _Block:
     mc: ModelCosts
     hw: HwCoeffs
     budget: MemoryBudget
+    max_num_batched_tokens: int  # the block's own scheduler limits (vLLM's defaults differ per GPU)
+    max_num_seqs: int
 
 
 def _stack(objs: Sequence, names: Iterable[str]) -> dict[str, np.ndarray]:
@@ -645,12 +663,13 @@ def _stack(objs: Sequence, names: Iterable[str]) -> dict[str, np.ndarray]:
     return {n: np.array([getattr(o, n) for o in objs], dtype=float)[:, None, None] for n in names}
 
 
-_MC_BLOCK_FIELDS = ("dense_weight_bytes", "expert_weight_bytes", "kv_bytes_per_ctx_layer")
+_MC_BLOCK_FIELDS = ("dense_weight_bytes", "expert_weight_bytes", "kv_bytes_per_ctx_layer", "cudagraph_max_tokens")
 _HW_BLOCK_FIELDS = (
     "linear_peak_flops_per_s", "attn_peak_flops_per_s", "hbm_bandwidth_bytes_per_s", "matmul_efficiency_max",
     "matmul_half_tokens", "attention_compute_efficiency", "weight_bandwidth_efficiency",
     "kv_bandwidth_efficiency", "step_overhead_s", "per_seq_overhead_s", "per_token_overhead_s",
-    "request_overhead_s", "link_bandwidth_bytes_per_s", "allreduce_latency_s",
+    "request_overhead_s", "link_bandwidth_bytes_per_s", "allreduce_latency_s", "kv_bandwidth_efficiency_fp8",
+    "prefill_layer_overhead_s", "eager_layer_overhead_s",
 )
 
 
@@ -734,10 +753,12 @@ def sweep(
                 for kv in kvs:
                     dep = Deployment(gpu_id=g.id, num_gpus=tp, tensor_parallel=tp, weight_dtype=wd,
                                      kv_cache_dtype=kv, **defaults)
-                    if (wd, kv) not in mc_cache:
-                        mc_cache[wd, kv] = model_costs(model, dep)
+                    key = (wd, kv, dep.max_num_batched_tokens, dep.max_num_seqs)
+                    if key not in mc_cache:
+                        mc_cache[key] = model_costs(model, dep)
                     budget = _budget_fast(model, g, dep, prof, wb_cache, kvtok_cache)
-                    blocks.append(_Block(g, wd, kv, prof, mc_cache[wd, kv], hw_cache[g.id, wd], budget))
+                    blocks.append(_Block(g, wd, kv, prof, mc_cache[key], hw_cache[g.id, wd], budget,
+                                         dep.max_num_batched_tokens, dep.max_num_seqs))
         if not blocks:
             continue
         frames.append(_sweep_group(model, workload, blocks, prompts, batches, ctx_tokens, tp, dep, cats))
@@ -785,7 +806,8 @@ def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_to
     n_blk, n_b, n_p = len(blocks), batches.size, prompts.size
     mc = replace(blocks[0].mc, **_stack([b.mc for b in blocks], _MC_BLOCK_FIELDS))
     hw = replace(blocks[0].hw, **_stack([b.hw for b in blocks], _HW_BLOCK_FIELDS))
-    m_tok = dep.max_num_batched_tokens
+    m_tok = np.array([b.max_num_batched_tokens for b in blocks], dtype=float)[:, None, None]
+    mns = np.array([b.max_num_seqs for b in blocks], dtype=float)[:, None, None]
     B = batches[None, :, None]
     P = prompts[None, None, :]
     n_out = float(workload.output_tokens)
@@ -799,7 +821,7 @@ def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_to
     per_req = np.stack([kv_req_cache[b.kv_cache_dtype] for b in blocks])[:, None, :] * shard
     with np.errstate(divide="ignore", invalid="ignore"):
         conc = np.where(fits_mem & (per_req > 0), np.floor(pool / np.where(per_req > 0, per_req, 1.0)), 0.0)
-    fits = (B <= conc) & (B <= dep.max_num_seqs)
+    fits = (B <= conc) & (B <= mns)
 
     # latency
     ttft = ttft_under_load_costs(mc, hw, P, B, P + n_out / 2.0, m_tok)
@@ -807,8 +829,9 @@ def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_to
     busy = prefill_busy_costs(mc, hw, P, B, m_tok)
     shape = (n_blk, n_b, n_p)
     ttft_s = np.broadcast_to(ttft.time_s, shape)
-    tpot_s = np.broadcast_to(tpot.time_s, shape)
-    thr = throughput(B, tpot_s, np.broadcast_to(busy, shape), P, n_out, tp)
+    step_s = np.broadcast_to(tpot.time_s, shape)
+    tpot_s = np.broadcast_to(effective_tpot_s(tpot.time_s, B, busy, n_out), shape)
+    thr = throughput(B, step_s, np.broadcast_to(busy, shape), P, n_out, tp)
     price = np.array([b.gpu.price_usd_per_hour for b in blocks])[:, None, None]
     cost = token_cost(thr, price)
     meets = fits.copy()
@@ -854,6 +877,7 @@ def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_to
         "max_concurrency": full(np.broadcast_to(conc, (n_blk, 1, n_p))).astype(np.int64),
         "ttft_s": ttft_s.ravel(),
         "tpot_s": tpot_s.ravel(),
+        "decode_step_s": step_s.ravel(),
         "output_tokens_per_s": full(thr.output_tokens_per_s),
         "output_tokens_per_s_per_gpu": full(thr.output_tokens_per_s_per_gpu),
         "requests_per_s": full(thr.requests_per_s),

@@ -332,3 +332,25 @@ def test_sweep_and_plan_share_the_measured_device_memory():
                profile_for=lambda _g: prof)
     want = memory_budget(m, g, Deployment(gpu_id=g.id), prof).kv_pool_bytes
     assert df["kv_pool_bytes_per_gpu"].iloc[0] == pytest.approx(want)
+
+
+def test_sweep_rows_match_plan_for_gpus_with_different_vllm_defaults():
+    """One sweep over an H200 (8192 tokens / 1024 seqs by default) and an A100 (2048 / 256): each row
+    must use its own GPU's scheduler limits, as plan() does (a shared limit once leaked across GPUs)."""
+    from planner.plan import plan, sweep
+    from planner.specs import Deployment, Workload
+
+    m = catalog.model("mistral-7b-v0.3")
+    wl = Workload(prompt_tokens=4096, output_tokens=512)
+    gpus = [catalog.gpu("h200-sxm"), catalog.gpu("a100-sxm-80gb")]
+    prof = {g.id: catalog.profile_for(g.id, transfer=True) for g in gpus}
+    df = sweep(m, wl, gpus=gpus, weight_dtypes=["bf16"], kv_dtypes=["bf16"], tensor_parallels=[1],
+               batch_sizes=[1, 32, 64], profile_for=prof.get)
+    for g in gpus:
+        for b in (32, 64):
+            row = df[(df.gpu_id == g.id) & (df.batch_size == b)].iloc[0]
+            r = plan(m, g, Deployment(gpu_id=g.id), wl.model_copy(update={"concurrency": b}), prof[g.id])
+            assert r.slo.batch_size == b
+            assert row["ttft_s"] == pytest.approx(r.slo.ttft_s, rel=1e-9), g.id
+            assert row["tpot_s"] == pytest.approx(r.tpot_effective_s, rel=1e-9), g.id
+            assert row["decode_step_s"] == pytest.approx(r.tpot.time_s, rel=1e-9), g.id

@@ -232,9 +232,12 @@ def test_slo_search_with_a_huge_limit_is_exact():
     g = make_gpu(memory_bytes=192 * 2**30)
     d = _dep(max_num_seqs=10**6, max_num_batched_tokens=10**7)
     mc, hw = model_costs(m, d), hw_coeffs(g, "bf16")
+    from planner.cost import effective_tpot_s, prefill_busy_costs
+
     b = np.arange(1, 300_001)
-    tpot = decode_step_costs(mc, hw, b, 64 + 8).time_s
-    target = float(tpot[123_456])  # exactly the TPOT of batch 123,457
+    busy = prefill_busy_costs(mc, hw, 64, b, d.max_num_batched_tokens)
+    tpot = effective_tpot_s(decode_step_costs(mc, hw, b, 64 + 8).time_s, b, busy, 16)
+    target = float(tpot[123_456])  # exactly the (effective) TPOT of batch 123,457
     s = largest_batch_under_slo(m, g, d, Workload(prompt_tokens=64, output_tokens=16, tpot_slo_s=target))
     assert s.max_concurrency > 300_000
     assert s.batch_size == int(b[tpot <= target].max()) and s.binding == "tpot"
@@ -288,7 +291,8 @@ def test_sweep_rows_match_plan(profile):
         assert row.max_concurrency == r.max_concurrency
         assert row.kv_pool_bytes_per_gpu == pytest.approx(r.memory.kv_pool_bytes)
         if r.slo.batch_size == row.batch_size:
-            assert row.tpot_s == pytest.approx(r.tpot.time_s)
+            assert row.tpot_s == pytest.approx(r.tpot_effective_s)
+            assert row.decode_step_s == pytest.approx(r.tpot.time_s)
             assert row.ttft_s == pytest.approx(r.slo.ttft_s)
             assert row.output_tokens_per_s == pytest.approx(float(r.throughput.output_tokens_per_s))
             assert row.cost_usd_per_million_output_tokens == pytest.approx(
