@@ -24,6 +24,7 @@ st.set_page_config(page_title="LLM inference capacity planner", page_icon="🧮"
 import numpy as np
 import pandas as pd
 
+from planner import cost as cost_mod
 from planner import catalog, charts, memory, roofline
 from planner.presets import PRESETS, resolve
 from planner.specs import KV_BYTES, WEIGHT_BITS, Deployment, ModelSpec, Source, Workload
@@ -244,11 +245,14 @@ def _latency_frames(sc: Scenario) -> dict:
 
     dctx = plan_mod.decode_context_tokens(o.workload)
     all_b = np.arange(1, o.deployment.max_num_seqs + 1)
-    tpot_all = np.atleast_1d(roofline.decode_step_costs(mc, hw, all_b, dctx).time_s)
+    step_all = np.atleast_1d(roofline.decode_step_costs(mc, hw, all_b, dctx).time_s)
+    busy = cost_mod.prefill_busy_costs(mc, hw, o.workload.prompt_tokens, all_b, m_tok)
+    tpot_all = np.atleast_1d(cost_mod.effective_tpot_s(step_all, all_b, busy, o.workload.output_tokens))
     under = np.flatnonzero(tpot_all <= sc.tpot_slo_s)
     crossing = int(all_b[under[-1]]) if under.size else 0
     batches = np.unique(np.geomspace(1, o.deployment.max_num_seqs, 40).astype(int))
-    tpot_b = pd.DataFrame({"batch_size": batches, "tpot_s": tpot_all[batches - 1]})
+    tpot_b = pd.DataFrame({"batch_size": batches, "tpot_s": tpot_all[batches - 1],
+                           "decode_step_s": step_all[batches - 1]})
 
     report = _planned(sc).report
     ctxs = np.unique(np.geomspace(128, max(o.model.max_context_tokens, sc.context_tokens), 40).astype(int))
@@ -260,8 +264,9 @@ def _latency_frames(sc: Scenario) -> dict:
                         kv_dtypes=[sc.kv_cache_dtype], tensor_parallels=[sc.tensor_parallel],
                         batch_sizes=batches.tolist(), profile_for=lambda _g: o.profile,
                         deployment_defaults={"gpu_memory_utilization": sc.gpu_memory_utilization})
-    thr = sw.sort_values("batch_size")[["batch_size", "output_tokens_per_s", "tpot_s", "meets_slo", "fits"]].copy()
-    thr["decode_tokens_per_s"] = thr["batch_size"] / thr["tpot_s"]
+    thr = sw.sort_values("batch_size")[["batch_size", "output_tokens_per_s", "tpot_s", "decode_step_s", "meets_slo",
+                                         "fits"]].copy()
+    thr["decode_tokens_per_s"] = thr["batch_size"] / thr["decode_step_s"]
     return {"ttft": ttft, "tpot_batch": tpot_b, "tpot_context": tpot_c, "throughput": thr, "crossing": crossing}
 
 

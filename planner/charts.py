@@ -167,12 +167,17 @@ def ttft_vs_prompt(df: pd.DataFrame, ttft_slo_s: float | None = None, chosen_pro
 
 def tpot_vs_batch(df: pd.DataFrame, tpot_slo_s: float | None = None, crossing_batch: float | None = None,
                   memory_max_batch: float | None = None) -> go.Figure:
-    """TPOT (one decode step) vs batch size.  ``df``: ``batch_size``, ``tpot_s``."""
+    """TPOT vs batch size.  ``df``: ``batch_size``, ``tpot_s`` (what users see: the decode step plus the
+    other requests' interleaved prefills) and, if present, ``decode_step_s`` (the decode step alone)."""
     fig = _fig("TPOT vs batch size (decode)", "batch size (sequences decoding together, log scale)",
                "TPOT (ms)", xaxis_type="log")
-    fig.add_scatter(x=df["batch_size"], y=df["tpot_s"] / MS, mode="lines+markers", name="TPOT",
+    fig.add_scatter(x=df["batch_size"], y=df["tpot_s"] / MS, mode="lines+markers", name="TPOT (with prefills)",
                     line={"color": COLORS["decode"]}, marker={"size": 4},
                     hovertemplate="batch %{x:,}: %{y:,.2f} ms<extra></extra>")
+    if "decode_step_s" in df:
+        fig.add_scatter(x=df["batch_size"], y=df["decode_step_s"] / MS, mode="lines", name="decode step alone",
+                        line={"color": COLORS["decode"], "dash": "dot"},
+                        hovertemplate="batch %{x:,}: %{y:,.2f} ms<extra>decode step</extra>")
     _slo_line(fig, tpot_slo_s, "TPOT")
     if _finite(crossing_batch) and crossing_batch > 0:
         _vline(fig, crossing_batch, f"TPOT target crossed above {int(crossing_batch):,}", COLORS["slo"], top=False)
