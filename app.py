@@ -24,8 +24,8 @@ st.set_page_config(page_title="LLM inference capacity planner", page_icon="🧮"
 import numpy as np
 import pandas as pd
 
-from planner import cost as cost_mod
 from planner import catalog, charts, memory, roofline
+from planner import cost as cost_mod
 from planner.presets import PRESETS, resolve
 from planner.specs import KV_BYTES, WEIGHT_BITS, Deployment, ModelSpec, Source, Workload
 from planner.units import MS, fmt_bytes, fmt_gb, fmt_gib, fmt_int, fmt_ms, fmt_tflops, fmt_usd
