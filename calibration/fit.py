@@ -26,10 +26,8 @@ import yaml
 from calibration.records import read_records, sha256_file
 from planner import catalog
 from planner.specs import CalibrationProfile, Deployment, Residuals
+from planner.validate import KV_ALIASES, error_pct, predict, summarize
 from planner.validate import Measurement as Point
-from planner.validate import error_pct, predict, summarize
-
-KV_DTYPES = {"auto": "bf16", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8"}
 
 # name, lower bound, upper bound, start
 PARAMS = [
@@ -49,7 +47,7 @@ PARAMS = [
 def _deployment(gpu_id: str, eng: dict | None, kv: str, tp: int = 1) -> Deployment:
     eng = eng or {}
     return Deployment(
-        gpu_id=gpu_id, num_gpus=tp, tensor_parallel=tp, weight_dtype="bf16", kv_cache_dtype=KV_DTYPES.get(kv, "bf16"),
+        gpu_id=gpu_id, num_gpus=tp, tensor_parallel=tp, weight_dtype="bf16", kv_cache_dtype=KV_ALIASES.get(kv, "bf16"),
         gpu_memory_utilization=eng.get("gpu_memory_utilization", 0.92),
         max_num_batched_tokens=eng.get("max_num_batched_tokens", 16384),
         max_num_seqs=eng.get("max_num_seqs", 1024),

@@ -27,6 +27,10 @@ from pathlib import Path
 
 from calibration.records import append_record, done_keys, probe_key, read_records
 
+# NVLink multicast stays off for tensor-parallel engines (NCCL NVLS, PyTorch symmetric memory,
+# NVSHMEM): on shared hosts a program that uses it can take the GPUs out of service.
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
 FIRST_TOKEN_ID = 10  # dummy weights: avoid special ids 0-2 (and a margin)
 
 
@@ -156,8 +160,7 @@ def run_engine_probes(args: dict) -> int:
     model_dir = Path(args.get("model_dir") or write_hf_config(model, Path(args["work_dir"]) / model.id))
     kv_dtype = args.get("kv_cache_dtype", "auto")
     if args.get("tensor_parallel", 1) > 1:
-        os.environ.update({"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                           "NVSHMEM_DISABLE_NVLS": "1"})
+        os.environ.update(MULTICAST_OFF)
     base = {"type": "probe", "model": model.id, "gpu": args["gpu"], "kv_cache_dtype": kv_dtype,
             "weight_dtype": "bf16", "tensor_parallel": args.get("tensor_parallel", 1),
             "role": args.get("role", "fit")}

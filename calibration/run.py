@@ -16,14 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from calibration.probes import MULTICAST_OFF
 from calibration.records import append_record, parse_engine_log, read_records
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-# NVLink multicast stays off for tensor-parallel engines (NCCL NVLS, PyTorch symmetric memory,
-# NVSHMEM): on shared hosts a program that uses it can take the GPUs out of service.
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 class CalibrationError(RuntimeError):

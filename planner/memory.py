@@ -263,19 +263,27 @@ def memory_budget(
     gpu: GpuSpec,
     deployment: Deployment,
     profile: CalibrationProfile = IDEAL_PROFILE,
+    *,
+    model_weight_bytes: float | None = None,
+    model_kv_bytes_per_token: float | None = None,
 ) -> MemoryBudget:
     """vLLM's start-up accounting per GPU: utilization × total − weights − peak activation −
     non-torch − CUDA graphs = KV pool; KV pool ÷ KV bytes per token (per GPU) = token capacity,
-    rounded down to whole blocks."""
+    rounded down to whole blocks.  ``model_weight_bytes`` / ``model_kv_bytes_per_token`` (whole
+    model, at the deployment's dtypes) may be passed in when a caller has them cached (the sweep)."""
     tp, pp = deployment.tensor_parallel, deployment.pipeline_parallel
     total = device_total_bytes(gpu, profile)
     usable = deployment.gpu_memory_utilization * total
-    w = weight_bytes(model, deployment.weight_dtype).total_bytes * profile.weight_bytes_factor / (tp * pp)
+    if model_weight_bytes is None:
+        model_weight_bytes = weight_bytes(model, deployment.weight_dtype).total_bytes
+    if model_kv_bytes_per_token is None:
+        model_kv_bytes_per_token = kv_bytes_per_token(model, deployment.kv_cache_dtype)
+    w = model_weight_bytes * profile.weight_bytes_factor / (tp * pp)
     act = activation_peak_bytes(model, deployment, profile)
     non_torch = profile.non_torch_bytes if profile.mode != "ideal" else DEFAULT_NON_TORCH_BYTES
     graphs = profile.cudagraph_bytes if profile.mode != "ideal" else DEFAULT_CUDAGRAPH_BYTES
     pool = usable - w - act - non_torch - graphs
-    per_tok = kv_bytes_per_token(model, deployment.kv_cache_dtype) * kv_shard_fraction(model, tp, pp)
+    per_tok = model_kv_bytes_per_token * kv_shard_fraction(model, tp, pp)
     bs = deployment.block_size_tokens
     tokens = int(pool // per_tok) // bs * bs if pool > 0 else 0
     return MemoryBudget(total, deployment.gpu_memory_utilization, usable, w, act, non_torch,

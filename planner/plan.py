@@ -45,7 +45,6 @@ from planner.cost import (
 from planner.memory import (
     KvPerRequest,
     MemoryBudget,
-    activation_peak_bytes,
     kv_bytes_per_request,
     kv_bytes_per_token,
     kv_shard_fraction,
@@ -756,7 +755,8 @@ def sweep(
                     key = (wd, kv, dep.max_num_batched_tokens, dep.max_num_seqs)
                     if key not in mc_cache:
                         mc_cache[key] = model_costs(model, dep)
-                    budget = _budget_fast(model, g, dep, prof, wb_cache, kvtok_cache)
+                    budget = memory_budget(model, g, dep, prof, model_weight_bytes=wb_cache[wd],
+                                           model_kv_bytes_per_token=kvtok_cache[kv])
                     blocks.append(_Block(g, wd, kv, prof, mc_cache[key], hw_cache[g.id, wd], budget,
                                          dep.max_num_batched_tokens, dep.max_num_seqs))
         if not blocks:
@@ -770,25 +770,6 @@ def sweep(
     df = df.iloc[order].reset_index(drop=True)
     df.insert(0, "rank", np.arange(1, len(df) + 1))
     return df
-
-
-def _budget_fast(model, gpu, dep, profile, wb_cache, kvtok_cache) -> MemoryBudget:
-    """:func:`planner.memory.memory_budget` with the model-level parts cached (same arithmetic)."""
-    from planner.memory import DEFAULT_CUDAGRAPH_BYTES, DEFAULT_NON_TORCH_BYTES, device_total_bytes
-
-    tp, pp = dep.tensor_parallel, dep.pipeline_parallel
-    total = device_total_bytes(gpu, profile)
-    usable = dep.gpu_memory_utilization * total
-    w = wb_cache[dep.weight_dtype] * profile.weight_bytes_factor / (tp * pp)
-    act = activation_peak_bytes(model, dep, profile)
-    non_torch = profile.non_torch_bytes if profile.mode != "ideal" else DEFAULT_NON_TORCH_BYTES
-    graphs = profile.cudagraph_bytes if profile.mode != "ideal" else DEFAULT_CUDAGRAPH_BYTES
-    pool = usable - w - act - non_torch - graphs
-    per_tok = kvtok_cache[dep.kv_cache_dtype] * kv_shard_fraction(model, tp, pp)
-    bs = dep.block_size_tokens
-    tokens = int(pool // per_tok) // bs * bs if pool > 0 else 0
-    return MemoryBudget(total, dep.gpu_memory_utilization, usable, w, act, non_torch, graphs, pool,
-                        per_tok, tokens, bs)
 
 
 def _kv_per_request_bytes(model: ModelSpec, kv_dtype: str, context_tokens: np.ndarray, block: int) -> np.ndarray:
