@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 
 from planner.jsonl import read_jsonl
+from planner.units import GiB as GIB
 
-GIB = 2**30
 
 
 def append_record(path: Path, record: dict) -> None:
