@@ -19,8 +19,31 @@ _FAMILIES = {
 }
 
 
-def hf_config(model: ModelSpec) -> dict:
-    """A config.json dict for ``model`` (dense llama/mistral/qwen layouts and Mixtral/Qwen3-MoE)."""
+#: Weight-only integer formats as a GPTQ ``quantization_config`` (vLLM 0.26 runs them with its Machete or
+#: Marlin mixed-precision kernels on Hopper).  vLLM's GPTQ path quantises only the linear layers named in
+#: ``modules_in_block_to_quantize`` and, when that is empty, fills it from the checkpoint's safetensors
+#: metadata (``AutoGPTQConfig.maybe_update_config``): a config-only dummy-weight directory has none, so
+#: every layer silently stayed bf16 (15.0 GiB for Llama-3.1-8B).  Naming the modules fixes that.  MoE
+#: experts are quantised regardless of the list (vLLM's WNA16 MoE path).
+GPTQ_BITS = {"int4": 4, "int8": 8}
+_DENSE_MODULES = [["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"], ["self_attn.o_proj"],
+                  ["mlp.gate_proj", "mlp.up_proj"], ["mlp.down_proj"]]
+_ATTN_MODULES = _DENSE_MODULES[:2]
+
+
+def quantization_config(model: ModelSpec, weight_dtype: str) -> dict | None:
+    """The ``quantization_config`` a dummy-weight config.json needs for ``weight_dtype`` (None for 16-bit
+    weights and for fp8, which vLLM quantises online with ``quantization="fp8"``)."""
+    if weight_dtype not in GPTQ_BITS:
+        return None
+    return {"quant_method": "gptq", "bits": GPTQ_BITS[weight_dtype], "group_size": 128, "desc_act": False,
+            "sym": True, "lm_head": False,
+            "modules_in_block_to_quantize": _ATTN_MODULES if model.moe is not None else _DENSE_MODULES}
+
+
+def hf_config(model: ModelSpec, weight_dtype: str = "bf16") -> dict:
+    """A config.json dict for ``model`` (dense llama/mistral/qwen layouts and Mixtral/Qwen3-MoE); int4/int8
+    weights add a GPTQ ``quantization_config`` (:func:`quantization_config`)."""
     arch = model.architecture or "LlamaForCausalLM"
     if arch not in _FAMILIES:
         raise ValueError(
@@ -60,12 +83,15 @@ def hf_config(model: ModelSpec) -> dict:
                        norm_topk_prob=True)
     if arch.startswith("Qwen2"):
         cfg["use_sliding_window"] = False
+    q = quantization_config(model, weight_dtype)
+    if q is not None:
+        cfg["quantization_config"] = q
     return cfg
 
 
-def write_hf_config(model: ModelSpec, directory: Path) -> Path:
+def write_hf_config(model: ModelSpec, directory: Path, weight_dtype: str = "bf16") -> Path:
     """Write ``directory/config.json`` for ``model``; returns the directory."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "config.json").write_text(json.dumps(hf_config(model), indent=2) + "\n")
+    (directory / "config.json").write_text(json.dumps(hf_config(model, weight_dtype), indent=2) + "\n")
     return directory

@@ -40,30 +40,32 @@ FIRST_TOKEN_ID = 10  # dummy weights: avoid special ids 0-2 (and a margin)
 def plan_points(
     *, quick: bool = False, kv_capacity_tokens: int | None = None, max_model_len: int = 32768,
     role: str = "fit", decode_output_tokens: int = 64, max_decode_batch_tokens: int = 320_000,
-    max_prefill_tokens: int = 10**9,
+    max_prefill_tokens: int = 10**9, mixed: bool = False, max_num_batched_tokens: int = 16384,
 ) -> list[dict]:
     """The probe points for one engine.  ``role='fit'`` is the calibration grid; ``role='validate'``
-    a different grid (other lengths and batch sizes) for held-out checks."""
+    a different grid (other lengths and batch sizes) for held-out checks.  ``mixed`` adds mixed
+    steps: ``batch_size`` sequences decoding at ``prompt_tokens`` of context while one new prompt of
+    ``chunk_tokens`` is prefilled in the same step (see :func:`measure_mixed_step`)."""
     if role == "fit":
         prefill_lens = [128, 256, 384, 512, 640, 768, 1024, 1536, 2048, 3072, 4096, 8192, 16384, 32000]
         batched = [(4, 512), (16, 512), (4, 2048), (16, 2048)]
         decode_batches = [1, 4, 16, 32, 64, 128, 256, 512]
         decode_ctx = [512, 2048, 8192]
-        if quick:
-            prefill_lens = [128, 1024, 4096, 16384]
-            batched = [(16, 512)]
-            decode_batches = [1, 16, 64, 256]
-            decode_ctx = [512, 4096]
+        if quick:  # every family's default-plan engine: ~1 minute of probes on a 7-8B model
+            prefill_lens = [128, 512, 1024, 2048, 4096, 8192, 16384]
+            batched = [(16, 512), (8, 2048)]
+            decode_batches = [1, 8, 32, 128, 256]
+            decode_ctx = [512, 2048]
     else:
         prefill_lens = [200, 700, 1500, 3000, 6000, 12000, 24000]
         batched = [(8, 1000), (32, 300), (8, 3000)]
         decode_batches = [2, 8, 24, 48, 96, 192, 384]
         decode_ctx = [1024, 4096, 12000]
         if quick:
-            prefill_lens = [300, 3000, 12000]
+            prefill_lens = [300, 700, 1500, 3000, 6000, 12000]
             batched = [(8, 1000)]
-            decode_batches = [2, 24, 96]
-            decode_ctx = [1024, 4096]
+            decode_batches = [2, 24, 96, 192]
+            decode_ctx = [1024, 3000]
     cap = kv_capacity_tokens or 10**12
     points: list[dict] = []
     for p in prefill_lens:
@@ -80,6 +82,14 @@ def plan_points(
             if need <= min(0.8 * cap, max_decode_batch_tokens) and ctx + decode_output_tokens <= max_model_len:
                 points.append({"metric": "decode_step_s", "batch_size": b, "prompt_tokens": ctx,
                                "output_tokens": decode_output_tokens, "repeats": 1})
+    if mixed:
+        grid = [(1, 512), (1, 4096), (32, 256), (32, 1024), (32, 4096), (128, 256), (128, 1024), (128, 4096),
+                (256, 2048)] if not quick else [(32, 1024), (128, 256), (128, 4096)]
+        ctx = 1024 if role == "fit" else 2000
+        for b, c in grid:
+            if b * (ctx + 400) + c <= min(0.8 * cap, max_decode_batch_tokens) and b + c <= max_num_batched_tokens:
+                points.append({"metric": "mixed_step_s", "batch_size": b, "prompt_tokens": ctx, "chunk_tokens": c,
+                               "output_tokens": 1, "repeats": 3})
     return points
 
 
@@ -141,6 +151,8 @@ def engine_kwargs_for(args: dict) -> dict:
     )
     if args.get("tensor_parallel", 1) > 1:
         kw["tensor_parallel_size"] = args["tensor_parallel"]
+    if args.get("weight_dtype", "bf16") == "fp8":
+        kw["quantization"] = "fp8"  # online W8A8: bf16 dummy weights quantised per layer at load
     if args.get("enforce_eager"):
         kw["enforce_eager"] = True
     return kw
@@ -157,12 +169,15 @@ def run_engine_probes(args: dict) -> int:
 
     out = Path(args["out"])
     model = catalog.model(args["model"])
-    model_dir = Path(args.get("model_dir") or write_hf_config(model, Path(args["work_dir"]) / model.id))
+    weight_dtype = args.get("weight_dtype", "bf16")
+    model_dir = Path(args.get("model_dir") or write_hf_config(model, Path(args["work_dir"]) / model.id, weight_dtype))
     kv_dtype = args.get("kv_cache_dtype", "auto")
     if args.get("tensor_parallel", 1) > 1:
         os.environ.update(MULTICAST_OFF)
+    if model.moe is not None:
+        check_moe_kernels()
     base = {"type": "probe", "model": model.id, "gpu": args["gpu"], "kv_cache_dtype": kv_dtype,
-            "weight_dtype": "bf16", "tensor_parallel": args.get("tensor_parallel", 1),
+            "weight_dtype": weight_dtype, "tensor_parallel": args.get("tensor_parallel", 1),
             "role": args.get("role", "fit")}
     kw = engine_kwargs_for(args)
     t0 = time.perf_counter()
@@ -175,19 +190,23 @@ def run_engine_probes(args: dict) -> int:
     num_blocks = getattr(cc, "num_gpu_blocks", None)
     engine_rec = {
         "type": "engine", "model": model.id, "gpu": args["gpu"], "kv_cache_dtype": kv_dtype,
+        "weight_dtype": weight_dtype, "quantization": kw.get("quantization", ""),
         "role": args.get("role", "fit"), "startup_s": startup_s, "vllm_version": vllm.__version__,
         "num_gpu_blocks": num_blocks, "block_size": getattr(cc, "block_size", 16),
         "max_num_batched_tokens": sc.max_num_batched_tokens, "max_num_seqs": sc.max_num_seqs,
+        "async_scheduling": getattr(sc, "async_scheduling", None),
         "gpu_memory_utilization": cc.gpu_memory_utilization, "max_model_len": kw["max_model_len"],
         "engine_kwargs": {k: v for k, v in kw.items()},
         "tensor_parallel": args.get("tensor_parallel", 1),
+        "engine_start_index": args.get("engine_start_index"),
     }
     append_record(out, engine_rec)
     print(f"ENGINE_READY startup {startup_s:.1f}s blocks={num_blocks}", flush=True)
     cap = (num_blocks or 0) * engine_rec["block_size"] or None
     points = args.get("points") or plan_points(
         quick=args.get("quick", False), kv_capacity_tokens=cap, max_model_len=kw["max_model_len"],
-        role=args.get("role", "fit"), **size_limits(model))
+        role=args.get("role", "fit"), mixed=bool(args.get("mixed")),
+        max_num_batched_tokens=sc.max_num_batched_tokens, **size_limits(model))
     skip = done_keys(read_records(out)) if args.get("resume") else set()
     rng = np.random.default_rng(args.get("seed", 1))
     deadline = time.perf_counter() + float(args.get("time_budget_s", 1e9))
@@ -203,12 +222,15 @@ def run_engine_probes(args: dict) -> int:
     for i, pt in enumerate(points, 1):
         rec = dict(base, metric=pt["metric"], batch_size=pt["batch_size"], prompt_tokens=pt["prompt_tokens"],
                    output_tokens=pt["output_tokens"])
+        if "chunk_tokens" in pt:
+            rec["chunk_tokens"] = pt["chunk_tokens"]
         if probe_key(rec) in skip:
             continue
         if time.perf_counter() > deadline:
             append_record(out, dict(rec, status="skipped", error="time budget reached"))
             continue
-        label = f"[{i}/{len(points)}] {pt['metric']} B={pt['batch_size']} P={pt['prompt_tokens']}"
+        label = f"[{i}/{len(points)}] {pt['metric']} B={pt['batch_size']} P={pt['prompt_tokens']}" + (
+            f" C={pt['chunk_tokens']}" if "chunk_tokens" in pt else "")
         try:
             if pt["metric"] == "prefill_s":
                 walls, spans = [], []
@@ -220,6 +242,10 @@ def run_engine_probes(args: dict) -> int:
                 walls.sort()
                 rec.update(status="ok", measured=walls[len(walls) // 2], wall_samples_s=walls,
                            engine_spans_s=spans)
+            elif pt["metric"] == "mixed_step_s":
+                rec.update(status="ok", **measure_mixed_step(llm, rng, model.vocab_size, pt["batch_size"],
+                                                             pt["prompt_tokens"], pt["chunk_tokens"],
+                                                             pt.get("repeats", 3)))
             else:
                 prompts = random_prompts(rng, pt["batch_size"], pt["prompt_tokens"], model.vocab_size)
                 warm_s, _ = gen(prompts, 1)  # fills the prefix cache
@@ -237,6 +263,93 @@ def run_engine_probes(args: dict) -> int:
         append_record(out, rec)
     _shutdown(llm)
     return 0
+
+
+def check_moe_kernels() -> None:
+    """vLLM's Triton fused-MoE path needs ``torch.ops._moe_C`` (topk_softmax, moe_align_block_size), which
+    the offline bundle ships as a separate add-on and vLLM skips silently when missing: say so in the log."""
+    import torch
+
+    import vllm._custom_ops  # noqa: F401 - loads the extensions that exist
+
+    try:
+        ok = hasattr(torch.ops._moe_C, "moe_align_block_size")
+    except Exception:  # noqa: BLE001 - torch.ops raises for an unknown namespace on some versions
+        ok = False
+    print(f"MOE_KERNELS {'loaded' if ok else 'NOT LOADED (extract the MoE add-on if the engine fails)'}", flush=True)
+
+
+def measure_mixed_step(llm, rng, vocab_size: int, batch: int, context_tokens: int, chunk_tokens: int,
+                       repeats: int) -> dict:
+    """The duration of an engine step that runs ``batch`` decodes (contexts ≈ ``context_tokens``) plus one
+    new prompt of ``chunk_tokens`` (prefilled whole in that step), and of the decode-only steps around it.
+
+    Driven step by step through ``llm.llm_engine`` (the multi-process engine with asynchronous scheduling,
+    as served).  Every engine step stamps its outputs with one engine-core monotonic timestamp
+    (``metrics.last_token_ts`` of a decoding request, ``first_token_ts`` of the new prompt), so the step
+    periods are read on the engine's own clock, without the client's polling: the period ending with
+    the new prompt's first token is the mixed step.  ``measured`` is the median over ``repeats``."""
+    from vllm import SamplingParams
+
+    eng = llm.llm_engine
+    tag = f"mx{batch}-{chunk_tokens}-{int(rng.integers(1 << 30))}"
+    dec_ids = [f"{tag}-d{i}" for i in range(batch)]
+    sp_dec = SamplingParams(max_tokens=4000, ignore_eos=True, detokenize=False, temperature=0.0)
+    sp_pre = SamplingParams(max_tokens=1, ignore_eos=True, detokenize=False, temperature=0.0)
+    for rid, p in zip(dec_ids, random_prompts(rng, batch, context_tokens, vocab_size)):
+        eng.add_request(rid, {"prompt_token_ids": p}, sp_dec)
+    stamps: list[float] = []  # distinct engine-step timestamps seen on the tracked decode
+    generated: dict[str, int] = {}
+    first_token: dict[str, float] = {}
+
+    def pump() -> None:
+        for o in eng.step():
+            m = getattr(o, "metrics", None)
+            if m is None:
+                continue
+            if o.request_id == dec_ids[0] and m.last_token_ts and (not stamps or m.last_token_ts > stamps[-1]):
+                stamps.append(m.last_token_ts)
+            if o.request_id in generated or o.request_id.startswith(f"{tag}-d"):
+                generated[o.request_id] = len(o.outputs[0].token_ids)
+            if o.request_id.startswith(f"{tag}-p") and m.first_token_ts:
+                first_token[o.request_id] = m.first_token_ts
+
+    t_end = time.perf_counter() + 120
+    while (len(generated) < batch or min(generated.values()) < 3) and time.perf_counter() < t_end:
+        pump()
+    mixed, decode = [], []
+    try:
+        for r in range(repeats):
+            for _ in range(4):
+                pump()
+            n0 = len(stamps)
+            rid = f"{tag}-p{r}"
+            eng.add_request(rid, {"prompt_token_ids": random_prompts(rng, 1, chunk_tokens, vocab_size)[0]}, sp_pre)
+            while rid not in first_token and time.perf_counter() < t_end:
+                pump()
+            pump()
+            ts = first_token.get(rid)
+            if ts is None:
+                raise RuntimeError("the new prompt never produced its first token")
+            before = [s for s in stamps[:n0 + 8] if s < ts]
+            if len(before) >= 2:
+                mixed.append(ts - before[-1])
+                decode += list(np_diff(before[-4:]))
+    finally:
+        eng.abort_request(dec_ids)
+        while eng.has_unfinished_requests():
+            eng.step()
+    if not mixed:
+        raise RuntimeError("no mixed step was timed")
+    mixed.sort()
+    decode.sort()
+    return {"measured": mixed[len(mixed) // 2], "mixed_samples_s": mixed, "chunk_tokens": chunk_tokens,
+            "decode_period_median_s": decode[len(decode) // 2] if decode else None,
+            "decode_contexts_tokens": context_tokens + max(generated.values(), default=0)}
+
+
+def np_diff(xs: list[float]) -> list[float]:
+    return [b - a for a, b in zip(xs, xs[1:])]
 
 
 def _shutdown(llm) -> None:

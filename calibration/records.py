@@ -32,10 +32,13 @@ def read_records(path: Path) -> list[dict]:
 
 
 def probe_key(rec: dict) -> tuple:
-    """Identity of a probe point, for --resume: the same key is not measured twice."""
+    """Identity of a probe point, for --resume: the same key is not measured twice (the GPU, the engine's
+    dtypes, TP and role are part of it: a validation point is not a fit point)."""
     return (
-        rec.get("model"), rec.get("kv_cache_dtype", "auto"), int(rec.get("tensor_parallel", 1)), rec.get("metric"),
+        rec.get("gpu"), rec.get("model"), rec.get("weight_dtype", "bf16"), rec.get("kv_cache_dtype", "auto"),
+        int(rec.get("tensor_parallel", 1)), rec.get("role", "fit"), rec.get("metric"),
         int(rec.get("batch_size", 0)), int(rec.get("prompt_tokens", 0)), int(rec.get("output_tokens", 0)),
+        int(rec.get("chunk_tokens", 0)),
     )
 
 

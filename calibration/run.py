@@ -98,12 +98,45 @@ def _stream(cmd: list[str], log_path: Path, env: dict, timeout_s: float) -> tupl
     return rc, "".join(text)
 
 
+#: ``planner calibrate``'s default plan: one engine per kernel family a user plans for (dense bf16, MoE,
+#: fp8 W8A8 weights, weight-only int4, an fp8 KV cache), each a quick grid.  Measured on an H200 (vLLM
+#: 0.26): see calibration/data/README.md for the minutes each part took.
+DEFAULT_PLAN: tuple[str, ...] = (
+    "mistral-7b-v0.3+mixed",   # dense bf16 GEMM + attention, mixed prefill/decode steps
+    "qwen3-30b-a3b",           # MoE: fused Triton MoE, 128 experts top-8
+    "llama-3.1-8b@fp8",        # fp8 W8A8 weights (CUTLASS scaled_mm)
+    "llama-3.1-8b@int4",       # weight-only int4 (GPTQ layout, Machete/Marlin kernels)
+    "mistral-7b-v0.3:fp8",     # fp8 KV cache
+)
+
+
+def parse_job(entry: str, default_kvs: tuple[str, ...] = ("auto",)) -> list[dict]:
+    """``MODEL[:KV][@WEIGHTS][+mixed]`` -> one job per KV dtype: {'model', 'kv', 'weights', 'mixed'}.
+
+    ``llama-3.1-8b@fp8`` = fp8 weights; ``mistral-7b-v0.3:fp8`` = fp8 KV cache; ``+mixed`` adds the
+    mixed prefill/decode step probes."""
+    from planner.specs import WEIGHT_BITS
+
+    text, mixed = (entry[:-len("+mixed")], True) if entry.endswith("+mixed") else (entry, False)
+    text, _, weights = text.partition("@")
+    model, _, kv = text.partition(":")
+    weights = weights or "bf16"
+    if not model:
+        raise CalibrationError(f"--model: expected MODEL[:KV][@WEIGHTS][+mixed], got {entry!r}")
+    if weights not in WEIGHT_BITS or weights in ("nf4", "mxfp4", "fp16"):
+        raise CalibrationError(f"--model: weights '{weights}' in {entry!r} cannot be probed; use bf16, fp8, int8 or int4")
+    if kv and kv not in ("auto", "bf16", "fp8"):
+        raise CalibrationError(f"--model: KV dtype '{kv}' in {entry!r}: use auto or fp8")
+    return [{"model": model, "kv": k, "weights": weights, "mixed": mixed} for k in ((kv,) if kv else default_kvs)]
+
+
 def run_model(model_id: str, raw: Path, *, gpu_id: str, role: str, quick: bool, resume: bool,
-              kv_cache_dtype: str = "auto", time_budget_s: float = 1e9, extra: dict | None = None) -> dict:
+              kv_cache_dtype: str = "auto", time_budget_s: float = 1e9, extra: dict | None = None,
+              weight_dtype: str = "bf16", mixed: bool = False) -> dict:
     """One engine in a child process; its start-up log parsed into an 'engine_log' record."""
     args = {"out": str(raw), "model": model_id, "gpu": gpu_id, "role": role, "quick": quick, "resume": resume,
-            "kv_cache_dtype": kv_cache_dtype, "time_budget_s": time_budget_s,
-            "work_dir": tempfile.mkdtemp(prefix="planner-cal-")}
+            "kv_cache_dtype": kv_cache_dtype, "time_budget_s": time_budget_s, "weight_dtype": weight_dtype,
+            "mixed": mixed, "work_dir": tempfile.mkdtemp(prefix="planner-cal-")}
     args.update(extra or {})
     args_path = Path(args["work_dir"]) / "args.json"
     args_path.write_text(json.dumps(args))
@@ -112,34 +145,41 @@ def run_model(model_id: str, raw: Path, *, gpu_id: str, role: str, quick: bool, 
     env.update(MULTICAST_OFF)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    log_path = raw.with_suffix("").parent / f"{raw.stem}.{model_id}.{kv_cache_dtype}.{role}.log"
+    wtag = "" if weight_dtype == "bf16" else f".w{weight_dtype}"
+    tptag = "" if int((extra or {}).get("tensor_parallel") or 1) == 1 else f".tp{(extra or {})['tensor_parallel']}"
+    log_path = raw.with_suffix("").parent / f"{raw.stem}.{model_id}{wtag}.{kv_cache_dtype}{tptag}.{role}.log"
     t0 = time.perf_counter()
     rc, text = _stream([sys.executable, "-m", "calibration.probes", str(args_path)], log_path, env,
                        timeout_s=time_budget_s + 400)
     terms = parse_engine_log(text)
     rec = {"type": "engine_log", "model": model_id, "gpu": gpu_id, "kv_cache_dtype": kv_cache_dtype,
+           "weight_dtype": weight_dtype, "tensor_parallel": int((extra or {}).get("tensor_parallel") or 1),
            "role": role, "returncode": rc, "elapsed_s": time.perf_counter() - t0, "log_file": log_path.name,
            **terms}
     append_record(raw, rec)
     return rec
 
 
-def remaining_points(records: list[dict], model_id: str, kv: str, role: str, quick: bool, tp: int = 1) -> int:
+def remaining_points(records: list[dict], model_id: str, kv: str, role: str, quick: bool, tp: int = 1,
+                     weight_dtype: str = "bf16", mixed: bool = False) -> int:
     """Planned probe points of one engine not yet measured (for --resume); -1 if it never started."""
     from calibration.probes import plan_points, size_limits
     from calibration.records import done_keys, probe_key
     from planner import catalog
 
     eng = [r for r in records if r.get("type") == "engine" and r.get("model") == model_id
-           and r.get("kv_cache_dtype") == kv and r.get("role") == role and int(r.get("tensor_parallel", 1)) == tp]
+           and r.get("kv_cache_dtype") == kv and r.get("role") == role and int(r.get("tensor_parallel", 1)) == tp
+           and r.get("weight_dtype", "bf16") == weight_dtype]
     if not eng:
         return -1
     e = eng[-1]
     cap = (e.get("num_gpu_blocks") or 0) * e.get("block_size", 16) or None
     done = done_keys(records)
     pts = plan_points(quick=quick, kv_capacity_tokens=cap, max_model_len=e.get("max_model_len", 32768), role=role,
+                      mixed=mixed, max_num_batched_tokens=e.get("max_num_batched_tokens", 16384),
                       **size_limits(catalog.model(model_id)))
-    base = {"model": model_id, "kv_cache_dtype": kv, "tensor_parallel": tp}
+    base = {"gpu": e.get("gpu"), "model": model_id, "kv_cache_dtype": kv, "tensor_parallel": tp, "role": role,
+            "weight_dtype": weight_dtype}
     return sum(1 for p in pts if probe_key(dict(base, **p)) not in done)
 
 
@@ -170,19 +210,26 @@ def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models:
         _stream([sys.executable, "-m", "calibration.microbench", str(raw), gpu_id],
                 out_dir / f"{raw.stem}.microbench.log", env, timeout_s=300)
     jobs = []
-    for entry in models:  # "model" (every fit KV dtype) or "model:kv" (that one only)
-        m, _, kv_only = entry.partition(":")
-        jobs += [(m, "fit", kv) for kv in ((kv_only,) if kv_only else fit_kv_dtypes)]
-    jobs += [(m, "validate", "auto") for m in validate_models] + [(m, "validate", "fp8") for m in fp8_kv_models]
+    for entry in models:  # MODEL[:KV][@WEIGHTS][+mixed]; no :KV = every fit KV dtype
+        jobs += [dict(j, role="fit") for j in parse_job(entry, tuple(fit_kv_dtypes))]
+    for entry in validate_models:
+        jobs += [dict(j, role="validate") for j in parse_job(entry)]
+    jobs += [{"model": m, "kv": "fp8", "weights": "bf16", "mixed": False, "role": "validate"} for m in fp8_kv_models]
     per_job = max(60.0, time_budget_s / max(1, len(jobs)))
-    for model_id, role, kv in jobs:
-        if resume and remaining_points(read_records(raw), model_id, kv, role, quick, tensor_parallel) == 0:
-            print(f"== {model_id} ({role}, kv {kv}): every point already measured", flush=True)
+    for j in jobs:
+        what = f"{j['model']} ({j['role']}, weights {j['weights']}, kv {j['kv']}{', mixed' if j['mixed'] else ''})"
+        if resume and remaining_points(read_records(raw), j["model"], j["kv"], j["role"], quick, tensor_parallel,
+                                       j["weights"], j["mixed"]) == 0:
+            print(f"== {what}: every point already measured", flush=True)
             continue
-        print(f"== {model_id} ({role}, kv {kv})", flush=True)
-        run_model(model_id, raw, gpu_id=gpu_id, role=role, quick=quick, resume=resume, kv_cache_dtype=kv,
-                  time_budget_s=per_job, extra={"tensor_parallel": tensor_parallel,
-                                                "model_dir": (model_dirs or {}).get(model_id)})
+        print(f"== {what}", flush=True)
+        t_job = time.perf_counter()
+        run_model(j["model"], raw, gpu_id=gpu_id, role=j["role"], quick=quick, resume=resume, kv_cache_dtype=j["kv"],
+                  time_budget_s=per_job, weight_dtype=j["weights"], mixed=j["mixed"],
+                  extra={"tensor_parallel": tensor_parallel, "model_dir": (model_dirs or {}).get(j["model"])})
+        append_record(raw, {"type": "job_time", "model": j["model"], "role": j["role"], "weight_dtype": j["weights"],
+                            "kv_cache_dtype": j["kv"], "mixed": j["mixed"], "tensor_parallel": tensor_parallel,
+                            "elapsed_s": time.perf_counter() - t_job})
     summary = {"raw": str(raw), "elapsed_s": time.perf_counter() - t0}
     if fit:
         from calibration.fit import fit_and_write
@@ -211,7 +258,9 @@ def parse_model_dirs(entries: list[str]) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m calibration.run", description=__doc__)
     ap.add_argument("--gpu", required=True)
-    ap.add_argument("--model", action="append", default=[], help="fit on this model; 'id:fp8' for one KV dtype")
+    ap.add_argument("--model", action="append", default=[],
+                    help="fit on MODEL[:KV][@WEIGHTS][+mixed] (e.g. llama-3.1-8b@fp8, mistral-7b-v0.3:fp8); "
+                         "'default' = the default family plan; 'none' = no fit engine")
     ap.add_argument("--validate-model", action="append", default=[])
     ap.add_argument("--fp8-kv-model", action="append", default=[], help="validate with an fp8 KV cache")
     ap.add_argument("--fit-kv-dtype", action="append", default=[], help="KV dtypes of the fit engines (auto, fp8)")
@@ -228,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-budget-s", type=float, default=300.0)
     ns = ap.parse_args(argv)
     try:
-        models = [m for m in (ns.model or ["mistral-7b-v0.3"]) if m != "none"]
+        models = [x for m in (ns.model or ["default"]) if m != "none"
+                  for x in (DEFAULT_PLAN if m == "default" else (m,))]
         parse_model_dirs(ns.model_dir)
         s = calibrate(ns.gpu, models, Path(ns.out), validate_models=ns.validate_model,
                       fp8_kv_models=ns.fp8_kv_model, fit_kv_dtypes=tuple(ns.fit_kv_dtype or ["auto"]),

@@ -1,0 +1,436 @@
+"""Boot the ``vllm serve`` command the planner generates, check its KV pool against the prediction, and
+drive real load through its OpenAI-compatible endpoint with the standard tools.
+
+    python -m calibration.serve_bench --model llama-3.1-8b --gpu h200-sxm --max-model-len 4096 \\
+        --out DIR --run fixed:input=1024,output=128,n=600,rate=20 --agentic sessions=40,turns=6 --guidellm rate=10
+
+Steps (each writes a record to ``DIR/serve_bench.jsonl`` as it happens; a failure is recorded and the
+next step runs):
+
+1. ``planner.deploy.serve_command`` builds the command (dummy weights: ``--load-format dummy`` and a
+   local model directory with a config.json and the synthetic tokenizer of :mod:`calibration.tokenizer`);
+   its startup check and predicted KV pool are recorded (``deploy``).
+2. The server starts (``python -m vllm.entrypoints.cli.main serve …``, log kept); ``/health`` is polled.
+   The logged ``Available KV cache memory`` / ``GPU KV cache size`` and the exact block count from
+   ``/metrics`` (``vllm:cache_config_info``) are compared with the prediction (``boot``), and a few
+   completions go through the endpoint (``smoke``).
+3. Each ``--run`` is one ``vllm bench serve`` (random dataset, Poisson arrivals, ``--save-detailed``: per
+   request start times, TTFT and inter-token latencies) → ``bench-<name>.json`` beside the records.
+4. ``--agentic``: a multi-turn client (sessions of turns that continue the previous turn's prompt and
+   output after a think time, all behind one shared system prompt) → per-request records with their
+   parent turn, and the server's prefix-cache hit counters.
+5. ``--guidellm``: GuideLLM's benchmark at a fixed rate → its JSON report (if guidellm is installed).
+
+Nothing here runs without a GPU and vLLM; ``planner.serving.replay`` reads what it writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import traceback
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from calibration.probes import MULTICAST_OFF  # noqa: E402
+from calibration.records import append_record, parse_engine_log  # noqa: E402
+
+
+def parse_kv(text: str, flag: str) -> dict:
+    """'input=1024,output=128,n=600' -> {'input': 1024.0, ...}; the first bare word (before ':') is a name."""
+    out: dict = {}
+    name, sep, rest = text.partition(":")
+    if not sep:
+        name, rest = "", text
+    if name:
+        out["name"] = name
+    for part in filter(None, rest.split(",")):
+        k, eq, v = part.partition("=")
+        if not eq:
+            raise SystemExit(f"error: {flag}: expected key=value, got {part!r}")
+        try:
+            out[k.strip()] = float(v)
+        except ValueError:
+            raise SystemExit(f"error: {flag}: {k}: not a number: {v!r}") from None
+    return out
+
+
+# ------------------------------------------------------------------------------------- the server
+
+
+class Server:
+    """A ``vllm serve`` process group with its log; ``stop()`` ends every child."""
+
+    def __init__(self, serve_args: list[str], env: dict, log_path: Path, port: int):
+        self.log_path = log_path
+        self.port = port
+        cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", *serve_args]
+        self.cmd = cmd
+        self.log = open(log_path, "w", encoding="utf-8")
+        # same process group as this script: a `timeout` that kills the script kills the server too
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO))
+        self.t0 = time.perf_counter()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def wait_ready(self, timeout_s: float) -> float:
+        while time.perf_counter() - self.t0 < timeout_s:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vllm serve exited with {self.proc.returncode}: {self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.url("/health"), timeout=2) as r:
+                    if r.status == 200:
+                        return time.perf_counter() - self.t0
+            except Exception:  # noqa: BLE001 - not up yet
+                pass
+            time.sleep(1.0)
+        raise TimeoutError(f"vllm serve not healthy after {timeout_s:.0f} s: {self.log_tail()}")
+
+    def log_text(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def log_tail(self, n: int = 800) -> str:
+        return self.log_text()[-n:].replace("\n", " | ")
+
+    def get(self, path: str) -> str:
+        with urllib.request.urlopen(self.url(path), timeout=10) as r:
+            return r.read().decode()
+
+    def post(self, path: str, body: dict, timeout_s: float = 120) -> dict:
+        req = urllib.request.Request(self.url(path), data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            return json.loads(r.read().decode())
+
+    def stop(self) -> None:
+        """SIGINT (vLLM shuts its engine down), then SIGKILL for the server and every child left."""
+        try:
+            import psutil
+
+            children = psutil.Process(self.proc.pid).children(recursive=True)
+        except Exception:  # noqa: BLE001 - psutil missing or the server already gone
+            children = []
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        for c in children:
+            try:
+                c.kill()
+            except Exception:  # noqa: BLE001
+                pass
+        self.log.close()
+
+
+_METRIC = re.compile(r'^(vllm:[a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$')
+
+
+def scrape(metrics_text: str) -> dict:
+    """Prometheus text -> {'vllm:name': value} (counters/gauges summed over labels) plus the labels of
+    ``vllm:cache_config_info`` (num_gpu_blocks, block_size, ...)."""
+    out: dict = {}
+    for line in metrics_text.splitlines():
+        m = _METRIC.match(line.strip())
+        if not m:
+            continue
+        name, labels, value = m.group(1), m.group(2) or "", float(m.group(3))
+        if name == "vllm:cache_config_info":
+            out["cache_config"] = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        out[name] = out.get(name, 0.0) + value
+    return out
+
+
+# -------------------------------------------------------------------------------------- the tools
+
+
+def bench_serve(server: Server, model_dir: Path, out_dir: Path, run: dict, seed: int, timeout_s: float) -> Path:
+    """One ``vllm bench serve`` run (random dataset) -> its saved JSON with per-request timings."""
+    name = run["name"]
+    path = out_dir / f"bench-{name}.json"
+    cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
+           "--host", "127.0.0.1", "--port", str(server.port), "--model", str(model_dir),
+           "--served-model-name", run["served_model_name"], "--tokenizer", str(model_dir),
+           "--dataset-name", "random", "--random-input-len", str(int(run["input"])),
+           "--random-output-len", str(int(run["output"])), "--random-range-ratio", f"{run.get('ratio', 0.0):g}",
+           "--random-prefix-len", str(int(run.get("prefix", 0))), "--num-prompts", str(int(run["n"])),
+           "--request-rate", f"{run['rate']:g}" if run.get("rate") else "inf",
+           "--burstiness", f"{run.get('burstiness', 1.0):g}", "--seed", str(seed), "--ignore-eos",
+           "--save-result", "--save-detailed", "--result-dir", str(out_dir), "--result-filename", path.name]
+    if run.get("concurrency"):
+        cmd += ["--max-concurrency", str(int(run["concurrency"]))]
+    log = out_dir / f"bench-{name}.log"
+    with open(log, "w", encoding="utf-8") as f:
+        f.write(" ".join(cmd) + "\n")
+        f.flush()
+        subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s, cwd=str(REPO), check=True)
+    return path
+
+
+def guidellm(server: Server, model_dir: Path, out_dir: Path, spec: dict, served: str, timeout_s: float) -> Path:
+    """GuideLLM (0.8: ``guidellm run``) at a constant rate with synthetic prompts -> its JSON report
+    (per request: ``request_start_time``, ``time_to_first_token_ms``, ``inter_token_latency_ms``, ...)."""
+    name = spec.get("name", "run")
+    path = out_dir / f"guidellm-{name}.json"
+    data = f"kind=synthetic_text,prompt_tokens={int(spec.get('input', 512))},output_tokens={int(spec.get('output', 128))}"
+    cmd = [sys.executable, "-m", "guidellm", "run",
+           "--backend", f"kind=openai_http,target={server.url('')},model={served},request_format=/v1/completions",
+           "--tokenizer", f"kind=huggingface_auto,model={model_dir}", "--data", data,
+           "--profile", f"kind={spec.get('profile', 'poisson') if isinstance(spec.get('profile'), str) else 'poisson'},"
+                        f"rate={spec.get('rate', 5):g}",
+           "--constraint", f"kind=min_requests,count={int(spec.get('n', 200))}",
+           "--output", f"kind=json,path={path}", "--disable-console-interactive"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    site = os.environ.get("GUIDELLM_SITE", "")  # guidellm's own wheels, kept off the server's path
+    if site:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH", ""), site]))
+    log = out_dir / f"guidellm-{name}.log"
+    with open(log, "w", encoding="utf-8") as f:
+        f.write(" ".join(cmd) + "\n")
+        f.flush()
+        subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s, env=env, check=True)
+    return path
+
+
+async def agentic(server: Server, served: str, vocab_size: int, spec: dict, out: Path, seed: int) -> dict:
+    """Multi-turn sessions: turn t's prompt = system prompt + every earlier user message and reply + a new
+    user message; it is sent ``think`` seconds after turn t−1 finished.  Sessions start as a Poisson
+    process.  Prompts are the synthetic tokenizer's words, so the server's token ids are exact and its
+    prefix cache can reuse the whole previous turn."""
+    import aiohttp
+    import numpy as np
+
+    from calibration.tokenizer import word
+
+    rng = np.random.default_rng(seed)
+    sessions, turns = int(spec.get("sessions", 40)), int(spec.get("turns", 6))
+    system_tokens, user_tokens = int(spec.get("system", 1024)), int(spec.get("user", 128))
+    out_tokens, think_mean = int(spec.get("output", 128)), float(spec.get("think", 2.0))
+    rate = float(spec.get("session_rate", 2.0))
+    lo = 3
+
+    def words(n: int) -> list[str]:
+        return [word(int(i)) for i in rng.integers(lo, vocab_size, n)]
+
+    system = words(system_tokens)
+    starts = np.cumsum(rng.exponential(1.0 / rate, sessions))
+    users = [[words(user_tokens) for _ in range(turns)] for _ in range(sessions)]
+    thinks = rng.exponential(think_mean, (sessions, turns))
+    before = scrape(server.get("/metrics"))
+    t0 = time.perf_counter()
+    index = 0
+    lock = asyncio.Lock()
+
+    async def session(s: int, http) -> None:
+        nonlocal index
+        await asyncio.sleep(float(starts[s]))
+        history = list(system)
+        parent = -1
+        for t in range(turns):
+            if t:
+                await asyncio.sleep(float(thinks[s, t]))
+            history += users[s][t]
+            async with lock:
+                i = index
+                index += 1
+            body = {"model": served, "prompt": " ".join(history), "max_tokens": out_tokens, "stream": True,
+                    "ignore_eos": True, "skip_special_tokens": False, "temperature": 0.0,
+                    "stream_options": {"include_usage": True}}
+            send = time.perf_counter() - t0
+            first = last = None
+            text, ntok, err = [], 0, None
+            try:
+                async with http.post(server.url("/v1/completions"), json=body) as r:
+                    async for raw in r.content:
+                        line = raw.decode().strip()
+                        if not line.startswith("data:") or line == "data: [DONE]":
+                            continue
+                        d = json.loads(line[5:])
+                        now = time.perf_counter() - t0
+                        if d.get("choices") and d["choices"][0].get("text"):
+                            first = now if first is None else first
+                            last = now
+                            text.append(d["choices"][0]["text"])
+                        if d.get("usage"):
+                            ntok = d["usage"].get("completion_tokens", ntok)
+            except Exception as e:  # noqa: BLE001 - one request must not end the session
+                err = f"{type(e).__name__}: {e}"[:300]
+            reply = "".join(text).split()
+            rec = {"type": "request", "run": spec.get("name", "agentic"), "index": i, "session": s, "turn": t,
+                   "parent": parent, "think_s": float(thinks[s, t]) if t else 0.0, "arrival_offset_s": send,
+                   "prompt_tokens": len(history), "shared_prefix_tokens": system_tokens, "prefix_group": 0,
+                   "output_tokens": out_tokens, "num_output_tokens": ntok,
+                   "ttft_s": None if first is None else first - send,
+                   "tpot_s": None if (first is None or ntok < 2) else (last - first) / (ntok - 1),
+                   "e2e_s": None if last is None else last - send}
+            if err:
+                rec["error"] = err
+            append_record(out, rec)
+            history += reply
+            parent = i
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3600)) as http:
+        await asyncio.gather(*(session(s, http) for s in range(sessions)))
+    after = scrape(server.get("/metrics"))
+    hits = after.get("vllm:prefix_cache_hits_total", after.get("vllm:prefix_cache_hits", 0.0)) - before.get(
+        "vllm:prefix_cache_hits_total", before.get("vllm:prefix_cache_hits", 0.0))
+    queries = after.get("vllm:prefix_cache_queries_total", after.get("vllm:prefix_cache_queries", 0.0)) - before.get(
+        "vllm:prefix_cache_queries_total", before.get("vllm:prefix_cache_queries", 0.0))
+    return {"duration_s": time.perf_counter() - t0, "requests": index, "prefix_cache_hits_tokens": hits,
+            "prefix_cache_queries_tokens": queries, "prefix_cache_hit_rate": hits / queries if queries else None}
+
+
+# ------------------------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--gpu", default="h200-sxm")
+    ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--weight-dtype", default="bf16")
+    ap.add_argument("--kv-dtype", default="bf16")
+    ap.add_argument("--max-model-len", type=int, default=4096)
+    ap.add_argument("--gpu-memory-utilization", type=float, default=0.92)
+    ap.add_argument("--no-prefix-caching", action="store_true")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--run", action="append", default=[], help="NAME:input=,output=,n=,rate=[,ratio=,prefix=]")
+    ap.add_argument("--agentic", default="", help="sessions=,turns=,system=,user=,output=,think=,session_rate=")
+    ap.add_argument("--guidellm", default="", help="rate=,n=,input=,output=")
+    ap.add_argument("--boot-timeout-s", type=float, default=420.0)
+    ap.add_argument("--budget-s", type=float, default=1e9, help="skip steps that would start after this")
+    ap.add_argument("--seed", type=int, default=0)
+    ns = ap.parse_args(argv)
+    from calibration.hfconfig import write_hf_config
+    from calibration.tokenizer import write_tokenizer
+    from planner import catalog
+    from planner.deploy import serve_command
+    from planner.specs import Deployment, vllm_serve_defaults
+
+    t_start = time.perf_counter()
+    ns.out.mkdir(parents=True, exist_ok=True)
+    records = ns.out / "serve_bench.jsonl"
+    model, gpu = catalog.model(ns.model), catalog.gpu(ns.gpu)
+    mnbt, mns = vllm_serve_defaults(gpu)
+    dep = Deployment(gpu_id=gpu.id, num_gpus=ns.tp, tensor_parallel=ns.tp, weight_dtype=ns.weight_dtype,
+                     kv_cache_dtype=ns.kv_dtype, gpu_memory_utilization=ns.gpu_memory_utilization,
+                     max_num_batched_tokens=mnbt, max_num_seqs=mns)
+    profile = catalog.profile_for(gpu.id, transfer=True)
+    work = Path(os.environ.get("TMPDIR", "/tmp")) / f"serve-bench-{model.id}-{ns.weight_dtype}-{ns.port}"
+    model_dir = write_hf_config(model, work, ns.weight_dtype)
+    write_tokenizer(model_dir, model.vocab_size)
+    cmd = serve_command(model, gpu, dep, max_model_len=ns.max_model_len, profile=profile,
+                        enable_prefix_caching=not ns.no_prefix_caching, model_path=str(model_dir),
+                        served_model_name=model.id, port=ns.port,
+                        extra_args=("--load-format", "dummy", "--seed", str(ns.seed)))
+    append_record(records, {"type": "deploy", "model": model.id, "gpu": gpu.id, "tensor_parallel": ns.tp,
+                            "weight_dtype": ns.weight_dtype, "kv_cache_dtype": ns.kv_dtype,
+                            "argv": list(cmd.argv), "env": cmd.env, "shell": cmd.shell(),
+                            "startup_ok": cmd.check.ok, "startup_problems": cmd.check.reasons(),
+                            "predicted_kv_pool_bytes_per_gpu": cmd.predicted_kv_pool_bytes_per_gpu,
+                            "predicted_kv_capacity_tokens": cmd.predicted_kv_capacity_tokens,
+                            "profile_mode": profile.mode if profile else "ideal",
+                            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                            "command": " ".join(sys.argv)})
+    print(f"DEPLOY {cmd.shell()}", flush=True)
+    env = dict(os.environ, **MULTICAST_OFF, **cmd.env)
+    server = Server(cmd.serve_args(), env, ns.out / "serve.log", ns.port)
+    try:
+        boot_s = server.wait_ready(ns.boot_timeout_s)
+        log = parse_engine_log(server.log_text())
+        cache = scrape(server.get("/metrics")).get("cache_config", {})
+        blocks = int(cache.get("num_gpu_blocks", 0) or 0)
+        bs = int(cache.get("block_size", 16) or 16)
+        logged_pool = log.get("kv_available_bytes")
+        rec = {"type": "boot", "model": model.id, "boot_s": boot_s, "num_gpu_blocks": blocks, "block_size": bs,
+               "kv_cache_tokens_metrics": blocks * bs, **log,
+               "predicted_kv_pool_bytes_per_gpu": cmd.predicted_kv_pool_bytes_per_gpu,
+               "predicted_kv_capacity_tokens": cmd.predicted_kv_capacity_tokens,
+               "kv_pool_error_pct": (100.0 * (cmd.predicted_kv_pool_bytes_per_gpu - logged_pool) / logged_pool
+                                     if logged_pool else None),
+               "kv_tokens_error_pct": (100.0 * (cmd.predicted_kv_capacity_tokens - blocks * bs) / (blocks * bs)
+                                       if blocks else None)}
+        append_record(records, rec)
+        print(f"BOOT ok in {boot_s:.0f} s: KV pool logged {logged_pool} B, predicted "
+              f"{cmd.predicted_kv_pool_bytes_per_gpu:.4g} B ({rec['kv_pool_error_pct']}%), blocks {blocks}", flush=True)
+        smoke = []
+        for i in range(3):
+            t = time.perf_counter()
+            r = server.post("/v1/completions", {"model": model.id, "prompt": "w5 w6 w7 w8", "max_tokens": 16,
+                                                "ignore_eos": True, "temperature": 0.0})
+            smoke.append({"latency_s": time.perf_counter() - t, "usage": r.get("usage")})
+        append_record(records, {"type": "smoke", "requests": smoke})
+        for i, text in enumerate(ns.run):
+            run = parse_kv(text, "--run")
+            run.setdefault("name", f"run{i}")
+            run["served_model_name"] = model.id
+            est = run["n"] / run["rate"] + 15 if run.get("rate") else 40
+            if time.perf_counter() - t_start + est > ns.budget_s:
+                append_record(records, {"type": "skipped", "run": run["name"], "reason": "time budget"})
+                continue
+            t = time.perf_counter()
+            before = scrape(server.get("/metrics"))
+            try:
+                path = bench_serve(server, model_dir, ns.out, run, ns.seed + i, timeout_s=est + 120)
+                after = scrape(server.get("/metrics"))
+                append_record(records, {"type": "bench", "run": run["name"], "spec": run, "file": path.name,
+                                        "wall_s": time.perf_counter() - t, "metrics_before": _counters(before),
+                                        "metrics_after": _counters(after)})
+                print(f"BENCH {run['name']} done in {time.perf_counter() - t:.0f} s", flush=True)
+            except Exception as err:  # noqa: BLE001
+                append_record(records, {"type": "error", "run": run["name"], "error": f"{type(err).__name__}: {err}"})
+                print(f"BENCH {run['name']} FAILED: {err}", flush=True)
+        if ns.agentic:
+            spec = parse_kv(ns.agentic, "--agentic")
+            spec.setdefault("name", "agentic")
+            try:
+                summary = asyncio.run(agentic(server, model.id, model.vocab_size, spec, records, ns.seed))
+                append_record(records, {"type": "agentic", "spec": spec, **summary})
+                print(f"AGENTIC {summary}", flush=True)
+            except Exception as err:  # noqa: BLE001
+                append_record(records, {"type": "error", "run": "agentic", "error": f"{type(err).__name__}: {err}",
+                                        "traceback": traceback.format_exc()[-1500:]})
+                print(f"AGENTIC FAILED: {err}", flush=True)
+        if ns.guidellm:
+            spec = parse_kv(ns.guidellm, "--guidellm")
+            try:
+                path = guidellm(server, model_dir, ns.out, spec, model.id, timeout_s=spec.get("n", 200) /
+                                spec.get("rate", 5) + 180)
+                append_record(records, {"type": "guidellm", "spec": spec, "file": path.name})
+                print(f"GUIDELLM done -> {path.name}", flush=True)
+            except Exception as err:  # noqa: BLE001
+                append_record(records, {"type": "error", "run": "guidellm", "error": f"{type(err).__name__}: {err}"})
+                print(f"GUIDELLM FAILED: {err}", flush=True)
+    except Exception as err:  # noqa: BLE001 - the boot failed: record why
+        append_record(records, {"type": "boot_failed", "model": model.id, "error": f"{type(err).__name__}: {err}"[:2000]})
+        print(f"BOOT FAILED: {err}", flush=True)
+    finally:
+        server.stop()
+    return 0
+
+
+def _counters(m: dict) -> dict:
+    return {k: v for k, v in m.items() if k.startswith("vllm:") and ("prefix_cache" in k or "tokens_total" in k
+                                                                      or "request_success" in k or "preempt" in k)}
+
+
+if __name__ == "__main__":
+    rc = main()
+    sys.stdout.flush()
+    os._exit(rc)
