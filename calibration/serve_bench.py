@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                             "command": " ".join(sys.argv)})
     print(f"DEPLOY {cmd.shell()}", flush=True)
-    env = dict(os.environ, **MULTICAST_OFF, **cmd.env)
+    env = {**os.environ, **MULTICAST_OFF, **cmd.env}
     server = Server(cmd.serve_args(), env, ns.out / "serve.log", ns.port)
     try:
         boot_s = server.wait_ready(ns.boot_timeout_s)
