@@ -24,7 +24,7 @@ st.set_page_config(page_title="LLM inference capacity planner", page_icon="🧮"
 import numpy as np
 import pandas as pd
 
-from planner import catalog, charts, memory, roofline
+from planner import catalog, charts, memory, roofline, serving
 from planner import cost as cost_mod
 from planner.presets import PRESETS, resolve
 from planner.specs import KV_BYTES, WEIGHT_BITS, Deployment, ModelSpec, Source, Workload
@@ -42,7 +42,6 @@ def _optional(name: str):
 plan_mod = _optional("planner.plan")
 report_mod = _optional("planner.report")
 hf_import = _optional("planner.hf_import")
-simulate_mod = _optional("planner.simulate")
 
 UPLOAD = "upload config.json"  # the model option that opens the uploader
 MAX_UPLOAD_BYTES = 256 * 1024  # a config.json is a few kB
@@ -708,7 +707,7 @@ def view_report(sc: Scenario, o: SimpleNamespace, r) -> None:
 
 @st.cache_resource(max_entries=16, show_spinner="Simulating the load…")
 def _load_frame(sc: Scenario, num_requests: int) -> SimpleNamespace:
-    """Latency percentiles of one replica vs Poisson request rate (planner.simulate; a fixed seed, so
+    """Latency percentiles of one replica vs Poisson request rate (planner.serving; a fixed seed, so
     every rate sees the same arrival pattern compressed in time).
 
     ``knee``: the highest rate whose p99 TTFT and p99 TPOT meet the targets, bisected between the
@@ -718,17 +717,17 @@ def _load_frame(sc: Scenario, num_requests: int) -> SimpleNamespace:
     """
     o = _planned(sc)
     wl = importlib.import_module("planner.workloads")
-    cost, cfg = simulate_mod.engine_setup(o.model, o.gpu, o.deployment, o.profile)
+    cost, cfg = serving.engine_setup(o.model, o.gpu, o.deployment, o.profile)
 
     def run(rate):
-        res = simulate_mod.simulate(wl.synthetic(num_requests, sc.prompt_tokens, sc.output_tokens, rate_per_s=rate,
-                                                 seed=0), cost, cfg)
+        res = serving.simulate(wl.synthetic(num_requests, sc.prompt_tokens, sc.output_tokens, rate_per_s=rate,
+                                            seed=0), cost, cfg)
         summ = res.summary()
         t99, p99 = summ["ttft_s"]["p99"], summ["tpot_s"]["p99"]
         ok = res.num_rejected == 0 and t99 is not None and t99 <= sc.ttft_slo_s and (p99 or 0.0) <= sc.tpot_slo_s
         return summ, ok
 
-    burst = simulate_mod.simulate(wl.synthetic(num_requests, sc.prompt_tokens, sc.output_tokens), cost, cfg)
+    burst = serving.simulate(wl.synthetic(num_requests, sc.prompt_tokens, sc.output_tokens), cost, cfg)
     cap = burst.requests_per_s
     rows, passed, missed = [], None, None
     for rate in cap * np.r_[np.linspace(0.2, 1.6, 8), 2.0, 2.6, 3.2]:
@@ -751,9 +750,6 @@ def _load_frame(sc: Scenario, num_requests: int) -> SimpleNamespace:
 
 
 def view_load(sc: Scenario, o: SimpleNamespace, r) -> None:
-    if simulate_mod is None:
-        st.info("The load simulator (planner.simulate) is not available in this build.")
-        return
     if not r.memory.fits:
         st.warning(f"Nothing to simulate: {r.memory.explain()}.")
         return
@@ -783,7 +779,7 @@ def view_load(sc: Scenario, o: SimpleNamespace, r) -> None:
                     f"**{res.knee * reps:,.2f} requests/s**. (For scale: {n:,} requests arriving at once finish "
                     f"at {res.burst_rate:,.2f} requests/s.)")
     st.caption("Discrete-event simulation of a vLLM-style engine (continuous batching, chunked prefill, paged KV "
-               "with preemption, prefix caching) with the same roofline step times; planner.simulate.")
+               "with preemption, prefix caching) with the same roofline step times; planner.serving.")
 
 
 VIEW_FUNCS = {"Memory": view_memory, "Latency": view_latency, "Roofline": view_roofline, "Triangle": view_triangle,
