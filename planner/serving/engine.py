@@ -20,9 +20,11 @@ from planner.serving.config import EngineConfig
 from planner.serving.decode_batch import DecodeBatch
 from planner.serving.request import DONE, NAN, build_requests
 from planner.serving.result import SimResult
-from planner.serving.scheduler import INF, Scheduler
+from planner.serving.scheduler import Scheduler
 from planner.serving.step_cost import StepCost, sum_max_linear
 from planner.workloads import Requests
+
+INF = math.inf
 
 
 class Engine:
