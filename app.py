@@ -24,7 +24,7 @@ st.set_page_config(page_title="LLM inference capacity planner", page_icon="🧮"
 import numpy as np
 import pandas as pd
 
-from planner import catalog, charts, memory, roofline
+from planner import catalog, charts, memory, roofline, serving
 from planner import cost as cost_mod
 from planner.presets import PRESETS, resolve
 from planner.specs import KV_BYTES, WEIGHT_BITS, Deployment, ModelSpec, Source, Workload
@@ -42,7 +42,6 @@ def _optional(name: str):
 plan_mod = _optional("planner.plan")
 report_mod = _optional("planner.report")
 hf_import = _optional("planner.hf_import")
-simulate_mod = _optional("planner.simulate")
 
 UPLOAD = "upload config.json"  # the model option that opens the uploader
 MAX_UPLOAD_BYTES = 256 * 1024  # a config.json is a few kB
@@ -708,52 +707,28 @@ def view_report(sc: Scenario, o: SimpleNamespace, r) -> None:
 
 @st.cache_resource(max_entries=16, show_spinner="Simulating the load…")
 def _load_frame(sc: Scenario, num_requests: int) -> SimpleNamespace:
-    """Latency percentiles of one replica vs Poisson request rate (planner.simulate; a fixed seed, so
-    every rate sees the same arrival pattern compressed in time).
+    """Latency percentiles of one replica vs Poisson request rate and the knee, from
+    planner.serving.load_curve (a fixed seed, so every rate sees the same arrival pattern compressed
+    in time; the knee is `planner slo-search`'s: the highest rate meeting both p99 targets).
 
-    ``knee``: the highest rate whose p99 TTFT and p99 TPOT meet the targets, bisected between the
-    grid's last pass and first miss (None if even the lowest rate misses); ``found_miss``: whether any
-    simulated rate missed (if not, the knee lies above ``top_rate``); ``burst_rate``: the same
-    requests arriving all at once complete at this rate (sets the grid's scale).
-    """
+    ``knee``: None if even the lightest load tried (``lightest_rate``) misses; ``found_miss``: whether
+    the search found a rate that misses (if not, the knee lies above the highest rate searched);
+    ``burst_rate``: the same requests arriving all at once complete at this rate (sets the grid's scale)."""
     o = _planned(sc)
     wl = importlib.import_module("planner.workloads")
-    cost, cfg = simulate_mod.engine_setup(o.model, o.gpu, o.deployment, o.profile)
-
-    def run(rate):
-        res = simulate_mod.simulate(wl.synthetic(num_requests, sc.prompt_tokens, sc.output_tokens, rate_per_s=rate,
-                                                 seed=0), cost, cfg)
-        summ = res.summary()
-        t99, p99 = summ["ttft_s"]["p99"], summ["tpot_s"]["p99"]
-        ok = res.num_rejected == 0 and t99 is not None and t99 <= sc.ttft_slo_s and (p99 or 0.0) <= sc.tpot_slo_s
-        return summ, ok
-
-    burst = simulate_mod.simulate(wl.synthetic(num_requests, sc.prompt_tokens, sc.output_tokens), cost, cfg)
-    cap = burst.requests_per_s
-    rows, passed, missed = [], None, None
-    for rate in cap * np.r_[np.linspace(0.2, 1.6, 8), 2.0, 2.6, 3.2]:
-        if missed is not None and rate > 1.6 * cap:
-            break  # the extension only runs while every rate so far has passed
-        summ, ok = run(rate)
-        for metric, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s")):
-            for q in ("p50", "p99"):
-                rows.append({"request_rate_per_s": rate, "metric": f"{metric} {q}", "value_s": summ[key][q]})
-        if missed is None:
-            passed, missed = (rate, None) if ok else (passed, rate)
-    if passed is not None and missed is not None:  # refine the knee inside the bracket
-        lo, hi = passed, missed
-        for _ in range(4):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if run(mid)[1] else (lo, mid)
-        passed = lo
-    return SimpleNamespace(frame=pd.DataFrame(rows).dropna(), knee=passed, found_miss=missed is not None,
-                           top_rate=rows[-1]["request_rate_per_s"], burst_rate=cap)
+    cost, cfg = serving.engine_setup(o.model, o.gpu, o.deployment, o.profile)
+    curve = serving.load_curve(lambda rate: wl.synthetic(num_requests, sc.prompt_tokens, sc.output_tokens,
+                                                         rate_per_s=rate, seed=0),
+                               cost, cfg, sc.ttft_slo_s, sc.tpot_slo_s)
+    rows = [{"request_rate_per_s": row["rate_per_s"], "metric": f"{metric} {q}", "value_s": row[f"{key}_{q}_s"]}
+            for row in curve.rows for metric, key in (("TTFT", "ttft"), ("TPOT", "tpot")) for q in ("p50", "p99")]
+    knee, cap = curve.knee, curve.knee.saturation_rate_per_s
+    return SimpleNamespace(frame=pd.DataFrame(rows).dropna(), knee=knee.max_rate_per_s or None,
+                           found_miss=not knee.at_search_limit, burst_rate=cap,
+                           lightest_rate=cap * serving.load.LOWER_BRACKET)
 
 
 def view_load(sc: Scenario, o: SimpleNamespace, r) -> None:
-    if simulate_mod is None:
-        st.info("The load simulator (planner.simulate) is not available in this build.")
-        return
     if not r.memory.fits:
         st.warning(f"Nothing to simulate: {r.memory.explain()}.")
         return
@@ -772,18 +747,18 @@ def view_load(sc: Scenario, o: SimpleNamespace, r) -> None:
                     key="load")
     reps, targets = _replicas(sc), f"p99 TTFT ≤ {fmt_ms(sc.ttft_slo_s)} and p99 TPOT ≤ {fmt_ms(sc.tpot_slo_s)}"
     if res.knee is None:
-        st.markdown(f"Even the lightest simulated load ({res.burst_rate * 0.2:,.3f} requests/s) misses {targets} "
+        st.markdown(f"Even the lightest simulated load ({res.lightest_rate:,.3f} requests/s) misses {targets} "
                     "on one replica.")
     elif not res.found_miss:
-        st.markdown(f"One replica meets {targets} at every simulated rate up to **{res.top_rate:,.2f} requests/s**: "
-                    "the knee lies above that.")
+        st.markdown(f"One replica meets {targets} even at **{res.knee:,.2f} requests/s**, the highest rate "
+                    "searched: the knee lies above that.")
     else:
         st.markdown(f"One replica ({sc.tensor_parallel} × {o.gpu.name}) keeps {targets} up to about "
                     f"**{res.knee:,.2f} requests/s** (the knee); the deployment's {reps} replica(s): "
                     f"**{res.knee * reps:,.2f} requests/s**. (For scale: {n:,} requests arriving at once finish "
                     f"at {res.burst_rate:,.2f} requests/s.)")
     st.caption("Discrete-event simulation of a vLLM-style engine (continuous batching, chunked prefill, paged KV "
-               "with preemption, prefix caching) with the same roofline step times; planner.simulate.")
+               "with preemption, prefix caching) with the same roofline step times; planner.serving.")
 
 
 VIEW_FUNCS = {"Memory": view_memory, "Latency": view_latency, "Roofline": view_roofline, "Triangle": view_triangle,

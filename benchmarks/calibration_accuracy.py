@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from planner import catalog
-from planner.simulate import replay
+from planner.serving import replay
 from planner.validate import choose_profile, read_measurements, validate
 
 

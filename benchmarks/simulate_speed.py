@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from planner import catalog
-from planner.simulate import engine_setup, simulate, simulate_sequential
+from planner.serving import engine_setup, simulate, simulate_sequential
 from planner.specs import Deployment
 from planner.workloads import agentic, chat, synthetic
 

@@ -1,4 +1,4 @@
-"""Measure real vLLM serving under load, to check :mod:`planner.simulate` against reality.
+"""Measure real vLLM serving under load, to check :mod:`planner.serving` against reality.
 
 vLLM's ``AsyncLLM`` engine runs in-process with dummy weights (no download, no tokenizer) built from
 a catalog ModelSpec; requests arrive as a Poisson process (asyncio tasks sleeping until their
@@ -35,7 +35,7 @@ and check the plumbing anywhere, without vLLM or a GPU (a fake engine, time comp
 
     python -m calibration.serve_probe --dry-run --out /tmp/serve-dry.jsonl
 
-Then ``planner.simulate.replay(path, model, gpu, profile)`` compares the simulator with the records.
+Then ``planner.serving.replay(path, model, gpu, profile)`` compares the simulator with the records.
 All vllm/torch imports are inside functions: the module imports without them.
 """
 

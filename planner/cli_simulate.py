@@ -1,4 +1,4 @@
-"""``planner simulate`` and ``planner slo-search``: serving under load (see :mod:`planner.simulate`).
+"""``planner simulate`` and ``planner slo-search``: serving under load (see :mod:`planner.serving`).
 
 Registered on :data:`planner.cli.app`, which imports this module at its end.
 """
@@ -71,7 +71,7 @@ def _workload_maker(*, workload: str | None, num_requests: int, prompt_tokens: i
 
 
 def _spec(spec_preset: str | None, spec_k: int | None, spec_acceptance: float | None, spec_draft_cost: float | None):
-    from planner.simulate import SPEC_PRESETS, SpecDecode
+    from planner.serving import SPEC_PRESETS, SpecDecode
 
     if spec_preset is not None:
         if spec_preset not in SPEC_PRESETS:
@@ -165,7 +165,7 @@ def simulate_cmd(
 ) -> None:
     """Simulate serving under load: TTFT/TPOT/E2E percentiles, throughput, KV usage, preemptions."""
     from planner import catalog
-    from planner.simulate import engine_setup, simulate, simulate_sequential
+    from planner.serving import engine_setup, simulate, simulate_sequential
     from planner.specs import Deployment
     from planner.workloads import load_trace
 
@@ -267,13 +267,6 @@ def _print_sim(d: dict, mode_line: str, cfg) -> None:
 
 # --------------------------------------------------------------------------------------- slo-search
 
-SLO_COLUMNS = (
-    "model", "gpu", "weight_dtype", "kv_cache_dtype", "tensor_parallel", "fits", "note", "mode",
-    "max_rate_per_s", "max_rate_per_gpu_per_s", "concurrency_mean", "running_mean", "ttft_p99_s", "tpot_p99_s",
-    "output_tokens_per_s", "output_tokens_per_s_per_gpu", "saturation_rate_per_s", "usd_per_million_output_tokens",
-    "price_usd_per_gpu_hour", "kv_capacity_tokens", "target_rate_per_s", "replicas_for_target", "gpus_for_target",
-)
-
 
 def _csv_list(value: str, flag: str) -> list[str]:
     items = [x.strip() for x in value.split(",") if x.strip()]
@@ -319,6 +312,7 @@ def slo_search_cmd(
 ) -> None:
     """Highest request rate per GPU meeting p99 TTFT and p99 TPOT, per GPU/dtype/TP, with $/Mtok."""
     from planner import catalog
+    from planner.serving import FLEET_COLUMNS, fleet_candidates
 
     if workload == "batch":
         raise error_exit("--workload", "slo-search needs arrivals at a rate; 'batch' has none")
@@ -340,23 +334,16 @@ def slo_search_cmd(
             raise error_exit("--tp", "TP sizes must be >= 1")
     if max_num_batched_tokens and max_num_seqs and max_num_batched_tokens < max_num_seqs:
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
-    rows = []
-    for g in gs:
-        prof, _ = _profile_for_option(profile, g.id)
-        for wd in dtypes:
-            for row in _slo_candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_p99_ms * MS, tpot_p99_ms * MS,
-                                       target_rate, prefix_caching, max_num_seqs, max_num_batched_tokens):
-                row["mode"] = prof.mode if prof is not None else "ideal"
-                rows.append(row)
-    rows.sort(key=lambda r: (not r["fits"] or not r["max_rate_per_s"],
-                             r["usd_per_million_output_tokens"] if r["usd_per_million_output_tokens"] is not None
-                             else math.inf))
+    rows = fleet_candidates(m, [(g, _profile_for_option(profile, g.id)[0]) for g in gs], dtypes, kv_dtype, tps, make,
+                            ttft_p99_ms * MS, tpot_p99_ms * MS, target_rate_per_s=target_rate,
+                            enable_prefix_caching=prefix_caching, max_num_seqs=max_num_seqs,
+                            max_num_batched_tokens=max_num_batched_tokens)
     if csv_out:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=SLO_COLUMNS, lineterminator="\n")
+        w = csv.DictWriter(buf, fieldnames=FLEET_COLUMNS, lineterminator="\n")
         w.writeheader()
         for r in rows:
-            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in SLO_COLUMNS})
+            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in FLEET_COLUMNS})
         typer.echo(buf.getvalue(), nl=False)
         return
     if json_out:
@@ -376,68 +363,3 @@ def slo_search_cmd(
              fmt_usd(r["usd_per_million_output_tokens"]) if r["usd_per_million_output_tokens"] is not None else "—",
              "—" if r["replicas_for_target"] is None else r["replicas_for_target"], r["note"]] for r in rows])
 
-
-def _slo_candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_rate, prefix_caching, mns, mnbt):
-    from planner.memory import memory_budget
-    from planner.simulate import engine_setup, slo_search
-    from planner.specs import Deployment
-
-    options = tps if tps is not None else [t for t in (1, 2, 4, 8) if t <= g.max_gpus_per_node]
-    base = {"model": m.id, "gpu": g.id, "weight_dtype": wd, "kv_cache_dtype": kv_dtype,
-            "price_usd_per_gpu_hour": g.price_usd_per_hour, "target_rate_per_s": target_rate}
-    empty = {k: None for k in SLO_COLUMNS if k not in base}
-    out = []
-    last_note = ""
-    for t in options:
-        row = {**empty, **base, "tensor_parallel": t, "fits": False, "note": ""}
-        if m.attention.num_heads % t:
-            row["note"] = f"{m.attention.num_heads} attention heads not divisible by TP {t}"
-        elif t > g.max_gpus_per_node:
-            row["note"] = f"TP {t} exceeds {g.max_gpus_per_node} GPUs per node"
-        else:
-            dflt_tokens, dflt_seqs = vllm_serve_defaults(g)
-            dep = Deployment(gpu_id=g.id, num_gpus=t, tensor_parallel=t, weight_dtype=wd, kv_cache_dtype=kv_dtype,
-                             max_num_seqs=mns or dflt_seqs, max_num_batched_tokens=mnbt or dflt_tokens)
-            mb = memory_budget(m, g, dep, prof or _ideal())
-            if not mb.fits:
-                row["note"] = mb.explain()
-            else:
-                cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching)
-                pt = slo_search(lambda r: make(r), cost, cfg, ttft_s, tpot_s,
-                                price_usd_per_gpu_hour=g.price_usd_per_hour, gpus_per_replica=t)
-                row.update({
-                    "fits": True, "kv_capacity_tokens": cfg.kv_capacity_tokens,
-                    "max_rate_per_s": pt.max_rate_per_s, "max_rate_per_gpu_per_s": pt.max_rate_per_gpu,
-                    "concurrency_mean": pt.mean_in_system, "running_mean": pt.mean_running,
-                    "ttft_p99_s": _finite_or_none(pt.ttft_p99_s), "tpot_p99_s": _finite_or_none(pt.tpot_p99_s),
-                    "output_tokens_per_s": pt.output_tokens_per_s,
-                    "output_tokens_per_s_per_gpu": pt.output_tokens_per_s / t,
-                    "saturation_rate_per_s": pt.saturation_rate_per_s,
-                    "usd_per_million_output_tokens": _finite_or_none(pt.usd_per_million_output_tokens),
-                    "note": "" if pt.max_rate_per_s > 0 else "misses the SLO even at light load",
-                })
-                reps = pt.replicas_for(target_rate)
-                row["replicas_for_target"] = reps
-                row["gpus_for_target"] = reps * t if reps is not None else None
-        if tps is None:  # auto: the smallest TP that fits
-            last_note = row["note"] or last_note
-            if row["fits"]:
-                out.append(row)
-                return out
-            continue
-        out.append(row)
-    if tps is None:
-        row = {**empty, **base, "tensor_parallel": options[-1] if options else 1, "fits": False,
-               "note": last_note or "does not fit at any TP"}
-        out.append(row)
-    return out
-
-
-def _ideal():
-    from planner.specs import IDEAL_PROFILE
-
-    return IDEAL_PROFILE
-
-
-def _finite_or_none(x):
-    return x if (x is not None and math.isfinite(x)) else None

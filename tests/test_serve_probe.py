@@ -14,7 +14,7 @@ import pytest
 
 from calibration import serve_probe as sp
 from planner import catalog
-from planner.simulate import load_records, replay
+from planner.serving import load_records, replay
 from planner.workloads import poisson_arrivals
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -2,7 +2,7 @@
 Mistral-7B shape with dummy weights, Poisson arrivals (calibration/data/h200-serve.jsonl, taken by
 `python -m calibration.serve_probe --out $OUT/h200-serve.jsonl --budget-s 330 --max-run-s 30`).
 
-The recorded arrivals, lengths and engine settings are replayed through planner.simulate with the
+The recorded arrivals, lengths and engine settings are replayed through planner.serving with the
 committed H200 profile (fitted on offline probes only: none of these serving records was used to fit
 it).  The bounds below are what the model achieves today, not the issue's targets where it misses
 them; the closing note and benchmarks/serving_accuracy.py report both.
@@ -10,12 +10,15 @@ them; the closing note and benchmarks/serving_accuracy.py report both.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from planner import catalog
-from planner.simulate import load_records, replay
+from planner.serving import EngineConfig, StepCost, load_records, replay, simulate
+from planner.specs import Deployment
+from planner.workloads import synthetic
 
 SERVE = Path(__file__).resolve().parent.parent / "calibration" / "data" / "h200-serve.jsonl"
 
@@ -86,3 +89,42 @@ def test_prefix_caching_gains(report):
                                                                          rel=0.15)
     assert g["measured_ttft_mean_ratio_off_over_on"] > 2.0 and g["predicted_ttft_mean_ratio_off_over_on"] > 2.0
     assert g["predicted_ttft_mean_ratio_off_over_on"] / g["measured_ttft_mean_ratio_off_over_on"] < 1.3
+
+
+# ------------------------------------------------------------------ replay of simulated records
+
+
+def _records_from_sim(res, name, engine_id, pc, shared=0):
+    recs = [{"type": "run", "run": name, "engine_id": engine_id, "rate_per_s": 5.0}]
+    for i in range(len(res.arrival_s)):
+        recs.append({"type": "request", "run": name, "index": i, "arrival_offset_s": float(res.arrival_s[i]),
+                     "prompt_tokens": int(res.prompt_tokens[i]), "output_tokens": int(res.output_tokens[i]),
+                     "shared_prefix_tokens": shared, "prefix_group": 0, "ttft_s": float(res.ttft_s[i]),
+                     "tpot_s": float(res.tpot_s[i]), "e2e_s": float(res.e2e_s[i]),
+                     "num_output_tokens": int(res.output_tokens[i])})
+    return recs
+
+
+def test_replay_of_simulated_records_reproduces_them():
+    """Records written from a simulation replay with ~0 error (the pipeline, not the model, is tested)."""
+    m, g = catalog.model("mistral-7b-v0.3"), catalog.gpu("h200-sxm")
+    dep = Deployment(gpu_id=g.id, max_num_seqs=256, max_num_batched_tokens=2048)
+    cost = StepCost.from_specs(m, g, dep)
+    engines = [{"type": "engine", "engine_id": "e-on", "max_num_seqs": 256, "max_num_batched_tokens": 2048,
+                "block_size": 16, "num_gpu_blocks": 40001, "enable_prefix_caching": True},
+               {"type": "engine", "engine_id": "e-off", "max_num_seqs": 256, "max_num_batched_tokens": 2048,
+                "block_size": 16, "num_gpu_blocks": 40001, "enable_prefix_caching": False}]
+    recs = list(engines)
+    reqs = synthetic(100, 256, 32, rate_per_s=5, shared_prefix_tokens=1024, seed=1)
+    for eid, pc in (("e-on", True), ("e-off", False)):
+        res = simulate(reqs, cost, EngineConfig(40000 * 16, 256, 2048, 16, pc))
+        recs += _records_from_sim(res, f"shared-{eid}", eid, pc, shared=1024)
+    rep = replay(recs, m, g)
+    assert len(rep.rows) == 2
+    for row in rep.rows:
+        for k in ("output_tokens_per_s", "ttft_p50_s", "tpot_p99_s"):
+            assert abs(row.error_pct(k)) < 1e-6
+    gain = rep.prefix_caching_gain
+    assert gain["measured_ttft_mean_ratio_off_over_on"] == pytest.approx(gain["predicted_ttft_mean_ratio_off_over_on"])
+    assert gain["predicted_ttft_mean_ratio_off_over_on"] > 1.5
+    json.dumps(rep.as_dict())

@@ -1,0 +1,136 @@
+"""The serving engine's knobs (:class:`EngineConfig`, vLLM names), speculative decoding
+(:class:`SpecDecode`, :data:`SPEC_PRESETS`) and :func:`engine_setup` (step costs + config of one replica)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.memory import memory_budget
+from planner.serving.step_cost import StepCost
+from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, GpuSpec, ModelSpec
+
+# ------------------------------------------------------------------------------ speculative decoding
+
+
+def spec_expected_tokens(k: int, acceptance_rate: float) -> float:
+    """Expected tokens one verify step yields per sequence with ``k`` draft tokens, each accepted
+    independently with probability α: 1 + α + … + α^k = (1 − α^(k+1)) / (1 − α)
+    (Leviathan et al. 2023, arXiv 2211.17192, eq. 1).  k = 4, α = 0.8: (1 − 0.8⁵)/0.2 = 3.3616."""
+    if k < 0:
+        raise ValueError(f"spec_k: must be >= 0, got {k}")
+    if not (0.0 <= acceptance_rate <= 1.0):
+        raise ValueError(f"spec_acceptance: must be in [0, 1], got {acceptance_rate}")
+    a = float(acceptance_rate)
+    if a >= 1.0:
+        return float(k + 1)
+    return (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
+def spec_speedup(k: int, acceptance_rate: float, draft_cost_ratio: float, verify_cost_ratio: float = 1.0) -> float:
+    """Decode speed-up of speculative decoding over plain decoding (Leviathan et al. Theorem 3.8):
+    expected tokens per step ÷ (c·k + v), where c = one draft step ÷ one target decode step and
+    v = one verify step (k + 1 tokens per sequence) ÷ one target decode step (≈ 1 while decoding is
+    memory-bound, larger at big batches).  k = 4, α = 0.8, c = 0.05, v = 1: 3.3616 / 1.2 = 2.80."""
+    return spec_expected_tokens(k, acceptance_rate) / (draft_cost_ratio * k + verify_cost_ratio)
+
+
+@dataclass(frozen=True)
+class SpecDecode:
+    """Speculative decoding as a knob on decode (chain drafts; tree verification not modelled)."""
+
+    num_speculative_tokens: int  # k: draft tokens verified per step
+    acceptance_rate: float  # α: probability each draft token is accepted (given the previous ones were)
+    draft_cost_ratio: float = 0.0  # c: one draft-model step ÷ one target decode step at the same batch
+    name: str = ""
+    source: str = ""
+
+    def __post_init__(self):
+        spec_expected_tokens(self.num_speculative_tokens, self.acceptance_rate)  # validates k, α
+        if not (math.isfinite(self.draft_cost_ratio) and self.draft_cost_ratio >= 0):
+            raise ValueError(f"spec_draft_cost: must be a finite number >= 0, got {self.draft_cost_ratio}")
+        if self.num_speculative_tokens > 15:
+            raise ValueError(f"spec_k: at most 15 draft tokens are modelled, got {self.num_speculative_tokens}")
+
+    @property
+    def expected_tokens_per_step(self) -> float:
+        return spec_expected_tokens(self.num_speculative_tokens, self.acceptance_rate)
+
+
+#: Presets with the acceptance rates their papers report (α per token; the ranges are in ``source``).
+SPEC_PRESETS: dict[str, SpecDecode] = {
+    "draft-model": SpecDecode(
+        4, 0.7, 0.1, "small draft model",
+        "Leviathan et al. 2023 (arXiv 2211.17192) Table 2: T5-small drafting for T5-XXL, alpha 0.62-0.75 "
+        "(T5-large 0.71-0.82). c = 0.1 is our assumption for a ~100M-1B draft on a GPU, where a small "
+        "model's step is launch-bound and costs far more than its parameter ratio",
+    ),
+    "eagle": SpecDecode(
+        5, 0.8, 0.05, "EAGLE",
+        "Li et al. 2024 (arXiv 2401.15077): draft head predicts features with ~0.8 top-1 accuracy vs ~0.6 "
+        "for Medusa (their Fig. 3 comparison); average acceptance length 3.5-4 tokens on MT-bench with a "
+        "tree. c = 0.05: one decoder layer + LM head (0.24B params for a 7B target, ~3.6%)",
+    ),
+    "medusa": SpecDecode(
+        4, 0.6, 0.02, "Medusa",
+        "Cai et al. 2024 (arXiv 2401.10774): 2.2x (Medusa-1) to 2.3-3.6x (Medusa-2) speed-up; head-1 "
+        "top-1 accuracy ~0.6 (EAGLE paper's measurement). c = 0.02 per draft token: all heads run once "
+        "per step, each a small block + LM head",
+    ),
+}
+
+
+# --------------------------------------------------------------------------------- engine config
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The serving engine's knobs (vLLM names)."""
+
+    kv_capacity_tokens: int  # KV pool size in tokens (whole blocks)
+    max_num_seqs: int = 1024
+    max_num_batched_tokens: int = 8192
+    block_size: int = 16
+    enable_prefix_caching: bool = True
+    spec: SpecDecode | None = None
+    # vLLM 0.26 schedules step N+1 while step N runs: a request that arrives while the engine is busy
+    # joins the step after the one already scheduled (one step later than a synchronous scheduler)
+    async_scheduling: bool = True
+
+    def __post_init__(self):
+        for name in ("kv_capacity_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
+        if self.kv_capacity_tokens < self.block_size:
+            raise ValueError(f"kv_capacity_tokens: {self.kv_capacity_tokens} holds no {self.block_size}-token block "
+                             "(the model does not fit)")
+
+    @property
+    def num_blocks(self) -> int:
+        return int(self.kv_capacity_tokens // self.block_size)
+
+
+def engine_setup(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    deployment: Deployment,
+    profile: CalibrationProfile | None = None,
+    *,
+    enable_prefix_caching: bool = True,
+    spec: SpecDecode | None = None,
+    kv_capacity_tokens: int | None = None,
+) -> tuple[StepCost, EngineConfig]:
+    """Step costs and engine config of one replica; the KV pool from
+    :func:`planner.memory.memory_budget` unless ``kv_capacity_tokens`` is given."""
+    profile = profile or IDEAL_PROFILE
+    if kv_capacity_tokens is None:
+        mb = memory_budget(model, gpu, deployment, profile)
+        if not mb.fits:
+            raise ValueError(f"gpu: {model.id} on {gpu.id}: {mb.explain()}")
+        kv_capacity_tokens = mb.kv_capacity_tokens
+    cfg = EngineConfig(int(kv_capacity_tokens), deployment.max_num_seqs, deployment.max_num_batched_tokens,
+                       deployment.block_size_tokens, enable_prefix_caching, spec)
+    return StepCost.from_specs(model, gpu, deployment, profile), cfg

@@ -1,0 +1,266 @@
+"""One replica under load: latency against the request rate (:func:`rate_sweep`), the highest rate
+that meets p99 TTFT and TPOT targets (:func:`max_rate_under_slo`, the one knee search the CLI and the
+dashboard share), the dashboard's latency-vs-rate curve (:func:`load_curve`) and the fleet candidates
+of ``planner slo-search`` (:func:`fleet_candidates`).
+
+Not :class:`planner.plan.SloSearch`: that one finds the largest *batch* meeting the targets from the
+roofline alone; this one finds the largest *request rate* by simulating the queue.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.memory import memory_budget
+from planner.serving.config import EngineConfig, engine_setup
+from planner.serving.engine import simulate
+from planner.serving.result import SimResult, percentiles
+from planner.serving.step_cost import StepCost
+from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, GpuSpec, ModelSpec, vllm_serve_defaults
+from planner.units import MILLION, SECONDS_PER_HOUR
+
+INF = float("inf")
+
+#: The rate search brackets the knee between these multiples of the burst throughput.
+UPPER_BRACKET = 1.5  # a burst's makespan includes its ramp-down tail: sustained capacity can be higher
+LOWER_BRACKET = 0.01  # light load: if even this misses, the SLO is unreachable on this replica
+
+
+@dataclass(frozen=True)
+class SloPoint:
+    """The highest request rate one replica sustains within the SLOs, and what it costs."""
+
+    max_rate_per_s: float  # per replica; 0 if even the lightest load misses
+    ttft_p99_s: float
+    tpot_p99_s: float
+    output_tokens_per_s: float
+    mean_in_system: float  # concurrency at that rate (Little's law)
+    mean_running: float
+    gpus_per_replica: int
+    price_usd_per_gpu_hour: float
+    iterations: int
+    saturation_rate_per_s: float  # completed req/s at overload: the replica's capacity
+    # the highest rate tried (UPPER_BRACKET × saturation) met the SLOs: the true limit may be higher
+    at_search_limit: bool = False
+
+    @property
+    def max_rate_per_gpu(self) -> float:
+        return self.max_rate_per_s / self.gpus_per_replica
+
+    @property
+    def usd_per_million_output_tokens(self) -> float:
+        """All GPU time charged to output tokens at the SLO rate."""
+        if self.output_tokens_per_s <= 0:
+            return INF
+        return self.price_usd_per_gpu_hour * self.gpus_per_replica / SECONDS_PER_HOUR / self.output_tokens_per_s \
+            * MILLION
+
+    def replicas_for(self, target_rate_per_s: float | None) -> int | None:
+        if target_rate_per_s is None:
+            return None
+        if self.max_rate_per_s <= 0:
+            return None
+        return math.ceil(target_rate_per_s / self.max_rate_per_s - 1e-9)
+
+
+def meets_slo(res: SimResult, ttft_p99_s: float, tpot_p99_s: float) -> tuple[bool, float, float]:
+    """(whether the run meets both p99 targets with nothing rejected, p99 TTFT, p99 TPOT)."""
+    done = res.completed
+    if res.num_rejected or not done.any():
+        return False, INF, INF
+    t = percentiles(res.ttft_s[done])["p99"]
+    p = percentiles(res.tpot_s[done])["p99"]
+    t = INF if t is None else t
+    p = 0.0 if p is None else p
+    return (t <= ttft_p99_s and p <= tpot_p99_s), t, p
+
+
+def max_rate_under_slo(
+    make_requests,
+    cost: StepCost,
+    config: EngineConfig,
+    ttft_p99_s: float,
+    tpot_p99_s: float,
+    *,
+    price_usd_per_gpu_hour: float = 0.0,
+    gpus_per_replica: int = 1,
+    rel_tol: float = 0.02,
+    max_iter: int = 20,
+) -> SloPoint:
+    """Bisection over the request rate for the highest rate whose p99 TTFT and p99 TPOT meet the
+    targets.  ``make_requests(rate)`` must return the workload at a rate with a *fixed seed* (the
+    same arrival pattern scaled in time), so the search is deterministic.
+
+    The upper bracket is 1.5 × the replica's throughput on a burst of the same requests (all at
+    t = 0), above which no rate can be sustained; the lower one 1 % of it (if that misses the
+    SLOs, the answer is 0).
+    """
+    if not (ttft_p99_s > 0 and tpot_p99_s > 0):
+        raise ValueError("ttft_p99_ms/tpot_p99_ms: SLO targets must be > 0")
+    burst = make_requests(None)
+    sat = simulate(burst, cost, config)
+    cap = sat.requests_per_s
+    if cap <= 0:
+        return SloPoint(0.0, INF, INF, 0.0, 0.0, 0.0, gpus_per_replica, price_usd_per_gpu_hour, 1, 0.0)
+    it = 0
+
+    def trial(rate):
+        nonlocal it
+        it += 1
+        res = simulate(make_requests(rate), cost, config)
+        ok, t, p = meets_slo(res, ttft_p99_s, tpot_p99_s)
+        return ok, (rate, res, t, p)
+
+    hi = cap * UPPER_BRACKET
+    ok, best = trial(hi)
+    at_limit = ok
+    if not ok:
+        lo = cap * LOWER_BRACKET
+        ok, best = trial(lo)
+        if not ok:
+            best = None
+        while best is not None and it < max_iter and (hi - lo) > rel_tol * hi:
+            mid = 0.5 * (lo + hi)
+            ok, cand = trial(mid)
+            if ok:
+                lo, best = mid, cand
+            else:
+                hi = mid
+    if best is None:
+        return SloPoint(0.0, INF, INF, 0.0, 0.0, 0.0, gpus_per_replica, price_usd_per_gpu_hour, it, cap)
+    rate, res, t, p = best
+    return SloPoint(rate, t, p, res.output_tokens_per_s, res.mean_in_system, res.mean_running, gpus_per_replica,
+                    price_usd_per_gpu_hour, it, cap, at_limit)
+
+
+def rate_sweep(make_requests, cost: StepCost, config: EngineConfig, rates) -> list[dict]:
+    """Latency percentiles and throughput against the request rate (a dashboard's "Load" view):
+    one simulation per rate of ``make_requests(rate)`` (fixed seed), one row per rate."""
+    rows = []
+    for rate in rates:
+        res = simulate(make_requests(float(rate)), cost, config)
+        s = res.summary()
+        rows.append({"rate_per_s": float(rate),
+                     "ttft_p50_s": s["ttft_s"]["p50"], "ttft_p90_s": s["ttft_s"]["p90"], "ttft_p99_s": s["ttft_s"]["p99"],
+                     "tpot_p50_s": s["tpot_s"]["p50"], "tpot_p90_s": s["tpot_s"]["p90"], "tpot_p99_s": s["tpot_s"]["p99"],
+                     "e2e_p50_s": s["e2e_s"]["p50"], "e2e_p99_s": s["e2e_s"]["p99"],
+                     "output_tokens_per_s": s["output_tokens_per_s"], "requests_per_s": s["requests_per_s"],
+                     "concurrency_mean": res.mean_in_system, "running_mean": s["running_mean"],
+                     "kv_usage_max": s["kv_usage_max"], "queue_max": s["queue_max"], "preemptions": s["preemptions"],
+                     "prefix_cache_hit_rate": s["prefix_cache_hit_rate"], "rejected": s["rejected"]})
+    return rows
+
+
+#: The dashboard's rates, as multiples of the burst throughput; the extension only when the knee
+#: search found no miss (the knee lies above its range).
+LOAD_GRID = tuple(float(x) for x in np.linspace(0.2, 1.6, 8))
+LOAD_GRID_EXTENSION = (2.0, 2.6, 3.2)
+
+
+@dataclass(frozen=True)
+class LoadCurve:
+    """Latency against the request rate (:func:`rate_sweep` rows) and the knee (:func:`max_rate_under_slo`)."""
+
+    rows: list
+    knee: SloPoint
+
+
+def load_curve(make_requests, cost: StepCost, config: EngineConfig, ttft_p99_s: float, tpot_p99_s: float) -> LoadCurve:
+    """The dashboard's Load view: the knee, and the latency percentiles over :data:`LOAD_GRID` × the
+    burst throughput (beyond it if the knee lies above the search range)."""
+    knee = max_rate_under_slo(make_requests, cost, config, ttft_p99_s, tpot_p99_s)
+    cap = knee.saturation_rate_per_s
+    grid = LOAD_GRID + (LOAD_GRID_EXTENSION if knee.at_search_limit else ())
+    return LoadCurve(rate_sweep(make_requests, cost, config, [cap * x for x in grid]), knee)
+
+
+# ------------------------------------------------------------------------------------ fleet candidates
+
+#: The columns of a fleet candidate row (``planner slo-search``; unit-suffixed, raw SI values).
+FLEET_COLUMNS = (
+    "model", "gpu", "weight_dtype", "kv_cache_dtype", "tensor_parallel", "fits", "note", "mode",
+    "max_rate_per_s", "max_rate_per_gpu_per_s", "concurrency_mean", "running_mean", "ttft_p99_s", "tpot_p99_s",
+    "output_tokens_per_s", "output_tokens_per_s_per_gpu", "saturation_rate_per_s", "usd_per_million_output_tokens",
+    "price_usd_per_gpu_hour", "kv_capacity_tokens", "target_rate_per_s", "replicas_for_target", "gpus_for_target",
+)
+
+
+def _finite_or_none(x):
+    return x if (x is not None and math.isfinite(x)) else None
+
+
+def fleet_candidates(model: ModelSpec, gpus: list[tuple[GpuSpec, CalibrationProfile | None]], weight_dtypes,
+                     kv_cache_dtype: str, tensor_parallel: list[int] | None, make_requests, ttft_p99_s: float,
+                     tpot_p99_s: float, *, target_rate_per_s: float | None = None, enable_prefix_caching: bool = True,
+                     max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None) -> list[dict]:
+    """One row (:data:`FLEET_COLUMNS`) per GPU (with its calibration profile) × weight dtype × TP:
+    the highest rate per replica meeting the SLOs, its $/Mtok and the replicas a target rate needs.
+    ``tensor_parallel`` None: the smallest of 1, 2, 4, 8 that fits (one row, or one saying why none
+    fits).  Sorted: feasible rows first, cheapest per output token first."""
+    rows = []
+    for gpu, profile in gpus:
+        for weight_dtype in weight_dtypes:
+            for row in _candidates(model, gpu, weight_dtype, kv_cache_dtype, tensor_parallel, profile, make_requests,
+                                   ttft_p99_s, tpot_p99_s, target_rate_per_s, enable_prefix_caching, max_num_seqs,
+                                   max_num_batched_tokens):
+                row["mode"] = profile.mode if profile is not None else "ideal"
+                rows.append(row)
+    rows.sort(key=lambda r: (not r["fits"] or not r["max_rate_per_s"],
+                             r["usd_per_million_output_tokens"] if r["usd_per_million_output_tokens"] is not None
+                             else math.inf))
+    return rows
+
+
+def _candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_rate, prefix_caching, mns, mnbt):
+    options = tps if tps is not None else [t for t in (1, 2, 4, 8) if t <= g.max_gpus_per_node]
+    base = {"model": m.id, "gpu": g.id, "weight_dtype": wd, "kv_cache_dtype": kv_dtype,
+            "price_usd_per_gpu_hour": g.price_usd_per_hour, "target_rate_per_s": target_rate}
+    empty = {k: None for k in FLEET_COLUMNS if k not in base}
+    out = []
+    last_note = ""
+    for t in options:
+        row = {**empty, **base, "tensor_parallel": t, "fits": False, "note": ""}
+        if m.attention.num_heads % t:
+            row["note"] = f"{m.attention.num_heads} attention heads not divisible by TP {t}"
+        elif t > g.max_gpus_per_node:
+            row["note"] = f"TP {t} exceeds {g.max_gpus_per_node} GPUs per node"
+        else:
+            dflt_tokens, dflt_seqs = vllm_serve_defaults(g)
+            dep = Deployment(gpu_id=g.id, num_gpus=t, tensor_parallel=t, weight_dtype=wd, kv_cache_dtype=kv_dtype,
+                             max_num_seqs=mns or dflt_seqs, max_num_batched_tokens=mnbt or dflt_tokens)
+            mb = memory_budget(m, g, dep, prof or IDEAL_PROFILE)
+            if not mb.fits:
+                row["note"] = mb.explain()
+            else:
+                cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching)
+                pt = max_rate_under_slo(make, cost, cfg, ttft_s, tpot_s, price_usd_per_gpu_hour=g.price_usd_per_hour,
+                                        gpus_per_replica=t)
+                row.update({
+                    "fits": True, "kv_capacity_tokens": cfg.kv_capacity_tokens,
+                    "max_rate_per_s": pt.max_rate_per_s, "max_rate_per_gpu_per_s": pt.max_rate_per_gpu,
+                    "concurrency_mean": pt.mean_in_system, "running_mean": pt.mean_running,
+                    "ttft_p99_s": _finite_or_none(pt.ttft_p99_s), "tpot_p99_s": _finite_or_none(pt.tpot_p99_s),
+                    "output_tokens_per_s": pt.output_tokens_per_s,
+                    "output_tokens_per_s_per_gpu": pt.output_tokens_per_s / t,
+                    "saturation_rate_per_s": pt.saturation_rate_per_s,
+                    "usd_per_million_output_tokens": _finite_or_none(pt.usd_per_million_output_tokens),
+                    "note": "" if pt.max_rate_per_s > 0 else "misses the SLO even at light load",
+                })
+                reps = pt.replicas_for(target_rate)
+                row["replicas_for_target"] = reps
+                row["gpus_for_target"] = reps * t if reps is not None else None
+        if tps is None:  # auto: the smallest TP that fits
+            last_note = row["note"] or last_note
+            if row["fits"]:
+                out.append(row)
+                return out
+            continue
+        out.append(row)
+    if tps is None:
+        row = {**empty, **base, "tensor_parallel": options[-1] if options else 1, "fits": False,
+               "note": last_note or "does not fit at any TP"}
+        out.append(row)
+    return out

@@ -1,0 +1,47 @@
+"""planner.serving.step_cost: StepCost is roofline.step_time reduced to floats; the closed-form sums."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from inline_specs import deepseek_v3, gemma_3_27b, gpt_oss_120b, make_gpu, mistral_7b
+from serving_helpers import CAL, PROPS
+
+from planner.roofline import attended_decode, attended_prefill, hw_coeffs, model_costs, step_time
+from planner.serving import StepCost, sum_max_linear
+from planner.specs import CalibrationProfile, Deployment
+
+
+@pytest.mark.parametrize("model_fn", [mistral_7b, gemma_3_27b, gpt_oss_120b, deepseek_v3])
+@pytest.mark.parametrize("tp,pp", [(1, 1), (2, 1), (2, 2)])
+@pytest.mark.parametrize("profile", ["ideal", "calibrated"])
+def test_step_cost_equals_roofline_step_time(model_fn, tp, pp, profile):
+    """StepCost is step_time reduced to floats: same seconds for mixed batches of prefill chunks
+    and decodes (MoE, sliding window, MLA, TP, PP, calibrated efficiencies and overheads)."""
+    m, g = model_fn(), make_gpu()
+    dep = Deployment(gpu_id=g.id, num_gpus=tp * pp, tensor_parallel=tp, pipeline_parallel=pp)
+    prof = CAL if profile == "calibrated" else CalibrationProfile()
+    mc, hw = model_costs(m, dep), hw_coeffs(g, "bf16", prof)
+    sc = StepCost(mc, hw)
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        b = int(rng.integers(0, 300))
+        ctx = rng.integers(1, 20000, b)
+        s, c = float(rng.integers(0, 9000)), float(rng.integers(0, 4096))
+        att_d = float(np.sum(attended_decode(mc, ctx + 1))) if b else 0.0
+        att_p = float(attended_prefill(mc, s, c)) if c else 0.0
+        kv_p = sc.prefill_kv_read(s) if c else 0.0
+        sampled = b + (1 if c else 0)
+        ref = step_time(mc, hw, prefill_tokens=c, prefill_attended=att_p, prefill_kv_read_tokens=kv_p,
+                        decode_seqs=b, decode_attended=att_d, sampled_seqs=sampled).total_s
+        got = sc.step_s(b + c, sampled, sc.attended_prefill(s, c) if c else 0.0, att_d, att_d + kv_p)
+        assert got == pytest.approx(float(ref), rel=1e-12, abs=1e-15)
+
+
+@given(st.floats(-1, 1), st.floats(-0.1, 0.1), st.floats(-1, 1), st.floats(-0.1, 0.1), st.integers(0, 400))
+@PROPS
+def test_sum_max_linear_matches_brute_force(a1, b1, a2, b2, n):
+    brute = sum(max(a1 + b1 * j, a2 + b2 * j) for j in range(n))
+    assert sum_max_linear(a1, b1, a2, b2, n) == pytest.approx(brute, rel=1e-9, abs=1e-9)
