@@ -26,8 +26,9 @@ import pandas as pd
 
 from planner import catalog, charts, memory, roofline
 from planner import cost as cost_mod
+from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.presets import PRESETS, resolve
-from planner.specs import KV_BYTES, WEIGHT_BITS, Deployment, ModelSpec, Source, Workload
+from planner.specs import Deployment, ModelSpec, Source, Workload
 from planner.units import MS, fmt_bytes, fmt_gb, fmt_gib, fmt_int, fmt_ms, fmt_tflops, fmt_usd
 
 
@@ -191,9 +192,9 @@ def _planned(sc: Scenario) -> SimpleNamespace:
     model = _model(sc.model_key)
     gpu = _gpu(sc.gpu_id, sc.price_usd_per_hour)
     profile = _profile(sc.gpu_id) if sc.calibrated else None
-    dep = Deployment(gpu_id=sc.gpu_id, num_gpus=sc.num_gpus, tensor_parallel=sc.tensor_parallel,
-                     weight_dtype=sc.weight_dtype, kv_cache_dtype=sc.kv_cache_dtype,
-                     gpu_memory_utilization=sc.gpu_memory_utilization)
+    dep = Deployment.for_gpu(gpu, num_gpus=sc.num_gpus, tensor_parallel=sc.tensor_parallel,
+                             weight_dtype=sc.weight_dtype, kv_cache_dtype=sc.kv_cache_dtype,
+                             gpu_memory_utilization=sc.gpu_memory_utilization)
     wl = Workload(prompt_tokens=sc.prompt_tokens, output_tokens=sc.output_tokens, concurrency=sc.target_users,
                   ttft_slo_s=sc.ttft_slo_s, tpot_slo_s=sc.tpot_slo_s)
     report = plan_mod.plan(model, gpu, dep, wl, profile)

@@ -85,7 +85,7 @@ def plan_points(
 
 def size_limits(model) -> dict:
     """Keep a big model's sweep inside the same GPU time as a 7B one: fewer prefilled tokens."""
-    from planner.params import count_params
+    from planner.specs import count_params
 
     scale = min(1.0, 8e9 / count_params(model).active)
     out = {"max_decode_batch_tokens": int(320_000 * scale)}

@@ -14,7 +14,8 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from planner.specs import CalibrationProfile, GpuSpec, ModelSpec
+from planner.profile import CalibrationProfile
+from planner.specs import GpuSpec, ModelSpec
 
 ROOT = Path(os.environ.get("PLANNER_DATA_DIR", Path(__file__).resolve().parent.parent))
 MODELS_DIR = ROOT / "models"
@@ -146,3 +147,4 @@ def profile_for(gpu_id: str, engine_version: str | None = None, *, transfer: boo
 
 def load_profile(path: str | Path) -> CalibrationProfile:
     return parse_spec(CalibrationProfile, load_yaml_file(Path(path)), Path(path).name)
+

@@ -190,10 +190,11 @@ _FLAG_OF_FIELD = {
 }
 
 
-def _build(cls, data: dict, root_flag: str):
-    """Validate CLI values as a spec; errors name the flag (``--tp: ...``)."""
+def _build(make, data: dict, root_flag: str):
+    """Validate CLI values as a spec, ``make(**data)`` (a spec class, or a constructor such as
+    ``Deployment.for_gpu`` with its GPU bound); errors name the flag (``--tp: ...``)."""
     try:
-        return cls.model_validate(data)
+        return make(**data)
     except ValidationError as err:
         e = err.errors()[0]
         loc = [str(x) for x in e["loc"]]
@@ -211,7 +212,7 @@ def models_cmd(json_out: JsonOpt = False) -> None:
     """List the model catalog (models/*.yaml)."""
     from planner import catalog
     from planner.memory import kv_bytes_per_token
-    from planner.params import count_params
+    from planner.specs import count_params
 
     rows = []
     for m in catalog.models().values():
@@ -341,8 +342,8 @@ def size_cmd(
         sources["price_usd_per_hour"] = Source(url="--price-usd-per-hour (command line)",
                                                date=_today(), note="user override")
         g = g.model_copy(update={"price_usd_per_hour": price_usd_per_hour, "sources": sources})
-    dep = _build(Deployment, {
-        "gpu_id": g.id, "num_gpus": gpus if gpus is not None else tp * pp, "tensor_parallel": tp,
+    dep = _build(functools.partial(Deployment.for_gpu, g), {
+        "num_gpus": gpus if gpus is not None else tp * pp, "tensor_parallel": tp,
         "pipeline_parallel": pp, "weight_dtype": weight_dtype, "kv_cache_dtype": kv_dtype,
         "gpu_memory_utilization": gpu_memory_utilization,
         **({"max_num_batched_tokens": max_num_batched_tokens} if max_num_batched_tokens is not None else {}),

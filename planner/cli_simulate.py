@@ -434,7 +434,7 @@ def _slo_candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_
 
 
 def _ideal():
-    from planner.specs import IDEAL_PROFILE
+    from planner.profile import IDEAL_PROFILE
 
     return IDEAL_PROFILE
 

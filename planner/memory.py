@@ -9,16 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from planner.params import count_params
-from planner.specs import (
-    IDEAL_PROFILE,
-    KV_BYTES,
-    WEIGHT_BITS,
-    CalibrationProfile,
-    Deployment,
-    GpuSpec,
-    ModelSpec,
-)
+from planner.dtypes import KV_BYTES, WEIGHT_BITS
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
 
 BF16_BYTES = 2.0
 

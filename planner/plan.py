@@ -42,6 +42,7 @@ from planner.cost import (
     throughput,
     token_cost,
 )
+from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.memory import (
     KvPerRequest,
     MemoryBudget,
@@ -51,6 +52,7 @@ from planner.memory import (
     memory_budget,
     weight_bytes,
 )
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.quality import QualityEstimate, quality_estimate
 from planner.roofline import (
     HwCoeffs,
@@ -67,16 +69,7 @@ from planner.roofline import (
     prefill_time_costs,
     step_time,
 )
-from planner.specs import (
-    IDEAL_PROFILE,
-    KV_BYTES,
-    WEIGHT_BITS,
-    CalibrationProfile,
-    Deployment,
-    GpuSpec,
-    ModelSpec,
-    Workload,
-)
+from planner.specs import Deployment, GpuSpec, ModelSpec, Workload
 from planner.units import fmt_gib, fmt_ms
 
 __all__ = [
@@ -750,7 +743,7 @@ def sweep(
             prof = prof_cache[g.id]
             for wd in wds:
                 for kv in kvs:
-                    dep = Deployment(gpu_id=g.id, num_gpus=tp, tensor_parallel=tp, weight_dtype=wd,
+                    dep = Deployment.for_gpu(g, num_gpus=tp, tensor_parallel=tp, weight_dtype=wd,
                                      kv_cache_dtype=kv, **defaults)
                     key = (wd, kv, dep.max_num_batched_tokens, dep.max_num_seqs)
                     if key not in mc_cache:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from planner.memory import kv_bytes_per_token_per_layer, kv_heads_per_gpu, weight_bytes
-from planner.params import count_params
-from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, GpuSpec, ModelSpec
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
 
 ACT_BYTES = 2.0  # bf16 activations
 

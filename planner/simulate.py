@@ -48,8 +48,9 @@ from pathlib import Path
 import numpy as np
 
 from planner.jsonl import read_jsonl
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.roofline import HwCoeffs, ModelCosts, hw_coeffs, model_costs
-from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, GpuSpec, ModelSpec
+from planner.specs import Deployment, GpuSpec, ModelSpec
 from planner.units import MILLION, SECONDS_PER_HOUR
 from planner.workloads import Requests
 

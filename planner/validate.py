@@ -31,8 +31,9 @@ import numpy as np
 from planner import catalog
 from planner.catalog import SpecError
 from planner.memory import memory_budget
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.roofline import decode_step_costs, hw_coeffs, model_costs, prefill_time_costs
-from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, ModelSpec
+from planner.specs import Deployment, ModelSpec
 
 COLUMNS = [
     "model", "gpu", "num_gpus", "tensor_parallel", "weight_dtype", "kv_cache_dtype", "gpu_memory_utilization",
@@ -130,8 +131,8 @@ def measurement_from_row(row: dict, line: int = 0) -> Measurement:
         raise SpecError(f"line {line}: kv_cache_dtype: unknown {row.get('kv_cache_dtype')!r}")
     tp = _num(row, "tensor_parallel", int, 1, line)
     try:
-        dep = Deployment(
-            gpu_id=gpu.id, num_gpus=_num(row, "num_gpus", int, tp, line), tensor_parallel=tp,
+        dep = Deployment.for_gpu(
+            gpu, num_gpus=_num(row, "num_gpus", int, tp, line), tensor_parallel=tp,
             weight_dtype=(row.get("weight_dtype") or "").strip() or "bf16", kv_cache_dtype=kv,
             gpu_memory_utilization=_num(row, "gpu_memory_utilization", float, 0.92, line),
             **({"max_num_batched_tokens": mnbt}

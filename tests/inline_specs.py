@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from planner.params import count_params
-from planner.specs import AttentionSpec, GpuSpec, ModelSpec, MoeSpec, Source
+from planner.specs import AttentionSpec, GpuSpec, ModelSpec, MoeSpec, Source, count_params
 
 SRC = Source(url="https://huggingface.co", date="2025-01-01")
 

@@ -272,7 +272,7 @@ def test_tensor_parallel_terms_are_recovered_from_tp_engines():
     for model_id, tp in (("llama-3.1-70b", 2), ("mistral-7b-v0.3", 1)):
         recs.append({"type": "engine", "model": model_id, "kv_cache_dtype": "auto", "role": "fit", "tensor_parallel": tp,
                      "max_num_batched_tokens": 16384, "max_num_seqs": 1024, "gpu_memory_utilization": 0.92})
-        dep = Deployment(gpu_id="h200-sxm", num_gpus=tp, tensor_parallel=tp, max_num_batched_tokens=16384)
+        dep = Deployment.for_gpu(catalog.gpu("h200-sxm"), num_gpus=tp, tensor_parallel=tp, max_num_batched_tokens=16384)
         pts = [("prefill_s", 1, p, 1) for p in (128, 512, 2048, 8192, 16384)] + [
             ("decode_step_s", b, c, 64) for b in (1, 8, 32, 128, 256) for c in (512, 4096)]
         for metric, b, p, o in pts:
@@ -294,9 +294,9 @@ def test_unset_scheduler_limits_follow_vllm_serve_defaults(gpu_id, tokens, seqs)
     """vLLM 0.26 get_batch_defaults (OPENAI_API_SERVER): >= 70 GiB and not A100 -> 8192/1024, else 2048/256."""
     from planner.specs import Deployment
 
-    d = Deployment(gpu_id=gpu_id)
+    d = Deployment.for_gpu(catalog.gpu(gpu_id))
     assert (d.max_num_batched_tokens, d.max_num_seqs) == (tokens, seqs)
-    assert Deployment(gpu_id=gpu_id, max_num_batched_tokens=4096).max_num_batched_tokens == 4096
+    assert Deployment.for_gpu(catalog.gpu(gpu_id), max_num_batched_tokens=4096).max_num_batched_tokens == 4096
 
 
 def test_model_dir_option_is_checked(tmp_path):
@@ -330,7 +330,7 @@ def test_sweep_and_plan_share_the_measured_device_memory():
     df = sweep(m, Workload(prompt_tokens=1024, output_tokens=128), gpus=[g], weight_dtypes=["bf16"],
                kv_dtypes=["bf16"], tensor_parallels=[1], contexts=[1024], batch_sizes=[8],
                profile_for=lambda _g: prof)
-    want = memory_budget(m, g, Deployment(gpu_id=g.id), prof).kv_pool_bytes
+    want = memory_budget(m, g, Deployment.for_gpu(g), prof).kv_pool_bytes
     assert df["kv_pool_bytes_per_gpu"].iloc[0] == pytest.approx(want)
 
 
@@ -349,7 +349,7 @@ def test_sweep_rows_match_plan_for_gpus_with_different_vllm_defaults():
     for g in gpus:
         for b in (32, 64):
             row = df[(df.gpu_id == g.id) & (df.batch_size == b)].iloc[0]
-            r = plan(m, g, Deployment(gpu_id=g.id), wl.model_copy(update={"concurrency": b}), prof[g.id])
+            r = plan(m, g, Deployment.for_gpu(g), wl.model_copy(update={"concurrency": b}), prof[g.id])
             assert r.slo.batch_size == b
             assert row["ttft_s"] == pytest.approx(r.slo.ttft_s, rel=1e-9), g.id
             assert row["tpot_s"] == pytest.approx(r.tpot_effective_s, rel=1e-9), g.id

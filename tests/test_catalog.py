@@ -12,8 +12,7 @@ import yaml
 from planner import catalog
 from planner.catalog import SpecError, load_spec_file, parse_spec
 from planner.hf_import import hf_config_to_model_dict, model_dict_to_yaml
-from planner.params import count_params
-from planner.specs import GpuSpec, ModelSpec
+from planner.specs import GpuSpec, ModelSpec, count_params
 
 MODEL_IDS = [
     "mistral-7b-v0.3", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "qwen2.5-7b", "qwen2.5-32b",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from inline_specs import deepseek_v3, llama_31_70b, make_gpu, mistral_7b
 
+from planner.dtypes import WEIGHT_BITS
 from planner.memory import (
     DEFAULT_NON_TORCH_BYTES,
     activation_peak_bytes,
@@ -15,8 +16,7 @@ from planner.memory import (
     request_kv_bytes_per_gpu,
     weight_bytes,
 )
-from planner.params import count_params
-from planner.specs import WEIGHT_BITS, Deployment
+from planner.specs import Deployment, count_params
 
 
 def test_scale_overheads():
@@ -69,7 +69,7 @@ def test_block_rounding():
 def test_budget_parts_add_up():
     """usable = 0.9 × 80 GiB; pool = usable − weights − activations − non-torch − graphs."""
     m, g = mistral_7b(), make_gpu()
-    d = Deployment(gpu_id=g.id, gpu_memory_utilization=0.9)
+    d = Deployment.for_gpu(g, gpu_memory_utilization=0.9)
     b = memory_budget(m, g, d)
     assert b.usable_bytes == pytest.approx(0.9 * 80 * 2**30)
     assert b.weight_bytes == pytest.approx(weight_bytes(m, "bf16").total_bytes)
@@ -83,7 +83,7 @@ def test_budget_parts_add_up():
 
 def test_weights_split_across_tp():
     m, g = llama_31_70b(), make_gpu()
-    one = memory_budget(m, g, Deployment(gpu_id=g.id, num_gpus=4, tensor_parallel=4))
+    one = memory_budget(m, g, Deployment.for_gpu(g, num_gpus=4, tensor_parallel=4))
     assert one.weight_bytes == pytest.approx(weight_bytes(m, "bf16").total_bytes / 4)
     assert one.kv_bytes_per_token == 327_680 / 4
 
@@ -91,16 +91,16 @@ def test_weights_split_across_tp():
 def test_does_not_fit_explains_with_numbers():
     """Llama 70B bf16 (141 GB) on one 80 GiB GPU does not fit; the sentence says how much is needed."""
     m, g = llama_31_70b(), make_gpu()
-    b = memory_budget(m, g, Deployment(gpu_id=g.id))
+    b = memory_budget(m, g, Deployment.for_gpu(g))
     assert not b.fits
     msg = b.explain()
     assert msg.startswith("does not fit: needs") and "GiB" in msg and "73.6 GiB usable" in msg
-    assert max_concurrency(m, g, Deployment(gpu_id=g.id), 4096) == 0
+    assert max_concurrency(m, g, Deployment.for_gpu(g), 4096) == 0
 
 
 def test_max_concurrency_is_pool_over_request():
     m, g = mistral_7b(), make_gpu()
-    d = Deployment(gpu_id=g.id)
+    d = Deployment.for_gpu(g)
     b = memory_budget(m, g, d)
     per = request_kv_bytes_per_gpu(m, d, 4608)
     assert max_concurrency(m, g, d, 4608) == int(b.kv_pool_bytes // per)

@@ -29,19 +29,12 @@ from inline_specs import make_gpu, make_model, mistral_7b
 
 from planner.catalog import SpecError, parse_spec
 from planner.cost import prefill_busy_costs, throughput, token_cost
+from planner.dtypes import WEIGHT_BITS
 from planner.memory import max_concurrency
 from planner.plan import plan, ttft_under_load_costs
+from planner.profile import CalibrationProfile
 from planner.roofline import decode_step_costs, hw_coeffs, model_costs, prefill_time_costs
-from planner.specs import (
-    WEIGHT_BITS,
-    AttentionSpec,
-    CalibrationProfile,
-    Deployment,
-    GpuSpec,
-    ModelSpec,
-    MoeSpec,
-    Workload,
-)
+from planner.specs import AttentionSpec, Deployment, GpuSpec, ModelSpec, MoeSpec, Workload
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

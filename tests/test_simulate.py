@@ -17,6 +17,7 @@ from inline_specs import deepseek_v3, gemma_3_27b, gpt_oss_120b, make_gpu, mistr
 from typer.testing import CliRunner
 
 from planner import catalog
+from planner.profile import CalibrationProfile
 from planner.roofline import attended_decode, attended_prefill, hw_coeffs, model_costs, step_time
 from planner.simulate import (
     SPEC_PRESETS,
@@ -33,7 +34,7 @@ from planner.simulate import (
     spec_speedup,
     sum_max_linear,
 )
-from planner.specs import CalibrationProfile, Deployment
+from planner.specs import Deployment
 from planner.workloads import agentic, batch, chat, load_trace, make_requests, rag, synthetic
 
 PROPS = settings(max_examples=25, deadline=None, derandomize=True)
@@ -47,7 +48,7 @@ CAL = CalibrationProfile(mode="calibrated", matmul_efficiency_max=0.8, matmul_ha
 def mistral() -> StepCost:
     """Step costs of Mistral 7B on a 3.35 TB/s, 989 TFLOP/s test GPU (ideal roofline)."""
     m, g = mistral_7b(), make_gpu()
-    return StepCost.from_specs(m, g, Deployment(gpu_id=g.id))
+    return StepCost.from_specs(m, g, Deployment.for_gpu(g))
 
 
 def cfg(**kw) -> EngineConfig:
@@ -65,7 +66,7 @@ def test_step_cost_equals_roofline_step_time(model_fn, tp, pp, profile):
     """StepCost is step_time reduced to floats: same seconds for mixed batches of prefill chunks
     and decodes (MoE, sliding window, MLA, TP, PP, calibrated efficiencies and overheads)."""
     m, g = model_fn(), make_gpu()
-    dep = Deployment(gpu_id=g.id, num_gpus=tp * pp, tensor_parallel=tp, pipeline_parallel=pp)
+    dep = Deployment.for_gpu(g, num_gpus=tp * pp, tensor_parallel=tp, pipeline_parallel=pp)
     prof = CAL if profile == "calibrated" else CalibrationProfile()
     mc, hw = model_costs(m, dep), hw_coeffs(g, "bf16", prof)
     sc = StepCost(mc, hw)
@@ -181,7 +182,7 @@ def test_chunked_prefill_splits_a_long_prompt(mistral):
 
 def test_request_overhead_adds_to_ttft_and_e2e_not_tpot():
     m, g = mistral_7b(), make_gpu()
-    dep = Deployment(gpu_id=g.id)
+    dep = Deployment.for_gpu(g)
     a = simulate(make_requests(256, 8), StepCost.from_specs(m, g, dep), cfg())
     prof = CalibrationProfile(mode="calibrated", request_overhead_s=0.01)
     b = simulate(make_requests(256, 8), StepCost.from_specs(m, g, dep, prof), cfg())
@@ -229,7 +230,7 @@ def test_fast_forward_equals_step_by_step(mistral):
 
 def test_fast_forward_equals_step_by_step_sliding_window():
     m, g = gemma_3_27b(), make_gpu()
-    cost = StepCost.from_specs(m, g, Deployment(gpu_id=g.id))
+    cost = StepCost.from_specs(m, g, Deployment.for_gpu(g))
     reqs = rag(40, rate_per_s=2, seed=2)
     a, b = simulate(reqs, cost, cfg()), simulate(reqs, cost, cfg(), fast_forward=False)
     np.testing.assert_allclose(a.finish_s, b.finish_s, rtol=1e-9)
@@ -339,7 +340,7 @@ def test_higher_rate_never_lowers_p50_ttft(rate, factor):
     """Averaged over 3 fixed seeds (the same arrival pattern compressed in time), p50 TTFT at
     ``factor`` × the rate is not lower (2 % slack for the discreteness of which prefills coincide)."""
     m, g = mistral_7b(), make_gpu()
-    cost = StepCost.from_specs(m, g, Deployment(gpu_id=g.id))
+    cost = StepCost.from_specs(m, g, Deployment.for_gpu(g))
 
     def p50(r):
         return np.mean([np.median(simulate(synthetic(150, 512, 64, rate_per_s=r, seed=s), cost, cfg()).ttft_s)
@@ -354,7 +355,7 @@ def test_higher_rate_never_lowers_p50_ttft(rate, factor):
 @PROPS
 def test_no_nan_and_sane_summary(n, p, o, rate, shared, cap, mns, mnbt, pc, spec):
     m, g = mistral_7b(), make_gpu()
-    cost = StepCost.from_specs(m, g, Deployment(gpu_id=g.id))
+    cost = StepCost.from_specs(m, g, Deployment.for_gpu(g))
     c = EngineConfig(cap, max(1, min(mns, mnbt)), mnbt, 16, pc, SpecDecode(3, 0.7, 0.05) if spec else None)
     res = simulate(synthetic(n, p, o, rate_per_s=rate, shared_prefix_tokens=shared, seed=1), cost, c, debug=True)
     s = res.summary()
@@ -473,7 +474,7 @@ def _records_from_sim(res, name, engine_id, pc, shared=0):
 def test_replay_of_simulated_records_reproduces_them():
     """Records written from a simulation replay with ~0 error (the pipeline, not the model, is tested)."""
     m, g = catalog.model("mistral-7b-v0.3"), catalog.gpu("h200-sxm")
-    dep = Deployment(gpu_id=g.id, max_num_seqs=256, max_num_batched_tokens=2048)
+    dep = Deployment.for_gpu(g, max_num_seqs=256, max_num_batched_tokens=2048)
     cost = StepCost.from_specs(m, g, dep)
     engines = [{"type": "engine", "engine_id": "e-on", "max_num_seqs": 256, "max_num_batched_tokens": 2048,
                 "block_size": 16, "num_gpu_blocks": 40001, "enable_prefix_caching": True},
@@ -580,7 +581,7 @@ def test_engine_setup_uses_the_memory_budget():
     from planner.memory import memory_budget
 
     m, g = catalog.model("mistral-7b-v0.3"), catalog.gpu("h200-sxm")
-    dep = Deployment(gpu_id=g.id)
+    dep = Deployment.for_gpu(g)
     _, c = engine_setup(m, g, dep)
     assert c.kv_capacity_tokens == memory_budget(m, g, dep).kv_capacity_tokens
     with pytest.raises(ValueError, match="gpu"):
