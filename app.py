@@ -28,6 +28,7 @@ from planner import catalog, charts, memory, roofline
 from planner import cost as cost_mod
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.presets import PRESETS, resolve
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.specs import Deployment, ModelSpec, Source, Workload
 from planner.units import MS, fmt_bytes, fmt_gb, fmt_gib, fmt_int, fmt_ms, fmt_tflops, fmt_usd
 
@@ -107,11 +108,13 @@ def _gpu(gpu_id: str, price_usd_per_hour: float):
                                   "sources": {**gpu.sources, "price_usd_per_hour": src}})
 
 
-def _profile(gpu_id: str):
+def _profile(gpu_id: str, calibrated: bool = True) -> CalibrationProfile:
+    """``--profile auto`` (or ``none`` when not ``calibrated``) for the GPU; the ideal roofline if its profile
+    cannot be read."""
     try:
-        return catalog.profile_for(gpu_id, transfer=True)
+        return catalog.resolve_profile("auto" if calibrated else "none", gpu_id)[0]
     except catalog.SpecError:
-        return None
+        return IDEAL_PROFILE
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -191,7 +194,7 @@ def _planned(sc: Scenario) -> SimpleNamespace:
     SizingReport ``report``; cached by the scenario's ids and numbers."""
     model = _model(sc.model_key)
     gpu = _gpu(sc.gpu_id, sc.price_usd_per_hour)
-    profile = _profile(sc.gpu_id) if sc.calibrated else None
+    profile = _profile(sc.gpu_id, sc.calibrated)
     dep = Deployment.for_gpu(gpu, num_gpus=sc.num_gpus, tensor_parallel=sc.tensor_parallel,
                              weight_dtype=sc.weight_dtype, kv_cache_dtype=sc.kv_cache_dtype,
                              gpu_memory_utilization=sc.gpu_memory_utilization)
@@ -213,7 +216,7 @@ def _users_vs_context(sc: Scenario) -> tuple[pd.DataFrame, int | None]:
     """Max concurrent users (whole deployment) vs context, and the longest context that still holds
     ``target_users``."""
     o = _planned(sc)
-    budget = memory.memory_budget(o.model, o.gpu, o.deployment, o.profile or roofline.IDEAL_PROFILE)
+    budget = memory.memory_budget(o.model, o.gpu, o.deployment, o.profile)
     reps = _replicas(sc)
 
     def users(ctx: int) -> int:
@@ -237,8 +240,7 @@ def _users_vs_context(sc: Scenario) -> tuple[pd.DataFrame, int | None]:
 def _latency_frames(sc: Scenario) -> dict:
     """TTFT vs prompt, TPOT vs batch and vs context, and throughput vs batch for the scenario."""
     o = _planned(sc)
-    prof = o.profile or roofline.IDEAL_PROFILE
-    mc, hw = roofline.model_costs(o.model, o.deployment), roofline.hw_coeffs(o.gpu, sc.weight_dtype, prof)
+    mc, hw = roofline.model_costs(o.model, o.deployment), roofline.hw_coeffs(o.gpu, sc.weight_dtype, o.profile)
     m_tok = o.deployment.max_num_batched_tokens
     prompts = np.unique(np.geomspace(16, max(131072, sc.prompt_tokens * 2), 48).astype(int))
     pre = roofline.prefill_time_costs(mc, hw, prompts, 1, m_tok)
@@ -283,7 +285,7 @@ def _sweep_all(model_key: str, prompt: int, output: int, users: int, ttft_s: flo
     return plan_mod.sweep(model, wl, gpus=gpus, weight_dtypes=list(weight_dtypes) if weight_dtypes else None,
                           kv_dtypes=list(kv_dtypes) if kv_dtypes else None,
                           batch_sizes=list(batch_sizes) if batch_sizes else None,
-                          profile_for=(_profile if calibrated else None),
+                          profile_for=lambda g: _profile(g, calibrated),
                           deployment_defaults={"gpu_memory_utilization": util})
 
 
@@ -399,15 +401,15 @@ def _price_calibration_section(gpu) -> dict:
                             step=0.1, key="price", **BIND,
                             help=f"0 = catalog price ({fmt_usd(gpu.price_usd_per_hour)}/h, {src.url}, {src.date})")
     profile = _profile(gpu.id)
-    calib = st.radio("Latency model", CALIB_CHOICES, index=0 if profile is None else 1, key="calib",
-                     horizontal=True, **BIND, disabled=profile is None,
+    calib = st.radio("Latency model", CALIB_CHOICES, index=0 if profile.is_ideal else 1, key="calib",
+                     horizontal=True, **BIND, disabled=profile.is_ideal,
                      help="Efficiencies fitted on real vLLM probes (the default where a profile exists: this GPU's "
                           "own, or another GPU's transferred), or the ideal roofline (speed of light)")
-    if profile is None:
+    if profile.is_ideal:
         st.caption(f"No calibrated profile for {gpu.name} yet: the ideal roofline is used.")
     else:
         st.caption(_profile_line(profile))
-    return {"price_usd_per_hour": float(price), "calibrated": calib == CALIB_CHOICES[1] and profile is not None}
+    return {"price_usd_per_hour": float(price), "calibrated": calib == CALIB_CHOICES[1] and not profile.is_ideal}
 
 
 def sidebar(models: dict, gpus: dict) -> Scenario | None:
@@ -541,8 +543,7 @@ def view_roofline(sc: Scenario, o: SimpleNamespace, r) -> None:
     peaks = [{"label": dtype, "flops_per_s": peak}]
     if dtype != "bf16" and "bf16" in g.peak_flops_per_s:
         peaks.append({"label": "bf16", "flops_per_s": g.peak_flops_per_s["bf16"]})
-    prof = o.profile or roofline.IDEAL_PROFILE
-    mc, hw = roofline.model_costs(o.model, o.deployment), roofline.hw_coeffs(g, sc.weight_dtype, prof)
+    mc, hw = roofline.model_costs(o.model, o.deployment), roofline.hw_coeffs(g, sc.weight_dtype, o.profile)
     dctx = plan_mod.decode_context_tokens(o.workload)
     pts = [("prefill", r.ttft)]
     pts.append(("decode, batch 1", roofline.decode_step_costs(mc, hw, 1, dctx)))
@@ -669,7 +670,7 @@ def _cli_sweep(model_key: str, prompt: int, output: int, ttft_s: float, tpot_s: 
     auto|none` computes: every catalog GPU at catalog prices, default dtypes, TP and batches."""
     wl = Workload(prompt_tokens=prompt, output_tokens=output, ttft_slo_s=ttft_s, tpot_slo_s=tpot_s)
     return plan_mod.sweep(_model(model_key), wl, contexts=[prompt],
-                          profile_for=(lambda g: catalog.profile_for(g, transfer=True)) if calibrated else None)
+                          profile_for=lambda g: _profile(g, calibrated))
 
 
 def _cli_command(sc: Scenario, model_id: str) -> str:

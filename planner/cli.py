@@ -150,28 +150,6 @@ def _emit_json(obj: Any) -> None:
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of a table.")]
 
 
-def _profile_for_option(value: str, gpu_id: str):
-    """(profile or None, sentence saying which mode) for ``--profile auto|none|PATH``."""
-    from planner import catalog
-
-    if value == "none":
-        return None, "ideal roofline (--profile none)"
-    if value == "auto":
-        prof = catalog.profile_for(gpu_id, transfer=True)
-        if prof is None:
-            return None, f"ideal roofline (no calibration profile for {gpu_id} in calibration/profiles/)"
-        if prof.mode == "transferred":
-            return prof, (f"transferred calibration: {prof.transferred_from}'s measured efficiencies and overheads "
-                          f"({prof.engine} {prof.engine_version}, {prof.created}) on {gpu_id}'s datasheet roofs; "
-                          f"calibrate this GPU for measured numbers")
-        return prof, f"calibrated ({prof.gpu_id}, {prof.engine} {prof.engine_version}, {prof.created})"
-    path = Path(value)
-    if not path.exists():
-        raise error_exit("--profile", f"expected auto, none or a profile YAML path; no such file '{value}'")
-    prof = catalog.load_profile(path)
-    return prof, f"{prof.mode} ({path.name}: {prof.gpu_id}, {prof.engine} {prof.engine_version}, {prof.created})"
-
-
 _FLAG_OF_FIELD = {
     "prompt_tokens": "--context",
     "output_tokens": "--output-tokens",
@@ -355,7 +333,7 @@ def size_cmd(
         "ttft_slo_s": ttft_slo_ms * MS if ttft_slo_ms is not None else None,
         "tpot_slo_s": tpot_slo_ms * MS if tpot_slo_ms is not None else None,
     }, "--context")
-    prof, mode_line = _profile_for_option(profile, g.id)
+    prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
     report = plan(m, g, dep, wl, prof)
     if json_out:
         d = report.to_dict()
@@ -497,7 +475,7 @@ def sweep_cmd(
         raise error_exit("--profile", f"expected auto or none, got '{profile}'")
     df = sweep(m, wl, gpus=gpus, weight_dtypes=weight_dtype or None, kv_dtypes=kv_dtype or None,
                tensor_parallels=tp or None, contexts=contexts, batch_sizes=batch or None,
-               profile_for=(lambda g: catalog.profile_for(g, transfer=True)) if profile == "auto" else None)
+               profile_for=lambda g: catalog.resolve_profile(profile, g)[0])
     if only_feasible:
         df = df[df["meets_slo"]].reset_index(drop=True)
     if csv is not None:

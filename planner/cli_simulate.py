@@ -21,7 +21,6 @@ from planner.cli import (
     _build,
     _emit_json,
     _finite,
-    _profile_for_option,
     _table,
     app,
     cli_errors,
@@ -185,7 +184,7 @@ def simulate_cmd(
     if max_num_batched_tokens < max_num_seqs:
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
     spec = _spec(spec_preset, spec_k, spec_acceptance, spec_draft_cost)
-    prof, mode_line = _profile_for_option(profile, g.id)
+    prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
     cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching, spec=spec,
                              kv_capacity_tokens=kv_capacity_tokens)
     if trace is not None:
@@ -342,11 +341,11 @@ def slo_search_cmd(
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
     rows = []
     for g in gs:
-        prof, _ = _profile_for_option(profile, g.id)
+        prof, _ = catalog.resolve_profile(profile, g.id, field="--profile")
         for wd in dtypes:
             for row in _slo_candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_p99_ms * MS, tpot_p99_ms * MS,
                                        target_rate, prefix_caching, max_num_seqs, max_num_batched_tokens):
-                row["mode"] = prof.mode if prof is not None else "ideal"
+                row["mode"] = prof.mode
                 rows.append(row)
     rows.sort(key=lambda r: (not r["fits"] or not r["max_rate_per_s"],
                              r["usd_per_million_output_tokens"] if r["usd_per_million_output_tokens"] is not None
@@ -398,7 +397,7 @@ def _slo_candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_
             dflt_tokens, dflt_seqs = vllm_serve_defaults(g)
             dep = Deployment(gpu_id=g.id, num_gpus=t, tensor_parallel=t, weight_dtype=wd, kv_cache_dtype=kv_dtype,
                              max_num_seqs=mns or dflt_seqs, max_num_batched_tokens=mnbt or dflt_tokens)
-            mb = memory_budget(m, g, dep, prof or _ideal())
+            mb = memory_budget(m, g, dep, prof)
             if not mb.fits:
                 row["note"] = mb.explain()
             else:
@@ -431,12 +430,6 @@ def _slo_candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_
                "note": last_note or "does not fit at any TP"}
         out.append(row)
     return out
-
-
-def _ideal():
-    from planner.profile import IDEAL_PROFILE
-
-    return IDEAL_PROFILE
 
 
 def _finite_or_none(x):

@@ -2,8 +2,8 @@
 
 Public API (the dashboard and the CLI code against these):
 
-* :func:`plan` ``(model, gpu, deployment, workload, profile=None) -> SizingReport``
-* :func:`largest_batch_under_slo` ``(model, gpu, deployment, workload, profile=None) -> SloSearch``
+* :func:`plan` ``(model, gpu, deployment, workload, profile=IDEAL_PROFILE) -> SizingReport``
+* :func:`largest_batch_under_slo` ``(model, gpu, deployment, workload, profile=IDEAL_PROFILE) -> SloSearch``
 * :func:`sweep` ``(model, workload, gpus=None, ...) -> pandas.DataFrame`` (vectorised, ranked)
 
 Conventions
@@ -217,7 +217,7 @@ def largest_batch_under_slo(
     gpu: GpuSpec,
     deployment: Deployment,
     workload: Workload,
-    profile: CalibrationProfile | None = None,
+    profile: CalibrationProfile = IDEAL_PROFILE,
     max_concurrency: int | None = None,
 ) -> SloSearch:
     """Largest batch meeting ``workload.tpot_slo_s`` and ``workload.ttft_slo_s``, capped by the
@@ -225,7 +225,6 @@ def largest_batch_under_slo(
     ``workload.concurrency``.  Evaluates every batch 1 … limit at once with numpy, then picks.
     Without targets the answer is the limit itself.
     """
-    profile = profile or IDEAL_PROFILE
     if max_concurrency is None:
         max_concurrency = _max_concurrency(model, gpu, deployment, workload, profile)[0]
     limit = min(max_concurrency, deployment.max_num_seqs)
@@ -469,11 +468,11 @@ def plan(
     gpu: GpuSpec,
     deployment: Deployment,
     workload: Workload,
-    profile: CalibrationProfile | None = None,
+    profile: CalibrationProfile = IDEAL_PROFILE,
 ) -> SizingReport:
     """Size one deployment of ``model`` on ``gpu`` for ``workload``.
 
-    ``profile`` None means the ideal roofline ("speed of light"); the report's ``profile_mode`` says
+    ``profile`` defaults to the ideal roofline ("speed of light"); the report's ``profile_mode`` says
     which was used.  Raises :class:`planner.catalog.SpecError` (a ValueError) when the inputs
     contradict each other (e.g. ``deployment.gpu_id`` is not ``gpu.id``); an infeasible but valid
     plan is returned with ``feasible=False`` and its ``reasons``.
@@ -483,7 +482,6 @@ def plan(
     if deployment.gpu_id != gpu.id:
         raise SpecError(f"deployment.gpu_id: '{deployment.gpu_id}' does not match the GPU '{gpu.id}'")
     _check_tokens(workload)
-    profile = profile or IDEAL_PROFILE
     reasons: list[str] = []
     notes: list[str] = []
 
@@ -674,7 +672,7 @@ def sweep(
     tensor_parallels: Sequence[int] | None = None,
     contexts: Sequence[int] | None = None,
     batch_sizes: Sequence[int] | None = None,
-    profile_for: Callable[[str], CalibrationProfile | None] | None = None,
+    profile_for: Callable[[str], CalibrationProfile] | None = None,
     deployment_defaults: dict | None = None,
 ) -> pd.DataFrame:
     """Rank every (GPU × weight dtype × KV dtype × TP × prompt length × batch) configuration.
@@ -686,7 +684,8 @@ def sweep(
     * ``contexts``: **prompt** lengths to try (default: ``workload.prompt_tokens``); each row's
       ``context_tokens`` = prompt + ``workload.output_tokens`` (what a request holds at its end).
     * ``batch_sizes``: requests in flight per replica (default :data:`DEFAULT_BATCH_SIZES`).
-    * ``profile_for(gpu_id)``: the calibration profile per GPU, or None for the ideal roofline.
+    * ``profile_for(gpu_id)``: the calibration profile per GPU (e.g. ``catalog.resolve_profile('auto', gpu_id)[0]``);
+      None: the ideal roofline on every GPU.
     * ``deployment_defaults``: other :class:`Deployment` fields (gpu_memory_utilization,
       max_num_batched_tokens, max_num_seqs, block_size_tokens) applied to every row.
 
@@ -722,7 +721,7 @@ def sweep(
     tps = sorted({t for g in gpu_list for t in _tensor_parallels(model, g, tensor_parallels)})
     wb_cache = {d: weight_bytes(model, d).total_bytes for d in wds}
     kvtok_cache = {d: kv_bytes_per_token(model, d) for d in kvs}
-    prof_cache = {g.id: (profile_for(g.id) if profile_for else None) or IDEAL_PROFILE for g in gpu_list}
+    prof_cache = {g.id: profile_for(g.id) if profile_for else IDEAL_PROFILE for g in gpu_list}
     hw_cache = {(g.id, wd): hw_coeffs(g, wd, prof_cache[g.id]) for g in gpu_list for wd in wds}
     ctx_tokens = prompts + n_out
     # fixed categories so the per-group frames concatenate as categoricals

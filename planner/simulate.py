@@ -331,7 +331,7 @@ def engine_setup(
     model: ModelSpec,
     gpu: GpuSpec,
     deployment: Deployment,
-    profile: CalibrationProfile | None = None,
+    profile: CalibrationProfile = IDEAL_PROFILE,
     *,
     enable_prefix_caching: bool = True,
     spec: SpecDecode | None = None,
@@ -341,7 +341,6 @@ def engine_setup(
     :func:`planner.memory.memory_budget` unless ``kv_capacity_tokens`` is given."""
     from planner.memory import memory_budget
 
-    profile = profile or IDEAL_PROFILE
     if kv_capacity_tokens is None:
         mb = memory_budget(model, gpu, deployment, profile)
         if not mb.fits:
@@ -1523,7 +1522,7 @@ class ReplayReport:
         return {"runs": [r.as_dict() for r in self.rows], "prefix_caching_gain": self.prefix_caching_gain}
 
 
-def replay(records, model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile | None = None, *,
+def replay(records, model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile = IDEAL_PROFILE, *,
            weight_dtype: str = "bf16", kv_cache_dtype: str = "bf16", tensor_parallel: int = 1) -> ReplayReport:
     """Re-run recorded serving measurements through the simulator with the same arrivals, lengths
     and engine configuration (KV pool = the engine's num_gpu_blocks × block_size, less vLLM's null
@@ -1560,8 +1559,8 @@ def replay(records, model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile 
         else:  # not recorded: the memory model's pool
             from planner.memory import memory_budget
 
-            blocks = memory_budget(model, gpu, dep, profile or IDEAL_PROFILE).kv_capacity_tokens // bs
-        cost = StepCost.from_specs(model, gpu, dep, profile or IDEAL_PROFILE)
+            blocks = memory_budget(model, gpu, dep, profile).kv_capacity_tokens // bs
+        cost = StepCost.from_specs(model, gpu, dep, profile)
         cfg = EngineConfig(blocks * bs, dep.max_num_seqs, dep.max_num_batched_tokens, bs,
                            bool(eng.get("enable_prefix_caching", True)))
         arr = np.array([x["arrival_offset_s"] for x in reqs], dtype=float)

@@ -180,16 +180,14 @@ def write_measurements(rows: list[dict], path: str | Path) -> None:
 ProfileChooser = Callable[[Measurement], CalibrationProfile]
 
 
-def choose_profile(spec: str) -> ProfileChooser:
-    """'none' -> ideal roofline; 'auto' -> the committed profile for each row's GPU and engine
-    version (another GPU's, transferred, where none exists; ideal where no GPU of that vendor has
-    one); anything else -> a profile YAML path."""
-    if spec == "none":
-        return lambda m: IDEAL_PROFILE
+def choose_profile(spec: str, field: str = "profile") -> ProfileChooser:
+    """:func:`planner.catalog.resolve_profile` per row: 'auto' -> the committed profile for each row's GPU
+    and engine version (another GPU's, transferred, where none exists; ideal where no GPU has one);
+    'none' -> ideal roofline; anything else -> a profile YAML path (read once)."""
     if spec == "auto":
-        return lambda m: (catalog.profile_for(m.deployment.gpu_id, m.engine_version or None)
-                          or catalog.profile_for(m.deployment.gpu_id, transfer=True) or IDEAL_PROFILE)
-    prof = catalog.load_profile(spec)
+        return lambda m: catalog.resolve_profile("auto", m.deployment.gpu_id,
+                                                 engine_version=m.engine_version or None)[0]
+    prof, _ = catalog.resolve_profile(spec, "", field=field)  # the GPU matters to 'auto' only
     return lambda m: prof
 
 

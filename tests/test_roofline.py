@@ -8,7 +8,7 @@ from inline_specs import deepseek_v3, gpt_oss_120b, make_gpu, mistral_7b
 
 from planner.cost import fleet_for, prefill_busy_costs, throughput, token_cost
 from planner.plan import largest_batch_under_slo, pick_largest_batch, plan, sweep, ttft_under_load_costs
-from planner.profile import CalibrationProfile
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.roofline import (
     decode_step_costs,
     decode_step_time,
@@ -274,7 +274,7 @@ CALIBRATED = CalibrationProfile(
 )
 
 
-@pytest.mark.parametrize("profile", [None, CALIBRATED], ids=["ideal", "calibrated"])
+@pytest.mark.parametrize("profile", [IDEAL_PROFILE, CALIBRATED], ids=["ideal", "calibrated"])
 def test_sweep_rows_match_plan(profile):
     """Every sweep row is what plan() says for the same configuration (same formulas, vectorised)."""
     m, g = mistral_7b(), make_gpu()
