@@ -24,7 +24,7 @@ st.set_page_config(page_title="LLM inference capacity planner", page_icon="🧮"
 import numpy as np
 import pandas as pd
 
-from planner import catalog, charts, memory, roofline
+from planner import catalog, charts, memory, phases, roofline
 from planner import cost as cost_mod
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.presets import PRESETS, resolve
@@ -243,12 +243,12 @@ def _latency_frames(sc: Scenario) -> dict:
     mc, hw = roofline.model_costs(o.model, o.deployment), roofline.hw_coeffs(o.gpu, sc.weight_dtype, o.profile)
     m_tok = o.deployment.max_num_batched_tokens
     prompts = np.unique(np.geomspace(16, max(131072, sc.prompt_tokens * 2), 48).astype(int))
-    pre = roofline.prefill_time_costs(mc, hw, prompts, 1, m_tok)
+    pre = phases.prefill_time_costs(mc, hw, prompts, 1, m_tok)
     ttft = pd.DataFrame({"prompt_tokens": prompts, "ttft_s": pre.time_s, "bound": pre.bound})
 
     dctx = plan_mod.decode_context_tokens(o.workload)
     all_b = np.arange(1, o.deployment.max_num_seqs + 1)
-    step_all = np.atleast_1d(roofline.decode_step_costs(mc, hw, all_b, dctx).time_s)
+    step_all = np.atleast_1d(phases.decode_step_costs(mc, hw, all_b, dctx).time_s)
     busy = cost_mod.prefill_busy_costs(mc, hw, o.workload.prompt_tokens, all_b, m_tok)
     tpot_all = np.atleast_1d(cost_mod.effective_tpot_s(step_all, all_b, busy, o.workload.output_tokens))
     under = np.flatnonzero(tpot_all <= sc.tpot_slo_s)
@@ -261,7 +261,7 @@ def _latency_frames(sc: Scenario) -> dict:
     ctxs = np.unique(np.geomspace(128, max(o.model.max_context_tokens, sc.context_tokens), 40).astype(int))
     lines = sorted({1, max(1, report.batch_size), max(1, min(report.max_concurrency, o.deployment.max_num_seqs))})
     tpot_c = pd.concat([pd.DataFrame({"context_tokens": ctxs, "batch_size": b,
-                                      "tpot_s": roofline.decode_step_costs(mc, hw, b, ctxs).time_s}) for b in lines])
+                                      "tpot_s": phases.decode_step_costs(mc, hw, b, ctxs).time_s}) for b in lines])
 
     sw = plan_mod.sweep(o.model, o.workload, gpus=[o.gpu], weight_dtypes=[sc.weight_dtype],
                         kv_dtypes=[sc.kv_cache_dtype], tensor_parallels=[sc.tensor_parallel],
@@ -546,9 +546,9 @@ def view_roofline(sc: Scenario, o: SimpleNamespace, r) -> None:
     mc, hw = roofline.model_costs(o.model, o.deployment), roofline.hw_coeffs(g, sc.weight_dtype, o.profile)
     dctx = plan_mod.decode_context_tokens(o.workload)
     pts = [("prefill", r.ttft)]
-    pts.append(("decode, batch 1", roofline.decode_step_costs(mc, hw, 1, dctx)))
+    pts.append(("decode, batch 1", phases.decode_step_costs(mc, hw, 1, dctx)))
     if r.batch_size > 1:
-        pts.append((f"decode, batch {r.batch_size:,}", roofline.decode_step_costs(mc, hw, r.batch_size, dctx)))
+        pts.append((f"decode, batch {r.batch_size:,}", phases.decode_step_costs(mc, hw, r.batch_size, dctx)))
     points = pd.DataFrame([{"label": n, "arithmetic_intensity": float(p.arithmetic_intensity),
                             "flops_per_s": float(p.achieved_flops_per_s), "bound": str(p.bound),
                             "time_s": float(p.time_s)} for n, p in pts])

@@ -52,23 +52,10 @@ from planner.memory import (
     memory_budget,
     weight_bytes,
 )
+from planner.phases import PhaseTime, as_scalar, decode_step_costs, phase_time, prefill_time_costs, sum_steps
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.quality import QualityEstimate, quality_estimate
-from planner.roofline import (
-    HwCoeffs,
-    ModelCosts,
-    PhaseTime,
-    _phase,
-    _scalar,
-    _sum_steps,
-    attended_decode,
-    attended_prefill,
-    decode_step_costs,
-    hw_coeffs,
-    model_costs,
-    prefill_time_costs,
-    step_time,
-)
+from planner.roofline import HwCoeffs, ModelCosts, attended_decode, attended_prefill, hw_coeffs, model_costs, step_time
 from planner.specs import Deployment, GpuSpec, ModelSpec, Workload
 from planner.units import fmt_gib, fmt_ms
 
@@ -137,10 +124,10 @@ def ttft_under_load_costs(mc: ModelCosts, hw: HwCoeffs, prompt_tokens, batch_siz
     st = step_time(mc, hw, prefill_tokens=chunk, prefill_attended=att, prefill_kv_read_tokens=reread,
                    decode_seqs=running, decode_attended=running * attended_decode(mc, decode_context_tokens),
                    sampled_seqs=running + 1.0 / n)
-    out = _phase("prefill", _sum_steps(st, n, st, 0.0), n, extra_s=hw.request_overhead_s)
+    out = phase_time("prefill", sum_steps(st, n, st, 0.0), n, extra_s=hw.request_overhead_s)
     if not np.all(ok):
         inf = np.where(ok, 0.0, np.inf)
-        out = replace(out, time_s=_scalar(np.asarray(out.time_s) + inf))
+        out = replace(out, time_s=as_scalar(np.asarray(out.time_s) + inf))
     return out
 
 

@@ -31,8 +31,9 @@ import numpy as np
 from planner import catalog
 from planner.catalog import SpecError
 from planner.memory import memory_budget
+from planner.phases import decode_step_costs, prefill_time_costs
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
-from planner.roofline import decode_step_costs, hw_coeffs, model_costs, prefill_time_costs
+from planner.roofline import hw_coeffs, model_costs
 from planner.specs import Deployment, ModelSpec
 
 COLUMNS = [

@@ -31,9 +31,10 @@ from planner.catalog import SpecError, parse_spec
 from planner.cost import prefill_busy_costs, throughput, token_cost
 from planner.dtypes import WEIGHT_BITS
 from planner.memory import max_concurrency
+from planner.phases import decode_step_costs, prefill_time_costs
 from planner.plan import plan, ttft_under_load_costs
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
-from planner.roofline import decode_step_costs, hw_coeffs, model_costs, prefill_time_costs
+from planner.roofline import hw_coeffs, model_costs
 from planner.specs import AttentionSpec, Deployment, GpuSpec, ModelSpec, MoeSpec, Workload
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -7,17 +7,10 @@ import pytest
 from inline_specs import deepseek_v3, gpt_oss_120b, make_gpu, mistral_7b
 
 from planner.cost import fleet_for, prefill_busy_costs, throughput, token_cost
+from planner.phases import decode_step_costs, decode_step_time, prefill_time, prefill_time_costs
 from planner.plan import largest_batch_under_slo, pick_largest_batch, plan, sweep, ttft_under_load_costs
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
-from planner.roofline import (
-    decode_step_costs,
-    decode_step_time,
-    experts_touched,
-    hw_coeffs,
-    model_costs,
-    prefill_time,
-    prefill_time_costs,
-)
+from planner.roofline import experts_touched, hw_coeffs, model_costs
 from planner.specs import Deployment, Workload, count_params
 
 BW = 3.35e12

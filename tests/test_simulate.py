@@ -149,9 +149,9 @@ def test_one_request_alone_ttft_is_prefill_step_and_tpot_is_decode_steps(mistral
 
 
 def test_same_as_roofline_prefill_and_decode(mistral):
-    """The simulator's single-request TTFT is roofline.prefill_time (one step) and its decode step
-    at context c is roofline.decode_step_costs(1, c + 1)."""
-    from planner.roofline import decode_step_costs, prefill_time_costs
+    """The simulator's single-request TTFT is phases.prefill_time (one step) and its decode step
+    at context c is phases.decode_step_costs(1, c + 1)."""
+    from planner.phases import decode_step_costs, prefill_time_costs
 
     cost = mistral
     res = simulate(make_requests(2000, 2), cost, cfg())
