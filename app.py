@@ -24,7 +24,7 @@ st.set_page_config(page_title="LLM inference capacity planner", page_icon="🧮"
 import numpy as np
 import pandas as pd
 
-from planner import catalog, charts, memory, phases, roofline
+from planner import batching, catalog, charts, memory, phases, roofline
 from planner import cost as cost_mod
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.presets import PRESETS, resolve
@@ -42,6 +42,7 @@ def _optional(name: str):
 
 
 plan_mod = _optional("planner.plan")
+sweep_mod = _optional("planner.sweep")
 report_mod = _optional("planner.report")
 hf_import = _optional("planner.hf_import")
 simulate_mod = _optional("planner.simulate")
@@ -221,7 +222,7 @@ def _users_vs_context(sc: Scenario) -> tuple[pd.DataFrame, int | None]:
 
     def users(ctx: int) -> int:
         per_req = memory.request_kv_bytes_per_gpu(o.model, o.deployment, int(ctx))
-        return int(budget.kv_pool_bytes // per_req) * reps if budget.fits and per_req > 0 else 0
+        return memory.kv_pool_concurrency(budget.kv_pool_bytes, per_req, budget.fits) * reps
 
     hi = max(o.model.max_context_tokens, sc.context_tokens) * 2
     ctxs = np.unique(np.geomspace(128, hi, 64).astype(int))
@@ -246,7 +247,7 @@ def _latency_frames(sc: Scenario) -> dict:
     pre = phases.prefill_time_costs(mc, hw, prompts, 1, m_tok)
     ttft = pd.DataFrame({"prompt_tokens": prompts, "ttft_s": pre.time_s, "bound": pre.bound})
 
-    dctx = plan_mod.decode_context_tokens(o.workload)
+    dctx = batching.decode_context_tokens(o.workload)
     all_b = np.arange(1, o.deployment.max_num_seqs + 1)
     step_all = np.atleast_1d(phases.decode_step_costs(mc, hw, all_b, dctx).time_s)
     busy = cost_mod.prefill_busy_costs(mc, hw, o.workload.prompt_tokens, all_b, m_tok)
@@ -263,7 +264,7 @@ def _latency_frames(sc: Scenario) -> dict:
     tpot_c = pd.concat([pd.DataFrame({"context_tokens": ctxs, "batch_size": b,
                                       "tpot_s": phases.decode_step_costs(mc, hw, b, ctxs).time_s}) for b in lines])
 
-    sw = plan_mod.sweep(o.model, o.workload, gpus=[o.gpu], weight_dtypes=[sc.weight_dtype],
+    sw = sweep_mod.sweep(o.model, o.workload, gpus=[o.gpu], weight_dtypes=[sc.weight_dtype],
                         kv_dtypes=[sc.kv_cache_dtype], tensor_parallels=[sc.tensor_parallel],
                         batch_sizes=batches.tolist(), profile_for=lambda _g: o.profile,
                         deployment_defaults={"gpu_memory_utilization": sc.gpu_memory_utilization})
@@ -282,7 +283,7 @@ def _sweep_all(model_key: str, prompt: int, output: int, users: int, ttft_s: flo
     model = _model(model_key)
     wl = Workload(prompt_tokens=prompt, output_tokens=output, concurrency=users, ttft_slo_s=ttft_s, tpot_slo_s=tpot_s)
     gpus = [_gpu(g, price if g == price_gpu else 0.0) for g in catalog.gpus()]
-    return plan_mod.sweep(model, wl, gpus=gpus, weight_dtypes=list(weight_dtypes) if weight_dtypes else None,
+    return sweep_mod.sweep(model, wl, gpus=gpus, weight_dtypes=list(weight_dtypes) if weight_dtypes else None,
                           kv_dtypes=list(kv_dtypes) if kv_dtypes else None,
                           batch_sizes=list(batch_sizes) if batch_sizes else None,
                           profile_for=lambda g: _profile(g, calibrated),
@@ -530,7 +531,7 @@ def view_latency(sc: Scenario, o: SimpleNamespace, r) -> None:
                     key="lat-thr")
     if f["crossing"]:
         st.markdown(f"The TPOT target {fmt_ms(sc.tpot_slo_s)} is crossed above **batch {f['crossing']:,}** "
-                    f"(decode at {plan_mod.decode_context_tokens(o.workload):,.0f} tokens of context); the KV cache "
+                    f"(decode at {batching.decode_context_tokens(o.workload):,.0f} tokens of context); the KV cache "
                     f"holds {r.max_concurrency:,} requests per replica.")
     else:
         st.markdown(f"Even one sequence takes {fmt_ms(r.slo.tpot_batch1_s)} per output token: the TPOT target "
@@ -544,7 +545,7 @@ def view_roofline(sc: Scenario, o: SimpleNamespace, r) -> None:
     if dtype != "bf16" and "bf16" in g.peak_flops_per_s:
         peaks.append({"label": "bf16", "flops_per_s": g.peak_flops_per_s["bf16"]})
     mc, hw = roofline.model_costs(o.model, o.deployment), roofline.hw_coeffs(g, sc.weight_dtype, o.profile)
-    dctx = plan_mod.decode_context_tokens(o.workload)
+    dctx = batching.decode_context_tokens(o.workload)
     pts = [("prefill", r.ttft)]
     pts.append(("decode, batch 1", phases.decode_step_costs(mc, hw, 1, dctx)))
     if r.batch_size > 1:
@@ -669,7 +670,7 @@ def _cli_sweep(model_key: str, prompt: int, output: int, ttft_s: float, tpot_s: 
     """What `planner sweep -m MODEL --context P --output-tokens N --ttft-slo-ms … --tpot-slo-ms … --profile
     auto|none` computes: every catalog GPU at catalog prices, default dtypes, TP and batches."""
     wl = Workload(prompt_tokens=prompt, output_tokens=output, ttft_slo_s=ttft_s, tpot_slo_s=tpot_s)
-    return plan_mod.sweep(_model(model_key), wl, contexts=[prompt],
+    return sweep_mod.sweep(_model(model_key), wl, contexts=[prompt],
                           profile_for=lambda g: _profile(g, calibrated))
 
 

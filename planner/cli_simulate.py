@@ -26,7 +26,7 @@ from planner.cli import (
     cli_errors,
     error_exit,
 )
-from planner.specs import vllm_serve_defaults
+from planner.specs import tensor_parallel_candidates, vllm_serve_defaults
 from planner.units import MS, fmt_int, fmt_usd
 
 WORKLOADS = ("chat", "rag", "agentic", "batch")
@@ -381,7 +381,7 @@ def _slo_candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_
     from planner.simulate import engine_setup, slo_search
     from planner.specs import Deployment
 
-    options = tps if tps is not None else [t for t in (1, 2, 4, 8) if t <= g.max_gpus_per_node]
+    options = tps if tps is not None else tensor_parallel_candidates(m, g)
     base = {"model": m.id, "gpu": g.id, "weight_dtype": wd, "kv_cache_dtype": kv_dtype,
             "price_usd_per_gpu_hour": g.price_usd_per_hour, "target_rate_per_s": target_rate}
     empty = {k: None for k in SLO_COLUMNS if k not in base}

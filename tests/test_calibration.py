@@ -317,8 +317,8 @@ def test_sweep_and_plan_share_the_measured_device_memory():
     memory_budget() and the vectorised sweep all budget from it; a transferred profile applies the
     fraction to the other GPU's catalog total."""
     from planner.memory import device_total_bytes, memory_budget
-    from planner.plan import sweep
     from planner.specs import Deployment, Workload
+    from planner.sweep import sweep
 
     prof = catalog.profile_for("h200-sxm")
     g, m = catalog.gpu("h200-sxm"), catalog.model("mistral-7b-v0.3")
@@ -337,8 +337,9 @@ def test_sweep_and_plan_share_the_measured_device_memory():
 def test_sweep_rows_match_plan_for_gpus_with_different_vllm_defaults():
     """One sweep over an H200 (8192 tokens / 1024 seqs by default) and an A100 (2048 / 256): each row
     must use its own GPU's scheduler limits, as plan() does (a shared limit once leaked across GPUs)."""
-    from planner.plan import plan, sweep
+    from planner.plan import plan
     from planner.specs import Deployment, Workload
+    from planner.sweep import sweep
 
     m = catalog.model("mistral-7b-v0.3")
     wl = Workload(prompt_tokens=4096, output_tokens=512)

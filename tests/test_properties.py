@@ -27,12 +27,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from inline_specs import make_gpu, make_model, mistral_7b
 
+from planner.batching import ttft_under_load_costs
 from planner.catalog import SpecError, parse_spec
 from planner.cost import prefill_busy_costs, throughput, token_cost
 from planner.dtypes import WEIGHT_BITS
 from planner.memory import max_concurrency
 from planner.phases import decode_step_costs, prefill_time_costs
-from planner.plan import plan, ttft_under_load_costs
+from planner.plan import plan
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.roofline import hw_coeffs, model_costs
 from planner.specs import AttentionSpec, Deployment, GpuSpec, ModelSpec, MoeSpec, Workload

@@ -6,12 +6,14 @@ import numpy as np
 import pytest
 from inline_specs import deepseek_v3, gpt_oss_120b, make_gpu, mistral_7b
 
+from planner.batching import largest_batch_under_slo, pick_largest_batch, ttft_under_load_costs
 from planner.cost import fleet_for, prefill_busy_costs, throughput, token_cost
 from planner.phases import decode_step_costs, decode_step_time, prefill_time, prefill_time_costs
-from planner.plan import largest_batch_under_slo, pick_largest_batch, plan, sweep, ttft_under_load_costs
+from planner.plan import plan
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.roofline import experts_touched, hw_coeffs, model_costs
 from planner.specs import Deployment, Workload, count_params
+from planner.sweep import sweep
 
 BW = 3.35e12
 PEAK = 989e12
@@ -278,7 +280,7 @@ def test_sweep_rows_match_plan(profile):
     assert len(df) == 2 * 2 * 2 * 2 * 3
     for row in df.sample(12, random_state=0).itertuples():
         d = Deployment.for_gpu(g, num_gpus=row.tensor_parallel, tensor_parallel=row.tensor_parallel,
-                       weight_dtype=row.weight_dtype, kv_cache_dtype=row.kv_cache_dtype)
+                               weight_dtype=row.weight_dtype, kv_cache_dtype=row.kv_cache_dtype)
         wl = Workload(prompt_tokens=row.prompt_tokens, output_tokens=256, concurrency=row.batch_size)
         r = plan(m, g, d, wl, profile)
         assert row.max_concurrency == r.max_concurrency
