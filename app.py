@@ -30,7 +30,7 @@ from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.presets import PRESETS, resolve
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.specs import Deployment, ModelSpec, Source, Workload
-from planner.units import MS, fmt_bytes, fmt_gb, fmt_gib, fmt_int, fmt_ms, fmt_tflops, fmt_usd
+from planner.units import BILLION, MS, TB_PER_S, fmt_bytes, fmt_gb, fmt_gib, fmt_int, fmt_ms, fmt_tflops, fmt_usd
 
 
 def _optional(name: str):
@@ -349,7 +349,7 @@ def _model_section(models: dict) -> str | None:
         key = _register_upload(spec)
         st.caption("Uploads are not part of the shareable URL.")
     m = _model(key)
-    st.caption(f"{m.name}: {m.published_total_params / 1e9:,.2f}B parameters, {m.attention.kind.upper()}, "
+    st.caption(f"{m.name}: {m.published_total_params / BILLION:,.2f}B parameters, {m.attention.kind.upper()}, "
                f"{m.max_context_tokens:,}-token context")
     return key
 
@@ -361,7 +361,8 @@ def _hardware_section(gpus: dict) -> dict:
                           help="A catalog id (hardware/*.yaml)")
     g = gpus[gpu_id]
     st.caption(f"{g.name}: {fmt_gib(g.memory_bytes)} as CUDA reports it ({g.memory_marketed} marketed), "
-               f"{g.hbm_bandwidth_bytes_per_s / 1e12:,.2f} TB/s, {fmt_tflops(g.peak_flops_for('bf16')[1])} bf16 dense")
+               f"{g.hbm_bandwidth_bytes_per_s / TB_PER_S:,.2f} TB/s, "
+               f"{fmt_tflops(g.peak_flops_for('bf16')[1])} bf16 dense")
     c1, c2 = st.columns(2)
     num_gpus = c1.number_input("GPUs", min_value=0, max_value=4096, value=DEFAULTS["gpus"], step=1, key="gpus", **BIND,
                                help="GPUs in the deployment; replicas = GPUs ÷ tensor parallel")
@@ -555,8 +556,8 @@ def view_roofline(sc: Scenario, o: SimpleNamespace, r) -> None:
                             "time_s": float(p.time_s)} for n, p in pts])
     st.plotly_chart(charts.roofline(pd.DataFrame(peaks), g.hbm_bandwidth_bytes_per_s, points, g.name), key="roof")
     ridge = peak / g.hbm_bandwidth_bytes_per_s
-    st.markdown(f"Ridge point of {g.name} at {dtype}: {fmt_tflops(peak)} ÷ {g.hbm_bandwidth_bytes_per_s / 1e12:,.2f} "
-                f"TB/s = **{ridge:,.0f} FLOP/byte**.")
+    st.markdown(f"Ridge point of {g.name} at {dtype}: {fmt_tflops(peak)} ÷ "
+                f"{g.hbm_bandwidth_bytes_per_s / TB_PER_S:,.2f} TB/s = **{ridge:,.0f} FLOP/byte**.")
     tbl = points.assign(**{
         "arithmetic intensity (FLOP/B)": points["arithmetic_intensity"].map(lambda x: f"{x:,.1f}"),
         "achieved": points["flops_per_s"].map(fmt_tflops), "time": points["time_s"].map(fmt_ms),

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from calibration.records import append_record, done_keys, probe_key, read_records
+from planner.units import MS
 
 # NVLink multicast stays off for tensor-parallel engines (NCCL NVLS, PyTorch symmetric memory,
 # NVSHMEM): on shared hosts a program that uses it can take the GPUs out of service.
@@ -230,7 +231,7 @@ def run_engine_probes(args: dict) -> int:
                     raise RuntimeError("no per-request metrics (disable_log_stats must be False)")
                 rec.update(status="ok", measured=s["itl_median_s"], wall_s=wall, prefill_warm_s=warm_s,
                            wall_step_s=wall / n, **s)
-            print(f"{label}: {rec['measured'] * 1e3:.3f} ms", flush=True)
+            print(f"{label}: {rec['measured'] / MS:.3f} ms", flush=True)
         except Exception as err:  # one failed point must not stop the sweep
             rec.update(status="failed", error=f"{type(err).__name__}: {err}"[:500])
             print(f"{label}: FAILED {rec['error']}", flush=True)

@@ -34,7 +34,7 @@ try:  # typer ≥ 0.20 vendors its own click; older versions use click itself
 except ImportError:  # pragma: no cover
     from click import exceptions as _cx
 
-from planner.units import GB, MS, fmt_gb, fmt_gib, fmt_int, fmt_usd
+from planner.units import BILLION, GB, MS, TB_PER_S, TFLOPS, fmt_gb, fmt_gib, fmt_int, fmt_usd
 
 # ------------------------------------------------------------------------------------ error helpers
 
@@ -213,7 +213,7 @@ def models_cmd(json_out: JsonOpt = False) -> None:
         return
     _table(
         ["id", "params", "active", "layers", "attn", "KV B/token (bf16)", "max ctx", "quality"],
-        [[r["id"], f"{r['total_params'] / 1e9:,.1f}B", f"{r['active_params'] / 1e9:,.1f}B", r["num_layers"],
+        [[r["id"], f"{r['total_params'] / BILLION:,.1f}B", f"{r['active_params'] / BILLION:,.1f}B", r["num_layers"],
           r["attention_kind"], fmt_int(r["kv_bytes_per_token_bf16"]), fmt_int(r["max_context_tokens"]),
           f"{r['quality_score']:.1f} {r['quality_benchmark']}" if r["quality_score"] is not None else "—"]
          for r in rows],
@@ -252,9 +252,9 @@ def gpus_cmd(json_out: JsonOpt = False) -> None:
         ["id", "memory (GB | GiB)", "HBM TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "link GB/s", "per node", "$/GPU-h",
          "price date"],
         [[r["id"], f"{fmt_gb(r['memory_bytes'])} | {fmt_gib(r['memory_bytes'])}",
-          f"{r['hbm_bandwidth_bytes_per_s'] / 1e12:.2f}",
-          f"{r['peak_flops_per_s'].get('bf16', r['peak_flops_per_s'].get('fp16', 0)) / 1e12:,.0f}",
-          f"{r['peak_flops_per_s']['fp8'] / 1e12:,.0f}" if "fp8" in r["peak_flops_per_s"] else "—",
+          f"{r['hbm_bandwidth_bytes_per_s'] / TB_PER_S:.2f}",
+          f"{r['peak_flops_per_s'].get('bf16', r['peak_flops_per_s'].get('fp16', 0)) / TFLOPS:,.0f}",
+          f"{r['peak_flops_per_s']['fp8'] / TFLOPS:,.0f}" if "fp8" in r["peak_flops_per_s"] else "—",
           f"{r['interconnect_bandwidth_bytes_per_s'] / GB:,.0f}", r["max_gpus_per_node"],
           fmt_usd(r["price_usd_per_hour"]), r["price_date"]] for r in rows],
     )

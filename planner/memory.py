@@ -14,6 +14,7 @@ import numpy as np
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
+from planner.units import GiB, fmt_gib
 
 BF16_BYTES = 2.0
 
@@ -221,8 +222,6 @@ class MemoryBudget:
 
     def explain(self) -> str:
         """One sentence on why the model does or does not fit."""
-        from planner.units import fmt_gib
-
         needed = self.weight_bytes + self.overhead_bytes
         if self.fits:
             return (
@@ -241,7 +240,7 @@ class MemoryBudget:
 # profile replaces them with what vLLM printed at start-up on the real GPU.
 # vLLM 0.26's V2 model runner (dense models) subtracts no CUDA-graph estimate from the KV pool: the
 # graphs are captured afterwards inside the (1 − utilization) headroom.
-DEFAULT_NON_TORCH_BYTES = 0.6 * 2**30
+DEFAULT_NON_TORCH_BYTES = 0.6 * GiB
 DEFAULT_CUDAGRAPH_BYTES = 0.0
 
 
