@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from inline_specs import deepseek_v3, llama_31_70b, make_gpu, mistral_7b
+from conftest import deepseek_v3, llama_31_70b, make_gpu, mistral_7b
 
 from planner.dtypes import WEIGHT_BITS
 from planner.memory import (
     DEFAULT_NON_TORCH_BYTES,
     activation_peak_bytes,
     kv_bytes_per_request,
+    kv_pool_concurrency,
     kv_shard_fraction,
     max_concurrency,
     memory_budget,
@@ -104,3 +105,19 @@ def test_max_concurrency_is_pool_over_request():
     b = memory_budget(m, g, d)
     per = request_kv_bytes_per_gpu(m, d, 4608)
     assert max_concurrency(m, g, d, 4608) == int(b.kv_pool_bytes // per)
+
+
+def test_kv_pool_concurrency_is_the_floor_of_pool_over_request():
+    """A 100 GiB pool, 512 MiB per request (Mistral 7B bf16 at 4,096 tokens: 4,096 × 131,072 B):
+    107,374,182,400 // 536,870,912 = 200; one byte short holds 199; a model that does not fit holds 0;
+    arrays broadcast to the same numbers."""
+    import numpy as np
+
+    pool, per = 100 * 2**30, 4096 * 131_072
+    assert kv_pool_concurrency(pool, per) == 200
+    assert kv_pool_concurrency(pool - 1, per) == 199
+    assert kv_pool_concurrency(pool, per, fits=False) == 0
+    assert kv_pool_concurrency(pool, 0.0) == 0
+    grid = kv_pool_concurrency(np.array([[pool], [pool - 1]]), np.array([[per, 2 * per]]), np.array([[True], [True]]))
+    assert grid.tolist() == [[200, 100], [199, 99]]
+

@@ -23,9 +23,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from conftest import make_gpu, make_model, mistral_7b
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from inline_specs import make_gpu, make_model, mistral_7b
 
 from planner.batching import ttft_under_load_costs
 from planner.catalog import SpecError, parse_spec

@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 import pytest
+from conftest import deepseek_v3, gemma_3_27b, gpt_oss_120b, make_gpu, mistral_7b
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from inline_specs import deepseek_v3, gemma_3_27b, gpt_oss_120b, make_gpu, mistral_7b
 from typer.testing import CliRunner
 
 from planner import catalog

@@ -1,8 +1,9 @@
-"""Inline specs shared by the core tests, built from published config.json values (no catalog files needed)."""
+"""Shared spec factories for the tests: inline specs built from published config.json values (no catalog files
+needed).  Test modules import them (``from conftest import mistral_7b, make_gpu``)."""
 
 from __future__ import annotations
 
-from planner.specs import AttentionSpec, GpuSpec, ModelSpec, MoeSpec, Source, count_params
+from planner.specs import AttentionSpec, Deployment, GpuSpec, ModelSpec, MoeSpec, Source, count_params
 
 SRC = Source(url="https://huggingface.co", date="2025-01-01")
 
@@ -82,8 +83,6 @@ def gemma_3_27b() -> ModelSpec:
     )
 
 
-
-
 def make_gpu(**over) -> GpuSpec:
     """An H100-SXM-like GPU: 80 GiB, 3.35 TB/s, 989 TFLOP/s bf16, 1979 fp8, NVLink 450 GB/s, $4/h."""
     d = {
@@ -95,3 +94,8 @@ def make_gpu(**over) -> GpuSpec:
     }
     d.update(over)
     return GpuSpec(**d)
+
+
+def make_deployment(**fields) -> Deployment:
+    """A deployment on :func:`make_gpu`'s GPU by id alone (scheduler limits 8,192 tokens / 1,024 sequences)."""
+    return Deployment(gpu_id="test-gpu", **fields)
