@@ -89,7 +89,7 @@ class LargestBatch:
     names what stopped the search: 'tpot', 'ttft', 'tpot+ttft' (an SLO), 'memory' (max concurrency
     from the KV pool), 'max_num_seqs' (the engine's scheduler limit), 'concurrency' (the workload's
     own concurrency, when it asks for fewer) or 'none' when nothing fits.
-    ``batch_sizes`` / ``tpot_s`` / ``ttft_s`` are the candidates evaluated (arrays, for charts).
+    ``batch_sizes`` / ``tpot_candidates_s`` / ``ttft_candidates_s`` are the candidates evaluated (arrays, for charts).
     """
 
     batch_size: int
