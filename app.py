@@ -24,11 +24,13 @@ st.set_page_config(page_title="LLM inference capacity planner", page_icon="🧮"
 import numpy as np
 import pandas as pd
 
-from planner import catalog, charts, memory, roofline, serving
+from planner import batching, catalog, charts, memory, phases, roofline, serving
 from planner import cost as cost_mod
+from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.presets import PRESETS, resolve
-from planner.specs import KV_BYTES, WEIGHT_BITS, Deployment, ModelSpec, Source, Workload
-from planner.units import MS, fmt_bytes, fmt_gb, fmt_gib, fmt_int, fmt_ms, fmt_tflops, fmt_usd
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.specs import Deployment, ModelSpec, Source, Workload
+from planner.units import BILLION, MS, TB_PER_S, fmt_bytes, fmt_gb, fmt_gib, fmt_int, fmt_ms, fmt_tflops, fmt_usd
 
 
 def _optional(name: str):
@@ -40,6 +42,7 @@ def _optional(name: str):
 
 
 plan_mod = _optional("planner.plan")
+sweep_mod = _optional("planner.sweep")
 report_mod = _optional("planner.report")
 hf_import = _optional("planner.hf_import")
 
@@ -105,11 +108,13 @@ def _gpu(gpu_id: str, price_usd_per_hour: float):
                                   "sources": {**gpu.sources, "price_usd_per_hour": src}})
 
 
-def _profile(gpu_id: str):
+def _profile(gpu_id: str, calibrated: bool = True) -> CalibrationProfile:
+    """``--profile auto`` (or ``none`` when not ``calibrated``) for the GPU; the ideal roofline if its profile
+    cannot be read."""
     try:
-        return catalog.profile_for(gpu_id, transfer=True)
+        return catalog.resolve_profile("auto" if calibrated else "none", gpu_id)[0]
     except catalog.SpecError:
-        return None
+        return IDEAL_PROFILE
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -189,10 +194,10 @@ def _planned(sc: Scenario) -> SimpleNamespace:
     SizingReport ``report``; cached by the scenario's ids and numbers."""
     model = _model(sc.model_key)
     gpu = _gpu(sc.gpu_id, sc.price_usd_per_hour)
-    profile = _profile(sc.gpu_id) if sc.calibrated else None
-    dep = Deployment(gpu_id=sc.gpu_id, num_gpus=sc.num_gpus, tensor_parallel=sc.tensor_parallel,
-                     weight_dtype=sc.weight_dtype, kv_cache_dtype=sc.kv_cache_dtype,
-                     gpu_memory_utilization=sc.gpu_memory_utilization)
+    profile = _profile(sc.gpu_id, sc.calibrated)
+    dep = Deployment.for_gpu(gpu, num_gpus=sc.num_gpus, tensor_parallel=sc.tensor_parallel,
+                             weight_dtype=sc.weight_dtype, kv_cache_dtype=sc.kv_cache_dtype,
+                             gpu_memory_utilization=sc.gpu_memory_utilization)
     wl = Workload(prompt_tokens=sc.prompt_tokens, output_tokens=sc.output_tokens, concurrency=sc.target_users,
                   ttft_slo_s=sc.ttft_slo_s, tpot_slo_s=sc.tpot_slo_s)
     report = plan_mod.plan(model, gpu, dep, wl, profile)
@@ -211,12 +216,12 @@ def _users_vs_context(sc: Scenario) -> tuple[pd.DataFrame, int | None]:
     """Max concurrent users (whole deployment) vs context, and the longest context that still holds
     ``target_users``."""
     o = _planned(sc)
-    budget = memory.memory_budget(o.model, o.gpu, o.deployment, o.profile or roofline.IDEAL_PROFILE)
+    budget = memory.memory_budget(o.model, o.gpu, o.deployment, o.profile)
     reps = _replicas(sc)
 
     def users(ctx: int) -> int:
         per_req = memory.request_kv_bytes_per_gpu(o.model, o.deployment, int(ctx))
-        return int(budget.kv_pool_bytes // per_req) * reps if budget.fits and per_req > 0 else 0
+        return memory.kv_pool_concurrency(budget.kv_pool_bytes, per_req, budget.fits) * reps
 
     hi = max(o.model.max_context_tokens, sc.context_tokens) * 2
     ctxs = np.unique(np.geomspace(128, hi, 64).astype(int))
@@ -235,16 +240,15 @@ def _users_vs_context(sc: Scenario) -> tuple[pd.DataFrame, int | None]:
 def _latency_frames(sc: Scenario) -> dict:
     """TTFT vs prompt, TPOT vs batch and vs context, and throughput vs batch for the scenario."""
     o = _planned(sc)
-    prof = o.profile or roofline.IDEAL_PROFILE
-    mc, hw = roofline.model_costs(o.model, o.deployment), roofline.hw_coeffs(o.gpu, sc.weight_dtype, prof)
+    mc, hw = roofline.model_costs(o.model, o.deployment), roofline.hw_coeffs(o.gpu, sc.weight_dtype, o.profile)
     m_tok = o.deployment.max_num_batched_tokens
     prompts = np.unique(np.geomspace(16, max(131072, sc.prompt_tokens * 2), 48).astype(int))
-    pre = roofline.prefill_time_costs(mc, hw, prompts, 1, m_tok)
+    pre = phases.prefill_time_costs(mc, hw, prompts, 1, m_tok)
     ttft = pd.DataFrame({"prompt_tokens": prompts, "ttft_s": pre.time_s, "bound": pre.bound})
 
-    dctx = plan_mod.decode_context_tokens(o.workload)
+    dctx = batching.decode_context_tokens(o.workload)
     all_b = np.arange(1, o.deployment.max_num_seqs + 1)
-    step_all = np.atleast_1d(roofline.decode_step_costs(mc, hw, all_b, dctx).time_s)
+    step_all = np.atleast_1d(phases.decode_step_costs(mc, hw, all_b, dctx).time_s)
     busy = cost_mod.prefill_busy_costs(mc, hw, o.workload.prompt_tokens, all_b, m_tok)
     tpot_all = np.atleast_1d(cost_mod.effective_tpot_s(step_all, all_b, busy, o.workload.output_tokens))
     under = np.flatnonzero(tpot_all <= sc.tpot_slo_s)
@@ -257,9 +261,9 @@ def _latency_frames(sc: Scenario) -> dict:
     ctxs = np.unique(np.geomspace(128, max(o.model.max_context_tokens, sc.context_tokens), 40).astype(int))
     lines = sorted({1, max(1, report.batch_size), max(1, min(report.max_concurrency, o.deployment.max_num_seqs))})
     tpot_c = pd.concat([pd.DataFrame({"context_tokens": ctxs, "batch_size": b,
-                                      "tpot_s": roofline.decode_step_costs(mc, hw, b, ctxs).time_s}) for b in lines])
+                                      "tpot_s": phases.decode_step_costs(mc, hw, b, ctxs).time_s}) for b in lines])
 
-    sw = plan_mod.sweep(o.model, o.workload, gpus=[o.gpu], weight_dtypes=[sc.weight_dtype],
+    sw = sweep_mod.sweep(o.model, o.workload, gpus=[o.gpu], weight_dtypes=[sc.weight_dtype],
                         kv_dtypes=[sc.kv_cache_dtype], tensor_parallels=[sc.tensor_parallel],
                         batch_sizes=batches.tolist(), profile_for=lambda _g: o.profile,
                         deployment_defaults={"gpu_memory_utilization": sc.gpu_memory_utilization})
@@ -278,10 +282,10 @@ def _sweep_all(model_key: str, prompt: int, output: int, users: int, ttft_s: flo
     model = _model(model_key)
     wl = Workload(prompt_tokens=prompt, output_tokens=output, concurrency=users, ttft_slo_s=ttft_s, tpot_slo_s=tpot_s)
     gpus = [_gpu(g, price if g == price_gpu else 0.0) for g in catalog.gpus()]
-    return plan_mod.sweep(model, wl, gpus=gpus, weight_dtypes=list(weight_dtypes) if weight_dtypes else None,
+    return sweep_mod.sweep(model, wl, gpus=gpus, weight_dtypes=list(weight_dtypes) if weight_dtypes else None,
                           kv_dtypes=list(kv_dtypes) if kv_dtypes else None,
                           batch_sizes=list(batch_sizes) if batch_sizes else None,
-                          profile_for=(_profile if calibrated else None),
+                          profile_for=lambda g: _profile(g, calibrated),
                           deployment_defaults={"gpu_memory_utilization": util})
 
 
@@ -344,7 +348,7 @@ def _model_section(models: dict) -> str | None:
         key = _register_upload(spec)
         st.caption("Uploads are not part of the shareable URL.")
     m = _model(key)
-    st.caption(f"{m.name}: {m.published_total_params / 1e9:,.2f}B parameters, {m.attention.kind.upper()}, "
+    st.caption(f"{m.name}: {m.published_total_params / BILLION:,.2f}B parameters, {m.attention.kind.upper()}, "
                f"{m.max_context_tokens:,}-token context")
     return key
 
@@ -356,7 +360,8 @@ def _hardware_section(gpus: dict) -> dict:
                           help="A catalog id (hardware/*.yaml)")
     g = gpus[gpu_id]
     st.caption(f"{g.name}: {fmt_gib(g.memory_bytes)} as CUDA reports it ({g.memory_marketed} marketed), "
-               f"{g.hbm_bandwidth_bytes_per_s / 1e12:,.2f} TB/s, {fmt_tflops(g.peak_flops_for('bf16')[1])} bf16 dense")
+               f"{g.hbm_bandwidth_bytes_per_s / TB_PER_S:,.2f} TB/s, "
+               f"{fmt_tflops(g.peak_flops_for('bf16')[1])} bf16 dense")
     c1, c2 = st.columns(2)
     num_gpus = c1.number_input("GPUs", min_value=0, max_value=4096, value=DEFAULTS["gpus"], step=1, key="gpus", **BIND,
                                help="GPUs in the deployment; replicas = GPUs ÷ tensor parallel")
@@ -397,15 +402,15 @@ def _price_calibration_section(gpu) -> dict:
                             step=0.1, key="price", **BIND,
                             help=f"0 = catalog price ({fmt_usd(gpu.price_usd_per_hour)}/h, {src.url}, {src.date})")
     profile = _profile(gpu.id)
-    calib = st.radio("Latency model", CALIB_CHOICES, index=0 if profile is None else 1, key="calib",
-                     horizontal=True, **BIND, disabled=profile is None,
+    calib = st.radio("Latency model", CALIB_CHOICES, index=0 if profile.is_ideal else 1, key="calib",
+                     horizontal=True, **BIND, disabled=profile.is_ideal,
                      help="Efficiencies fitted on real vLLM probes (the default where a profile exists: this GPU's "
                           "own, or another GPU's transferred), or the ideal roofline (speed of light)")
-    if profile is None:
+    if profile.is_ideal:
         st.caption(f"No calibrated profile for {gpu.name} yet: the ideal roofline is used.")
     else:
         st.caption(_profile_line(profile))
-    return {"price_usd_per_hour": float(price), "calibrated": calib == CALIB_CHOICES[1] and profile is not None}
+    return {"price_usd_per_hour": float(price), "calibrated": calib == CALIB_CHOICES[1] and not profile.is_ideal}
 
 
 def sidebar(models: dict, gpus: dict) -> Scenario | None:
@@ -526,7 +531,7 @@ def view_latency(sc: Scenario, o: SimpleNamespace, r) -> None:
                     key="lat-thr")
     if f["crossing"]:
         st.markdown(f"The TPOT target {fmt_ms(sc.tpot_slo_s)} is crossed above **batch {f['crossing']:,}** "
-                    f"(decode at {plan_mod.decode_context_tokens(o.workload):,.0f} tokens of context); the KV cache "
+                    f"(decode at {batching.decode_context_tokens(o.workload):,.0f} tokens of context); the KV cache "
                     f"holds {r.max_concurrency:,} requests per replica.")
     else:
         st.markdown(f"Even one sequence takes {fmt_ms(r.slo.tpot_batch1_s)} per output token: the TPOT target "
@@ -539,20 +544,19 @@ def view_roofline(sc: Scenario, o: SimpleNamespace, r) -> None:
     peaks = [{"label": dtype, "flops_per_s": peak}]
     if dtype != "bf16" and "bf16" in g.peak_flops_per_s:
         peaks.append({"label": "bf16", "flops_per_s": g.peak_flops_per_s["bf16"]})
-    prof = o.profile or roofline.IDEAL_PROFILE
-    mc, hw = roofline.model_costs(o.model, o.deployment), roofline.hw_coeffs(g, sc.weight_dtype, prof)
-    dctx = plan_mod.decode_context_tokens(o.workload)
+    mc, hw = roofline.model_costs(o.model, o.deployment), roofline.hw_coeffs(g, sc.weight_dtype, o.profile)
+    dctx = batching.decode_context_tokens(o.workload)
     pts = [("prefill", r.ttft)]
-    pts.append(("decode, batch 1", roofline.decode_step_costs(mc, hw, 1, dctx)))
+    pts.append(("decode, batch 1", phases.decode_step_costs(mc, hw, 1, dctx)))
     if r.batch_size > 1:
-        pts.append((f"decode, batch {r.batch_size:,}", roofline.decode_step_costs(mc, hw, r.batch_size, dctx)))
+        pts.append((f"decode, batch {r.batch_size:,}", phases.decode_step_costs(mc, hw, r.batch_size, dctx)))
     points = pd.DataFrame([{"label": n, "arithmetic_intensity": float(p.arithmetic_intensity),
                             "flops_per_s": float(p.achieved_flops_per_s), "bound": str(p.bound),
                             "time_s": float(p.time_s)} for n, p in pts])
     st.plotly_chart(charts.roofline(pd.DataFrame(peaks), g.hbm_bandwidth_bytes_per_s, points, g.name), key="roof")
     ridge = peak / g.hbm_bandwidth_bytes_per_s
-    st.markdown(f"Ridge point of {g.name} at {dtype}: {fmt_tflops(peak)} ÷ {g.hbm_bandwidth_bytes_per_s / 1e12:,.2f} "
-                f"TB/s = **{ridge:,.0f} FLOP/byte**.")
+    st.markdown(f"Ridge point of {g.name} at {dtype}: {fmt_tflops(peak)} ÷ "
+                f"{g.hbm_bandwidth_bytes_per_s / TB_PER_S:,.2f} TB/s = **{ridge:,.0f} FLOP/byte**.")
     tbl = points.assign(**{
         "arithmetic intensity (FLOP/B)": points["arithmetic_intensity"].map(lambda x: f"{x:,.1f}"),
         "achieved": points["flops_per_s"].map(fmt_tflops), "time": points["time_s"].map(fmt_ms),
@@ -666,8 +670,8 @@ def _cli_sweep(model_key: str, prompt: int, output: int, ttft_s: float, tpot_s: 
     """What `planner sweep -m MODEL --context P --output-tokens N --ttft-slo-ms … --tpot-slo-ms … --profile
     auto|none` computes: every catalog GPU at catalog prices, default dtypes, TP and batches."""
     wl = Workload(prompt_tokens=prompt, output_tokens=output, ttft_slo_s=ttft_s, tpot_slo_s=tpot_s)
-    return plan_mod.sweep(_model(model_key), wl, contexts=[prompt],
-                          profile_for=(lambda g: catalog.profile_for(g, transfer=True)) if calibrated else None)
+    return sweep_mod.sweep(_model(model_key), wl, contexts=[prompt],
+                          profile_for=lambda g: _profile(g, calibrated))
 
 
 def _cli_command(sc: Scenario, model_id: str) -> str:

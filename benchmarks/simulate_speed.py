@@ -47,7 +47,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     m, g = catalog.model("mistral-7b-v0.3"), catalog.gpu("h200-sxm")
-    dep = Deployment(gpu_id=g.id)
+    dep = Deployment.for_gpu(g)
     print(f"serving simulator speed: {m.id} on {g.id}, ideal roofline, best/median of {args.repeats} runs, "
           f"budget {args.budget_s:.2f} s per 10,000 requests")
     print(f"{'workload':58s} {'requests':>8s} {'best s':>7s} {'median':>7s} {'cpu s':>6s} {'steps':>9s} "

@@ -1,4 +1,4 @@
-"""How many configurations ``planner.plan.sweep`` ranks per second on this machine.
+"""How many configurations ``planner.sweep.sweep`` ranks per second on this machine.
 
 A configuration is one (GPU × weight dtype × KV dtype × tensor parallel × prompt length × batch) row of
 the ranked DataFrame.  Two scenarios, each the best of several runs after a warm-up:
@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from planner import catalog
-from planner.plan import sweep
 from planner.specs import Workload
+from planner.sweep import sweep
 
 TARGET_PER_S = 100_000
 

@@ -25,7 +25,8 @@ import yaml
 
 from calibration.records import read_records, sha256_file
 from planner import catalog
-from planner.specs import CalibrationProfile, Deployment, Residuals
+from planner.profile import CalibrationProfile, Residuals
+from planner.specs import Deployment
 from planner.validate import KV_ALIASES, error_pct, predict, summarize
 from planner.validate import Measurement as Point
 

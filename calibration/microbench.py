@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from calibration.records import append_record
+from planner.units import MS, TB_PER_S, TFLOPS, GiB
 
 GEMM_SHAPES = [  # (M tokens, N, K): square, then decode-like skinny shapes of a 7B layer
     (8192, 8192, 8192),
@@ -32,7 +33,7 @@ def _time_cuda(fn, iters: int) -> float:
         fn()
     end.record()
     torch.cuda.synchronize()
-    return start.elapsed_time(end) / 1e3 / iters
+    return start.elapsed_time(end) * MS / iters  # CUDA events time in ms
 
 
 def gemm_bench(dtype_name: str) -> list[dict]:
@@ -61,7 +62,7 @@ def gemm_bench(dtype_name: str) -> list[dict]:
     return out
 
 
-def copy_bandwidth(num_bytes: int = 4 * 2**30) -> dict:
+def copy_bandwidth(num_bytes: int = 4 * GiB) -> dict:
     import torch
 
     src = torch.empty(num_bytes // 2, device="cuda", dtype=torch.bfloat16)
@@ -89,8 +90,8 @@ def run(out: Path, gpu_id: str) -> None:
     rec["elapsed_s"] = time.perf_counter() - t0
     append_record(out, rec)
     for g in rec["gemm"]:
-        print(f"GEMM {g['dtype']} {g['m']}x{g['n']}x{g['k']}: {g['flops_per_s'] / 1e12:.0f} TFLOP/s")
-    print(f"HBM copy: {rec['hbm_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s")
+        print(f"GEMM {g['dtype']} {g['m']}x{g['n']}x{g['k']}: {g['flops_per_s'] / TFLOPS:.0f} TFLOP/s")
+    print(f"HBM copy: {rec['hbm_bandwidth_bytes_per_s'] / TB_PER_S:.2f} TB/s")
 
 
 if __name__ == "__main__":

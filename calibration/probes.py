@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from calibration.records import append_record, done_keys, probe_key, read_records
+from planner.units import MS
 
 # NVLink multicast stays off for tensor-parallel engines (NCCL NVLS, PyTorch symmetric memory,
 # NVSHMEM): on shared hosts a program that uses it can take the GPUs out of service.
@@ -95,7 +96,7 @@ def plan_points(
 
 def size_limits(model) -> dict:
     """Keep a big model's sweep inside the same GPU time as a 7B one: fewer prefilled tokens."""
-    from planner.params import count_params
+    from planner.specs import count_params
 
     scale = min(1.0, 8e9 / count_params(model).active)
     out = {"max_decode_batch_tokens": int(320_000 * scale)}
@@ -256,7 +257,7 @@ def run_engine_probes(args: dict) -> int:
                     raise RuntimeError("no per-request metrics (disable_log_stats must be False)")
                 rec.update(status="ok", measured=s["itl_median_s"], wall_s=wall, prefill_warm_s=warm_s,
                            wall_step_s=wall / n, **s)
-            print(f"{label}: {rec['measured'] * 1e3:.3f} ms", flush=True)
+            print(f"{label}: {rec['measured'] / MS:.3f} ms", flush=True)
         except Exception as err:  # one failed point must not stop the sweep
             rec.update(status="failed", error=f"{type(err).__name__}: {err}"[:500])
             print(f"{label}: FAILED {rec['error']}", flush=True)

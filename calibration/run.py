@@ -115,7 +115,7 @@ def parse_job(entry: str, default_kvs: tuple[str, ...] = ("auto",)) -> list[dict
 
     ``llama-3.1-8b@fp8`` = fp8 weights; ``mistral-7b-v0.3:fp8`` = fp8 KV cache; ``+mixed`` adds the
     mixed prefill/decode step probes."""
-    from planner.specs import WEIGHT_BITS
+    from planner.dtypes import WEIGHT_BITS
 
     text, mixed = (entry[:-len("+mixed")], True) if entry.endswith("+mixed") else (entry, False)
     text, _, weights = text.partition("@")

@@ -14,7 +14,8 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from planner.specs import CalibrationProfile, GpuSpec, ModelSpec
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.specs import GpuSpec, ModelSpec
 
 ROOT = Path(os.environ.get("PLANNER_DATA_DIR", Path(__file__).resolve().parent.parent))
 MODELS_DIR = ROOT / "models"
@@ -146,3 +147,30 @@ def profile_for(gpu_id: str, engine_version: str | None = None, *, transfer: boo
 
 def load_profile(path: str | Path) -> CalibrationProfile:
     return parse_spec(CalibrationProfile, load_yaml_file(Path(path)), Path(path).name)
+
+
+def resolve_profile(value: str, gpu_id: str, *, engine_version: str | None = None,
+                    field: str = "profile") -> tuple[CalibrationProfile, str]:
+    """``(profile, sentence saying which mode)`` for a ``--profile`` value: 'auto', 'none' or a YAML path.
+
+    'none' is the ideal roofline; 'auto' the newest committed profile for ``gpu_id`` (for
+    ``engine_version`` first, when given), else another GPU's transferred to it (:func:`profile_for`),
+    else the ideal roofline; anything else a profile YAML path.  Never None: "no profile" is
+    :data:`planner.profile.IDEAL_PROFILE`.  A path that does not exist is a SpecError naming ``field``.
+    """
+    if value == "none":
+        return IDEAL_PROFILE, "ideal roofline (--profile none)"
+    if value == "auto":
+        prof = (profile_for(gpu_id, engine_version) if engine_version else None) or profile_for(gpu_id, transfer=True)
+        if prof is None:
+            return IDEAL_PROFILE, f"ideal roofline (no calibration profile for {gpu_id} in calibration/profiles/)"
+        if prof.mode == "transferred":
+            return prof, (f"transferred calibration: {prof.transferred_from}'s measured efficiencies and overheads "
+                          f"({prof.engine} {prof.engine_version}, {prof.created}) on {gpu_id}'s datasheet roofs; "
+                          f"calibrate this GPU for measured numbers")
+        return prof, f"calibrated ({prof.gpu_id}, {prof.engine} {prof.engine_version}, {prof.created})"
+    path = Path(value)
+    if not path.exists():
+        raise SpecError(f"{field}: expected auto, none or a profile YAML path; no such file '{value}'")
+    prof = load_profile(path)
+    return prof, f"{prof.mode} ({path.name}: {prof.gpu_id}, {prof.engine} {prof.engine_version}, {prof.created})"

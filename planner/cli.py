@@ -34,7 +34,7 @@ try:  # typer ≥ 0.20 vendors its own click; older versions use click itself
 except ImportError:  # pragma: no cover
     from click import exceptions as _cx
 
-from planner.units import GB, MS, fmt_gb, fmt_gib, fmt_int, fmt_ms, fmt_usd
+from planner.units import BILLION, GB, MS, TB_PER_S, TFLOPS, fmt_gb, fmt_gib, fmt_int, fmt_usd
 
 # ------------------------------------------------------------------------------------ error helpers
 
@@ -150,28 +150,6 @@ def _emit_json(obj: Any) -> None:
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of a table.")]
 
 
-def _profile_for_option(value: str, gpu_id: str):
-    """(profile or None, sentence saying which mode) for ``--profile auto|none|PATH``."""
-    from planner import catalog
-
-    if value == "none":
-        return None, "ideal roofline (--profile none)"
-    if value == "auto":
-        prof = catalog.profile_for(gpu_id, transfer=True)
-        if prof is None:
-            return None, f"ideal roofline (no calibration profile for {gpu_id} in calibration/profiles/)"
-        if prof.mode == "transferred":
-            return prof, (f"transferred calibration: {prof.transferred_from}'s measured efficiencies and overheads "
-                          f"({prof.engine} {prof.engine_version}, {prof.created}) on {gpu_id}'s datasheet roofs; "
-                          f"calibrate this GPU for measured numbers")
-        return prof, f"calibrated ({prof.gpu_id}, {prof.engine} {prof.engine_version}, {prof.created})"
-    path = Path(value)
-    if not path.exists():
-        raise error_exit("--profile", f"expected auto, none or a profile YAML path; no such file '{value}'")
-    prof = catalog.load_profile(path)
-    return prof, f"{prof.mode} ({path.name}: {prof.gpu_id}, {prof.engine} {prof.engine_version}, {prof.created})"
-
-
 _FLAG_OF_FIELD = {
     "prompt_tokens": "--context",
     "output_tokens": "--output-tokens",
@@ -190,10 +168,11 @@ _FLAG_OF_FIELD = {
 }
 
 
-def _build(cls, data: dict, root_flag: str):
-    """Validate CLI values as a spec; errors name the flag (``--tp: ...``)."""
+def _build(make, data: dict, root_flag: str):
+    """Validate CLI values as a spec, ``make(**data)`` (a spec class, or a constructor such as
+    ``Deployment.for_gpu`` with its GPU bound); errors name the flag (``--tp: ...``)."""
     try:
-        return cls.model_validate(data)
+        return make(**data)
     except ValidationError as err:
         e = err.errors()[0]
         loc = [str(x) for x in e["loc"]]
@@ -211,7 +190,7 @@ def models_cmd(json_out: JsonOpt = False) -> None:
     """List the model catalog (models/*.yaml)."""
     from planner import catalog
     from planner.memory import kv_bytes_per_token
-    from planner.params import count_params
+    from planner.specs import count_params
 
     rows = []
     for m in catalog.models().values():
@@ -234,7 +213,7 @@ def models_cmd(json_out: JsonOpt = False) -> None:
         return
     _table(
         ["id", "params", "active", "layers", "attn", "KV B/token (bf16)", "max ctx", "quality"],
-        [[r["id"], f"{r['total_params'] / 1e9:,.1f}B", f"{r['active_params'] / 1e9:,.1f}B", r["num_layers"],
+        [[r["id"], f"{r['total_params'] / BILLION:,.1f}B", f"{r['active_params'] / BILLION:,.1f}B", r["num_layers"],
           r["attention_kind"], fmt_int(r["kv_bytes_per_token_bf16"]), fmt_int(r["max_context_tokens"]),
           f"{r['quality_score']:.1f} {r['quality_benchmark']}" if r["quality_score"] is not None else "—"]
          for r in rows],
@@ -273,9 +252,9 @@ def gpus_cmd(json_out: JsonOpt = False) -> None:
         ["id", "memory (GB | GiB)", "HBM TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "link GB/s", "per node", "$/GPU-h",
          "price date"],
         [[r["id"], f"{fmt_gb(r['memory_bytes'])} | {fmt_gib(r['memory_bytes'])}",
-          f"{r['hbm_bandwidth_bytes_per_s'] / 1e12:.2f}",
-          f"{r['peak_flops_per_s'].get('bf16', r['peak_flops_per_s'].get('fp16', 0)) / 1e12:,.0f}",
-          f"{r['peak_flops_per_s']['fp8'] / 1e12:,.0f}" if "fp8" in r["peak_flops_per_s"] else "—",
+          f"{r['hbm_bandwidth_bytes_per_s'] / TB_PER_S:.2f}",
+          f"{r['peak_flops_per_s'].get('bf16', r['peak_flops_per_s'].get('fp16', 0)) / TFLOPS:,.0f}",
+          f"{r['peak_flops_per_s']['fp8'] / TFLOPS:,.0f}" if "fp8" in r["peak_flops_per_s"] else "—",
           f"{r['interconnect_bandwidth_bytes_per_s'] / GB:,.0f}", r["max_gpus_per_node"],
           fmt_usd(r["price_usd_per_hour"]), r["price_date"]] for r in rows],
     )
@@ -332,6 +311,7 @@ def size_cmd(
     """Size one deployment: memory breakdown, max concurrency, TTFT, TPOT, throughput, $/Mtok, bound."""
     from planner import catalog
     from planner.plan import plan
+    from planner.report import report_text
     from planner.specs import Deployment, Source, Workload
 
     m = catalog.model(model)
@@ -341,8 +321,8 @@ def size_cmd(
         sources["price_usd_per_hour"] = Source(url="--price-usd-per-hour (command line)",
                                                date=_today(), note="user override")
         g = g.model_copy(update={"price_usd_per_hour": price_usd_per_hour, "sources": sources})
-    dep = _build(Deployment, {
-        "gpu_id": g.id, "num_gpus": gpus if gpus is not None else tp * pp, "tensor_parallel": tp,
+    dep = _build(functools.partial(Deployment.for_gpu, g), {
+        "num_gpus": gpus if gpus is not None else tp * pp, "tensor_parallel": tp,
         "pipeline_parallel": pp, "weight_dtype": weight_dtype, "kv_cache_dtype": kv_dtype,
         "gpu_memory_utilization": gpu_memory_utilization,
         **({"max_num_batched_tokens": max_num_batched_tokens} if max_num_batched_tokens is not None else {}),
@@ -354,101 +334,20 @@ def size_cmd(
         "ttft_slo_s": ttft_slo_ms * MS if ttft_slo_ms is not None else None,
         "tpot_slo_s": tpot_slo_ms * MS if tpot_slo_ms is not None else None,
     }, "--context")
-    prof, mode_line = _profile_for_option(profile, g.id)
+    prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
     report = plan(m, g, dep, wl, prof)
     if json_out:
         d = report.to_dict()
         d["calibration_note"] = mode_line
         _emit_json(d)
         return
-    typer.echo(render_report(report, mode_line))
+    typer.echo(report_text(report, mode_line))
 
 
 def _today() -> str:
     import datetime
 
     return datetime.date.today().isoformat()
-
-
-def render_report(r, mode_line: str = "") -> str:
-    """The human-readable sizing table of a :class:`planner.plan.SizingReport`."""
-    d, w, mem = r.deployment, r.workload, r.memory
-    slo = []
-    if w.ttft_slo_s is not None:
-        slo.append(f"TTFT ≤ {fmt_ms(w.ttft_slo_s)}")
-    if w.tpot_slo_s is not None:
-        slo.append(f"TPOT ≤ {fmt_ms(w.tpot_slo_s)}")
-    lines = [
-        (f"{r.model_name} on {d.num_gpus} × {r.gpu_name}  (TP {d.tensor_parallel}, PP {d.pipeline_parallel}, "
-         f"weights {d.weight_dtype}, KV cache {d.kv_cache_dtype})"),
-        (f"Workload: {w.prompt_tokens:,} prompt + {w.output_tokens:,} output = {w.context_tokens:,} tokens "
-         f"per request; SLO: {', '.join(slo) if slo else 'none'}"),
-        f"Mode: {mode_line or r.profile_mode}",
-        "",
-        "Memory per GPU                       GB (1e9 B)   GiB (2^30 B)",
-    ]
-
-    def mem_row(label: str, b: float) -> str:
-        return f"  {label:<33}{b / GB:>10,.2f}   {b / 2**30:>12,.2f}"
-
-    lines += [
-        mem_row("GPU memory", mem.gpu_memory_bytes),
-        mem_row(f"usable ({mem.gpu_memory_utilization:.0%} utilization)", mem.usable_bytes),
-        mem_row("− weights", mem.weight_bytes),
-        mem_row("− activations (peak)", mem.activation_bytes),
-        mem_row("− non-torch (CUDA context, NCCL)", mem.non_torch_bytes),
-        mem_row("− CUDA graphs", mem.cudagraph_bytes),
-        mem_row("= KV-cache pool", mem.kv_pool_bytes),
-        f"  KV per token per GPU             {mem.kv_bytes_per_token:>10,.0f} B",
-        (f"  KV per request ({w.context_tokens:,} tokens)     {fmt_gb(r.kv_per_request_bytes_per_gpu, 3)} "
-         f"= {fmt_gib(r.kv_per_request_bytes_per_gpu, 3)} per GPU"),
-        f"  KV capacity                      {mem.kv_capacity_tokens:>10,} tokens",
-        f"  Max concurrency                  {r.max_concurrency:>10,} requests per replica",
-        "",
-        "Latency",
-        f"  TTFT, one prompt                 {fmt_ms(r.ttft.time_s):>12}   {r.ttft.bound}-bound",
-    ]
-    s = r.slo
-    limit_text = {"memory": "memory (max concurrency)", "max_num_seqs": "--max-num-seqs",
-                  "concurrency": "--concurrency", "tpot": "TPOT target", "ttft": "TTFT target",
-                  "tpot+ttft": "TPOT and TTFT targets", "none": "nothing fits"}.get(s.binding, s.binding)
-    lines.append(f"  Batch (requests in flight)       {s.batch_size:>12,}   limited by {limit_text}")
-    if s.batch_size:
-        lines.append(f"  TTFT joining {max(s.batch_size - 1, 0):<6,} running seqs {fmt_ms(s.ttft_s):>11}")
-    lines += [
-        (f"  TPOT at batch {max(s.batch_size, 1):<19,}{fmt_ms(r.tpot_effective_s):>12}   mean, with the other "
-         f"requests' prefills mixed in"),
-        (f"    decode step alone              {fmt_ms(r.tpot.time_s):>12}   {r.tpot.bound}-bound "
-         f"(context {w.prompt_tokens + w.output_tokens / 2:,.0f} tokens)"),
-        "",
-    ]
-    t, c = r.throughput, r.cost
-    if s.batch_size:
-        lines += [
-            "Throughput                         per replica        per GPU",
-            f"  output tokens/s                {float(t.output_tokens_per_s):>14,.1f} {float(t.output_tokens_per_s_per_gpu):>14,.1f}",
-            f"  requests/s                     {float(t.requests_per_s):>14,.3f} {float(t.requests_per_s_per_gpu):>14,.3f}",
-            f"  per user (1 / TPOT)            {float(t.output_tokens_per_s_per_user):>14,.1f} tokens/s",
-            "",
-            f"Cost at {fmt_usd(r.price_usd_per_hour)}/GPU-hour (price: {r.price_source}, {r.price_date})",
-            f"  $ per million output tokens    {fmt_usd(float(c.usd_per_million_output_tokens), 4):>14}",
-            f"  $ per million input tokens     {fmt_usd(float(c.usd_per_million_input_tokens), 4):>14}",
-            f"  $ per million tokens (blended) {fmt_usd(float(c.usd_per_million_tokens_blended), 4):>14}",
-            f"  prefill share of GPU time      {float(t.prefill_time_share):>14.1%}",
-        ]
-        if w.request_rate_per_s or w.concurrency:
-            target = ", ".join(x for x in (f"{w.request_rate_per_s:g} req/s" if w.request_rate_per_s else "",
-                                           f"{w.concurrency:,} in flight" if w.concurrency else "") if x)
-            lines.append(f"  fleet for {target}: {r.fleet.replicas:,} replica(s) = {r.fleet.num_gpus:,} GPUs")
-        lines.append("")
-    q = r.quality
-    if q.benchmark:
-        lines.append(f"Quality: {q.benchmark} {q.published_score:.1f} × retention {q.retention:.3f} "
-                     f"= {q.score:.1f} (approximate)")
-    lines.append(f"Feasible: {'yes' if r.feasible else 'NO'}")
-    lines += [f"  - {x}" for x in r.reasons]
-    lines += [f"  note: {x}" for x in r.notes]
-    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------- sweep
@@ -480,9 +379,9 @@ def sweep_cmd(
     when it has one (the 'mode' column says which), so ideal and calibrated rows can be mixed.
     """
     from planner import catalog
-    from planner.plan import sweep
     from planner.report import write_csv
     from planner.specs import Workload
+    from planner.sweep import sweep
 
     m = catalog.model(model)
     gpus = [catalog.gpu(x) for x in gpu] if gpu else None
@@ -496,7 +395,7 @@ def sweep_cmd(
         raise error_exit("--profile", f"expected auto or none, got '{profile}'")
     df = sweep(m, wl, gpus=gpus, weight_dtypes=weight_dtype or None, kv_dtypes=kv_dtype or None,
                tensor_parallels=tp or None, contexts=contexts, batch_sizes=batch or None,
-               profile_for=(lambda g: catalog.profile_for(g, transfer=True)) if profile == "auto" else None)
+               profile_for=lambda g: catalog.resolve_profile(profile, g)[0])
     if only_feasible:
         df = df[df["meets_slo"]].reset_index(drop=True)
     if csv is not None:

@@ -71,9 +71,8 @@ def validate_cmd(
     the median and p90 of |error|."""
     from planner.validate import choose_profile, read_measurements, validate
 
-    if profile not in ("auto", "none") and not Path(profile).exists():
-        raise error_exit("--profile", f"expected auto, none or a profile YAML path; no such file '{profile}'")
-    result = validate(read_measurements(measurements), choose_profile(profile))
+    chooser = choose_profile(profile, field="--profile")
+    result = validate(read_measurements(measurements), chooser)
     if json_out:
         _emit_json(result)
         return

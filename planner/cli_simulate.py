@@ -21,13 +21,12 @@ from planner.cli import (
     _build,
     _emit_json,
     _finite,
-    _profile_for_option,
     _table,
     app,
     cli_errors,
     error_exit,
 )
-from planner.specs import vllm_serve_defaults
+from planner.specs import tensor_parallel_candidates, vllm_serve_defaults
 from planner.units import MS, fmt_int, fmt_usd
 
 WORKLOADS = ("chat", "rag", "agentic", "batch")
@@ -185,7 +184,7 @@ def simulate_cmd(
     if max_num_batched_tokens < max_num_seqs:
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
     spec = _spec(spec_preset, spec_k, spec_acceptance, spec_draft_cost)
-    prof, mode_line = _profile_for_option(profile, g.id)
+    prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
     cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching, spec=spec,
                              kv_capacity_tokens=kv_capacity_tokens)
     if trace is not None:
@@ -334,8 +333,8 @@ def slo_search_cmd(
             raise error_exit("--tp", "TP sizes must be >= 1")
     if max_num_batched_tokens and max_num_seqs and max_num_batched_tokens < max_num_seqs:
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
-    rows = fleet_candidates(m, [(g, _profile_for_option(profile, g.id)[0]) for g in gs], dtypes, kv_dtype, tps, make,
-                            ttft_p99_ms * MS, tpot_p99_ms * MS, target_rate_per_s=target_rate,
+    rows = fleet_candidates(m, [(g, catalog.resolve_profile(profile, g.id, field="--profile")[0]) for g in gs], dtypes,
+                            kv_dtype, tps, make, ttft_p99_ms * MS, tpot_p99_ms * MS, target_rate_per_s=target_rate,
                             enable_prefix_caching=prefix_caching, max_num_seqs=max_num_seqs,
                             max_num_batched_tokens=max_num_batched_tokens)
     if csv_out:

@@ -13,7 +13,7 @@ So one *cycle* of ``prefill_busy_s + decode_busy_s`` seconds serves ``batch_size
 for output tokens.  This is the model's answer, not a measurement: prefill and decode chunks that
 vLLM runs in the same step are counted as if they ran back to back (an upper bound on busy time).
 
-Every function is plain arithmetic and works elementwise on numpy arrays, so :func:`planner.plan.sweep`
+Every function is plain arithmetic and works elementwise on numpy arrays, so :func:`planner.sweep.sweep`
 uses the very same formulas as :func:`planner.plan.plan`.  Results are frozen dataclasses that keep
 their parts (SI units: seconds, tokens, USD; names carry the unit).
 """

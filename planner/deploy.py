@@ -22,7 +22,8 @@ import shlex
 from dataclasses import dataclass, field
 
 from planner.memory import memory_budget, request_kv_bytes_per_gpu
-from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, GpuSpec, ModelSpec
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.specs import Deployment, GpuSpec, ModelSpec
 from planner.units import GiB, fmt_gib
 
 #: Headroom vLLM needs above gpu_memory_utilization × total for what it allocates after sizing the KV

@@ -18,8 +18,7 @@ from typing import Any
 import yaml
 
 from planner.catalog import SpecError, parse_spec
-from planner.params import count_params
-from planner.specs import AttentionSpec, ModelSpec, MoeSpec
+from planner.specs import AttentionSpec, ModelSpec, MoeSpec, count_params
 
 __all__ = ["hf_config_to_model_dict", "model_dict_to_yaml"]
 

@@ -9,16 +9,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from planner.params import count_params
-from planner.specs import (
-    IDEAL_PROFILE,
-    KV_BYTES,
-    WEIGHT_BITS,
-    CalibrationProfile,
-    Deployment,
-    GpuSpec,
-    ModelSpec,
-)
+import numpy as np
+
+from planner.dtypes import KV_BYTES, WEIGHT_BITS
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
+from planner.units import GiB, fmt_gib
 
 BF16_BYTES = 2.0
 
@@ -226,8 +222,6 @@ class MemoryBudget:
 
     def explain(self) -> str:
         """One sentence on why the model does or does not fit."""
-        from planner.units import fmt_gib
-
         needed = self.weight_bytes + self.overhead_bytes
         if self.fits:
             return (
@@ -246,7 +240,7 @@ class MemoryBudget:
 # profile replaces them with what vLLM printed at start-up on the real GPU.
 # vLLM 0.26's V2 model runner (dense models) subtracts no CUDA-graph estimate from the KV pool: the
 # graphs are captured afterwards inside the (1 − utilization) headroom.
-DEFAULT_NON_TORCH_BYTES = 0.6 * 2**30
+DEFAULT_NON_TORCH_BYTES = 0.6 * GiB
 DEFAULT_CUDAGRAPH_BYTES = 0.0
 
 
@@ -298,15 +292,29 @@ def request_kv_bytes_per_gpu(
     return kv.total_bytes * kv_shard_fraction(model, deployment.tensor_parallel, deployment.pipeline_parallel)
 
 
+def kv_pool_concurrency(kv_pool_bytes, kv_bytes_per_request, fits=True):
+    """Max concurrency: requests whose KV fits in the pool at once, ⌊pool ÷ KV per request⌋ (per GPU
+    both), 0 where the model does not fit.  The one copy of the formula: :func:`max_concurrency`,
+    ``plan``, ``sweep`` and the dashboard call it.  Arrays broadcast (the sweep passes every
+    configuration's pool against every context); a scalar in, an int out.
+
+    H200 pool 100 GiB, Mistral 7B at 4,096 tokens (512 MiB/request): 107,374,182,400 // 536,870,912 = 200.
+    """
+    pool = np.asarray(kv_pool_bytes, dtype=float)
+    per_req = np.asarray(kv_bytes_per_request, dtype=float)
+    ok = np.asarray(fits) & (per_req > 0)
+    n = np.where(ok, np.floor_divide(pool, np.where(per_req > 0, per_req, 1.0)), 0.0)
+    return int(n) if n.ndim == 0 else n
+
+
 def max_concurrency(
     model: ModelSpec, gpu: GpuSpec, deployment: Deployment, context_tokens: int,
     profile: CalibrationProfile = IDEAL_PROFILE,
 ) -> int:
-    """Requests of ``context_tokens`` whose KV fits in one replica's pool at once."""
+    """Requests of ``context_tokens`` whose KV fits in one replica's pool at once: :func:`kv_pool_concurrency`
+    of :func:`memory_budget`'s pool and :func:`request_kv_bytes_per_gpu`."""
     if context_tokens <= 0:
         raise ValueError(f"context_tokens must be > 0, got {context_tokens}")
     budget = memory_budget(model, gpu, deployment, profile)
-    if not budget.fits:
-        return 0
     per_req = request_kv_bytes_per_gpu(model, deployment, context_tokens)
-    return int(budget.kv_pool_bytes // per_req) if per_req > 0 else 0
+    return kv_pool_concurrency(budget.kv_pool_bytes, per_req, budget.fits)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.specs import KV_BYTES, WEIGHT_BITS, ModelSpec
+from planner.dtypes import KV_BYTES, WEIGHT_BITS
+from planner.specs import ModelSpec
 
 
 @dataclass(frozen=True)

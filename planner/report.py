@@ -1,4 +1,7 @@
-"""Sizing-report writers: CSV and JSON of raw SI numbers in unit-suffixed columns.
+"""The sizing report and every format it leaves in: dict/DataFrame, CSV, JSON and the CLI's text table.
+
+:class:`SizingReport` is what :func:`planner.plan.plan` returns.  The writers also take a
+:func:`planner.sweep.sweep` DataFrame.
 
 No formatted strings go into a file: bytes are bytes, seconds are seconds, prices are USD.  Every
 file says which price it used (``price_source``, ``price_date``) and which model produced it
@@ -8,12 +11,182 @@ file says which price it used (``price_source``, ``price_date``) and which model
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from planner.plan import SizingReport
+from planner.batching import LargestBatch, decode_context_tokens
+from planner.cost import Fleet, Throughput, TokenCost
+from planner.memory import KvPerRequest, MemoryBudget
+from planner.phases import PhaseTime
+from planner.quality import QualityEstimate
+from planner.specs import Deployment, Workload
+from planner.units import GB, GiB, fmt_gb, fmt_gib, fmt_ms, fmt_usd
+
+
+@dataclass(frozen=True)
+class SizingReport:
+    """Everything :func:`planner.plan.plan` found, with its parts.  Raw SI numbers; ``to_dict`` / ``to_frame``
+    for export (and :func:`write_csv`, :func:`report_json`, :func:`report_text` below).
+
+    ``feasible`` is False when the model does not fit, no batch meets the SLOs, the workload's
+    context exceeds the model's limit or tensor parallel does not divide the attention heads;
+    ``reasons`` says why in plain sentences with numbers.  ``notes`` are observations that do not
+    make the plan infeasible (e.g. the deployment has fewer GPUs than the request rate needs).
+    """
+
+    model_id: str
+    model_name: str
+    gpu_id: str
+    gpu_name: str
+    deployment: Deployment
+    workload: Workload
+    profile_mode: str  # 'ideal', 'calibrated' or 'transferred'
+    profile_gpu_id: str | None
+    profile_engine_version: str
+    profile_created: str
+    memory: MemoryBudget
+    kv_per_request: KvPerRequest  # one whole request at P + N tokens (all GPUs together)
+    kv_per_request_bytes_per_gpu: float
+    max_concurrency: int  # per replica at P + N tokens
+    ttft: PhaseTime  # one prompt on an idle replica
+    slo: LargestBatch
+    tpot: PhaseTime  # the decode step at slo.batch_size (batch 1 when it is 0), context P + N/2
+    tpot_effective_s: float  # what users see: the decode step + other requests' interleaved prefills
+    throughput: Throughput
+    cost: TokenCost
+    fleet: Fleet
+    quality: QualityEstimate
+    price_usd_per_hour: float  # per GPU
+    price_source: str
+    price_date: str
+    feasible: bool
+    reasons: list[str]
+    notes: list[str]
+
+    @property
+    def batch_size(self) -> int:
+        return self.slo.batch_size
+
+    @property
+    def mode(self) -> str:
+        return self.profile_mode
+
+    def to_dict(self) -> dict:
+        """Flat JSON-safe dict of raw SI numbers; keys carry their unit (nan/inf become None)."""
+        d, w, m, tp, c = self.deployment, self.workload, self.memory, self.throughput, self.cost
+        out = {
+            "model_id": self.model_id,
+            "gpu_id": self.gpu_id,
+            "num_gpus": d.num_gpus,
+            "tensor_parallel": d.tensor_parallel,
+            "pipeline_parallel": d.pipeline_parallel,
+            "gpus_per_replica": d.gpus_per_replica,
+            "weight_dtype": d.weight_dtype,
+            "kv_cache_dtype": d.kv_cache_dtype,
+            "gpu_memory_utilization": d.gpu_memory_utilization,
+            "max_num_batched_tokens": d.max_num_batched_tokens,
+            "max_num_seqs": d.max_num_seqs,
+            "block_size_tokens": d.block_size_tokens,
+            "prompt_tokens": w.prompt_tokens,
+            "output_tokens": w.output_tokens,
+            "context_tokens": w.context_tokens,
+            "decode_context_tokens": decode_context_tokens(w),
+            "concurrency": w.concurrency,
+            "request_rate_per_s": w.request_rate_per_s,
+            "ttft_slo_s": w.ttft_slo_s,
+            "tpot_slo_s": w.tpot_slo_s,
+            "calibration_mode": self.profile_mode,
+            "profile_gpu_id": self.profile_gpu_id,
+            "profile_engine_version": self.profile_engine_version,
+            "profile_created": self.profile_created,
+            "gpu_memory_bytes": m.gpu_memory_bytes,
+            "usable_memory_bytes_per_gpu": m.usable_bytes,
+            "weight_bytes_per_gpu": m.weight_bytes,
+            "activation_bytes_per_gpu": m.activation_bytes,
+            "non_torch_bytes_per_gpu": m.non_torch_bytes,
+            "cudagraph_bytes_per_gpu": m.cudagraph_bytes,
+            "kv_pool_bytes_per_gpu": m.kv_pool_bytes,
+            "kv_bytes_per_token_per_gpu": m.kv_bytes_per_token,
+            "kv_capacity_tokens": m.kv_capacity_tokens,
+            "fits": m.fits,
+            "kv_bytes_per_request": self.kv_per_request.total_bytes,
+            "kv_bytes_per_request_per_gpu": self.kv_per_request_bytes_per_gpu,
+            "max_concurrency": self.max_concurrency,
+            "ttft_s": self.ttft.time_s,
+            "ttft_compute_s": self.ttft.compute_s,
+            "ttft_memory_s": self.ttft.memory_s,
+            "ttft_comm_s": self.ttft.comm_s,
+            "ttft_overhead_s": self.ttft.overhead_s,
+            "bound_prefill": self.ttft.bound,
+            "batch_size": self.slo.batch_size,
+            "batch_limit": self.slo.batch_limit,
+            "slo_binding": self.slo.binding,
+            "meets_slo": self.slo.meets_slo,
+            "ttft_at_batch_s": self.slo.ttft_s,
+            "tpot_s": self.tpot_effective_s,
+            "decode_step_s": self.tpot.time_s,
+            "tpot_compute_s": self.tpot.compute_s,
+            "tpot_memory_s": self.tpot.memory_s,
+            "tpot_comm_s": self.tpot.comm_s,
+            "tpot_overhead_s": self.tpot.overhead_s,
+            "tpot_batch1_s": self.slo.tpot_batch1_s,
+            "bound_decode": self.tpot.bound,
+            "decode_arithmetic_intensity_flops_per_byte": float(self.tpot.arithmetic_intensity),
+            "prefill_busy_s": tp.prefill_busy_s,
+            "decode_busy_s": tp.decode_busy_s,
+            "prefill_time_share": tp.prefill_time_share,
+            "output_tokens_per_s": tp.output_tokens_per_s,
+            "output_tokens_per_s_per_gpu": tp.output_tokens_per_s_per_gpu,
+            "output_tokens_per_s_per_user": tp.output_tokens_per_s_per_user,
+            "input_tokens_per_s": tp.input_tokens_per_s,
+            "requests_per_s": tp.requests_per_s,
+            "requests_per_s_per_gpu": tp.requests_per_s_per_gpu,
+            "price_usd_per_hour": self.price_usd_per_hour,
+            "price_usd_per_replica_hour": c.price_usd_per_replica_hour,
+            "price_source": self.price_source,
+            "price_date": self.price_date,
+            "cost_usd_per_million_output_tokens": c.usd_per_million_output_tokens,
+            "cost_usd_per_million_input_tokens": c.usd_per_million_input_tokens,
+            "cost_usd_per_million_tokens_blended": c.usd_per_million_tokens_blended,
+            "cost_usd_per_million_output_tokens_all_in": c.usd_per_million_output_tokens_all_in,
+            "cost_usd_per_request": c.usd_per_request,
+            "replicas_needed": self.fleet.replicas,
+            "gpus_needed": self.fleet.num_gpus,
+            "fleet_utilization": self.fleet.utilization,
+            "quality_benchmark": self.quality.benchmark,
+            "quality_published_score": self.quality.published_score,
+            "quality_retention": self.quality.retention,
+            "quality_score": self.quality.score,
+            "context_exceeds_model_limit": self.quality.context_exceeds_limit,
+            "model_max_context_tokens": self.quality.max_context_tokens,
+            "feasible": self.feasible,
+            "reasons": list(self.reasons),
+            "notes": list(self.notes),
+        }
+        return {k: _json_safe(v) for k, v in out.items()}
+
+    def to_frame(self) -> pd.DataFrame:
+        """One-row DataFrame of :meth:`to_dict` (reasons/notes joined with '; ')."""
+        d = self.to_dict()
+        d["reasons"] = "; ".join(d["reasons"])
+        d["notes"] = "; ".join(d["notes"])
+        return pd.DataFrame([d])
+
+
+def _json_safe(v):
+    if isinstance(v, np.ndarray):
+        v = v.item() if v.ndim == 0 else v.tolist()
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
 
 #: Columns every exported file must carry.
 PROVENANCE_COLUMNS: tuple[str, ...] = ("price_source", "price_date", "calibration_mode")
@@ -56,7 +229,7 @@ def _check_raw(df: pd.DataFrame) -> None:
 
 
 def write_csv(data: SizingReport | Iterable[SizingReport] | pd.DataFrame, path: str | Path) -> Path:
-    """Write a sizing report (one report, several, or a :func:`planner.plan.sweep` frame) as CSV."""
+    """Write a sizing report (one report, several, or a :func:`planner.sweep.sweep` frame) as CSV."""
     if isinstance(data, SizingReport):
         df = data.to_frame()
     elif isinstance(data, pd.DataFrame):
@@ -86,3 +259,84 @@ def write_json(data: SizingReport | Iterable[SizingReport] | pd.DataFrame, path:
     text = frame_json(data) if isinstance(data, pd.DataFrame) else report_json(data)
     path.write_text(text + "\n", encoding="utf-8")
     return path
+
+
+def report_text(r: SizingReport, mode_line: str = "") -> str:
+    """The human-readable sizing table of a report (what ``planner size`` prints)."""
+    d, w, mem = r.deployment, r.workload, r.memory
+    slo = []
+    if w.ttft_slo_s is not None:
+        slo.append(f"TTFT ≤ {fmt_ms(w.ttft_slo_s)}")
+    if w.tpot_slo_s is not None:
+        slo.append(f"TPOT ≤ {fmt_ms(w.tpot_slo_s)}")
+    lines = [
+        (f"{r.model_name} on {d.num_gpus} × {r.gpu_name}  (TP {d.tensor_parallel}, PP {d.pipeline_parallel}, "
+         f"weights {d.weight_dtype}, KV cache {d.kv_cache_dtype})"),
+        (f"Workload: {w.prompt_tokens:,} prompt + {w.output_tokens:,} output = {w.context_tokens:,} tokens "
+         f"per request; SLO: {', '.join(slo) if slo else 'none'}"),
+        f"Mode: {mode_line or r.profile_mode}",
+        "",
+        "Memory per GPU                       GB (1e9 B)   GiB (2^30 B)",
+    ]
+
+    def mem_row(label: str, b: float) -> str:
+        return f"  {label:<33}{b / GB:>10,.2f}   {b / GiB:>12,.2f}"
+
+    lines += [
+        mem_row("GPU memory", mem.gpu_memory_bytes),
+        mem_row(f"usable ({mem.gpu_memory_utilization:.0%} utilization)", mem.usable_bytes),
+        mem_row("− weights", mem.weight_bytes),
+        mem_row("− activations (peak)", mem.activation_bytes),
+        mem_row("− non-torch (CUDA context, NCCL)", mem.non_torch_bytes),
+        mem_row("− CUDA graphs", mem.cudagraph_bytes),
+        mem_row("= KV-cache pool", mem.kv_pool_bytes),
+        f"  KV per token per GPU             {mem.kv_bytes_per_token:>10,.0f} B",
+        (f"  KV per request ({w.context_tokens:,} tokens)     {fmt_gb(r.kv_per_request_bytes_per_gpu, 3)} "
+         f"= {fmt_gib(r.kv_per_request_bytes_per_gpu, 3)} per GPU"),
+        f"  KV capacity                      {mem.kv_capacity_tokens:>10,} tokens",
+        f"  Max concurrency                  {r.max_concurrency:>10,} requests per replica",
+        "",
+        "Latency",
+        f"  TTFT, one prompt                 {fmt_ms(r.ttft.time_s):>12}   {r.ttft.bound}-bound",
+    ]
+    s = r.slo
+    limit_text = {"memory": "memory (max concurrency)", "max_num_seqs": "--max-num-seqs",
+                  "concurrency": "--concurrency", "tpot": "TPOT target", "ttft": "TTFT target",
+                  "tpot+ttft": "TPOT and TTFT targets", "none": "nothing fits"}.get(s.binding, s.binding)
+    lines.append(f"  Batch (requests in flight)       {s.batch_size:>12,}   limited by {limit_text}")
+    if s.batch_size:
+        lines.append(f"  TTFT joining {max(s.batch_size - 1, 0):<6,} running seqs {fmt_ms(s.ttft_s):>11}")
+    lines += [
+        (f"  TPOT at batch {max(s.batch_size, 1):<19,}{fmt_ms(r.tpot_effective_s):>12}   mean, with the other "
+         f"requests' prefills mixed in"),
+        (f"    decode step alone              {fmt_ms(r.tpot.time_s):>12}   {r.tpot.bound}-bound "
+         f"(context {w.prompt_tokens + w.output_tokens / 2:,.0f} tokens)"),
+        "",
+    ]
+    t, c = r.throughput, r.cost
+    if s.batch_size:
+        lines += [
+            "Throughput                         per replica        per GPU",
+            f"  output tokens/s                {float(t.output_tokens_per_s):>14,.1f} {float(t.output_tokens_per_s_per_gpu):>14,.1f}",
+            f"  requests/s                     {float(t.requests_per_s):>14,.3f} {float(t.requests_per_s_per_gpu):>14,.3f}",
+            f"  per user (1 / TPOT)            {float(t.output_tokens_per_s_per_user):>14,.1f} tokens/s",
+            "",
+            f"Cost at {fmt_usd(r.price_usd_per_hour)}/GPU-hour (price: {r.price_source}, {r.price_date})",
+            f"  $ per million output tokens    {fmt_usd(float(c.usd_per_million_output_tokens), 4):>14}",
+            f"  $ per million input tokens     {fmt_usd(float(c.usd_per_million_input_tokens), 4):>14}",
+            f"  $ per million tokens (blended) {fmt_usd(float(c.usd_per_million_tokens_blended), 4):>14}",
+            f"  prefill share of GPU time      {float(t.prefill_time_share):>14.1%}",
+        ]
+        if w.request_rate_per_s or w.concurrency:
+            target = ", ".join(x for x in (f"{w.request_rate_per_s:g} req/s" if w.request_rate_per_s else "",
+                                           f"{w.concurrency:,} in flight" if w.concurrency else "") if x)
+            lines.append(f"  fleet for {target}: {r.fleet.replicas:,} replica(s) = {r.fleet.num_gpus:,} GPUs")
+        lines.append("")
+    q = r.quality
+    if q.benchmark:
+        lines.append(f"Quality: {q.benchmark} {q.published_score:.1f} × retention {q.retention:.3f} "
+                     f"= {q.score:.1f} (approximate)")
+    lines.append(f"Feasible: {'yes' if r.feasible else 'NO'}")
+    lines += [f"  - {x}" for x in r.reasons]
+    lines += [f"  note: {x}" for x in r.notes]
+    return "\n".join(lines)

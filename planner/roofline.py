@@ -1,4 +1,4 @@
-"""Roofline latency of one engine step, of a prefill (TTFT) and of a decode step (TPOT).
+"""Roofline latency of one engine step (a prefill, TTFT, and a decode step, TPOT, are in :mod:`planner.phases`).
 
 A step is a sum of kernels, each limited by its own roof:
 
@@ -14,13 +14,13 @@ simulator evaluate thousands of steps in one call.  Results keep their parts and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from planner.memory import kv_bytes_per_token_per_layer, kv_heads_per_gpu, weight_bytes
-from planner.params import count_params
-from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, GpuSpec, ModelSpec
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
 
 ACT_BYTES = 2.0  # bf16 activations
 
@@ -338,133 +338,3 @@ def step_time(
         lin_c, lin_m, att_c, att_m, comm = lin_c * k, lin_m * k, att_c * k, att_m * k, comm * k
         flops, nbytes = flops * k, nbytes * k
     return StepTime(lin_c, lin_m, att_c, att_m, comm, overhead, flops, nbytes, hw.mode)
-
-
-# ------------------------------------------------------------------------------ phases: TTFT, TPOT
-
-
-@dataclass(frozen=True)
-class PhaseTime:
-    """A phase's latency, its parts summed over its steps, and its bound."""
-
-    phase: str
-    time_s: object
-    num_steps: object
-    compute_s: object
-    memory_s: object
-    comm_s: object
-    overhead_s: object
-    flops: object
-    bytes: object
-    bound: object
-    mode: str
-
-    @property
-    def arithmetic_intensity(self):
-        return np.asarray(self.flops) / np.maximum(np.asarray(self.bytes), 1.0)
-
-    @property
-    def achieved_flops_per_s(self):
-        return np.asarray(self.flops) / np.maximum(np.asarray(self.time_s), 1e-30)
-
-
-def _phase(phase: str, st: StepTime, n_steps, extra_s=0.0) -> PhaseTime:
-    total = np.asarray(st.total_s) + extra_s
-    return PhaseTime(phase, _scalar(total), _scalar(n_steps), _scalar(st.compute_s), _scalar(st.memory_s),
-                     _scalar(st.comm_s), _scalar(np.asarray(st.overhead_s) + extra_s), _scalar(st.flops),
-                     _scalar(st.bytes), st.bound, st.mode)
-
-
-def _scalar(x):
-    a = np.asarray(x)
-    return a.item() if a.ndim == 0 else a
-
-
-def _sum_steps(a: StepTime, na, b: StepTime, nb) -> StepTime:
-    """na steps like ``a`` plus nb steps like ``b``."""
-    def f(x, y):
-        return np.asarray(x) * na + np.asarray(y) * nb
-    return StepTime(f(a.linear_compute_s, b.linear_compute_s), f(a.linear_memory_s, b.linear_memory_s),
-                    f(a.attention_compute_s, b.attention_compute_s), f(a.attention_memory_s, b.attention_memory_s),
-                    f(a.comm_s, b.comm_s), f(a.overhead_s, b.overhead_s), f(a.flops, b.flops), f(a.bytes, b.bytes),
-                    a.mode)
-
-
-def prefill_time_costs(mc: ModelCosts, hw: HwCoeffs, prompt_tokens, batch_size=1,
-                       max_num_batched_tokens=8192) -> PhaseTime:
-    """Prefill of ``batch_size`` prompts of ``prompt_tokens`` submitted together to an idle engine:
-    the B·P tokens are packed into steps of ``max_num_batched_tokens`` (chunked prefill).  Attention
-    work is spread over the steps in proportion to their tokens."""
-    p = np.asarray(prompt_tokens, dtype=float)
-    b = np.asarray(batch_size, dtype=float)
-    m = float(max_num_batched_tokens)
-    total = p * b
-    full_steps = np.floor(total / m)
-    rem = total - full_steps * m
-    att_total = b * attended_prefill(mc, 0.0, p)
-    # KV re-read by later chunks of a chunked prompt: chunk i reads i·m prior tokens
-    chunks_per_prompt = np.ceil(p / m)
-    reread = b * mc.full_layers * m * chunks_per_prompt * (chunks_per_prompt - 1) / 2.0
-    share_full = np.where(total > 0, m / np.maximum(total, 1.0), 0.0)
-    share_rem = np.where(total > 0, rem / np.maximum(total, 1.0), 0.0)
-    seqs_per_full = np.minimum(b, np.maximum(1.0, b * share_full))
-    st_full = step_time(mc, hw, prefill_tokens=np.where(full_steps > 0, m, 0.0),
-                        prefill_attended=att_total * share_full, prefill_kv_read_tokens=reread * share_full,
-                        sampled_seqs=np.where(full_steps > 0, seqs_per_full, 0.0))
-    st_rem = step_time(mc, hw, prefill_tokens=rem, prefill_attended=att_total * share_rem,
-                       prefill_kv_read_tokens=reread * share_rem,
-                       sampled_seqs=np.where(rem > 0, np.maximum(1.0, b * share_rem), 0.0))
-    st = _sum_steps(st_full, full_steps, st_rem, 1.0)
-    n_steps = full_steps + (rem > 0)
-    return _phase("prefill", st, n_steps, extra_s=hw.request_overhead_s)
-
-
-def decode_step_costs(mc: ModelCosts, hw: HwCoeffs, batch_size, context_tokens) -> PhaseTime:
-    """One decode step of ``batch_size`` sequences each holding ``context_tokens`` (TPOT)."""
-    b = np.asarray(batch_size, dtype=float)
-    st = step_time(mc, hw, decode_seqs=b, decode_attended=b * attended_decode(mc, context_tokens))
-    return _phase("decode", st, 1.0)
-
-
-# -------------------------------------------------------------------------------- convenience API
-
-
-@dataclass(frozen=True)
-class Engine:
-    """A model on a deployment on a GPU through a profile: the costs precomputed once."""
-
-    model: ModelSpec
-    gpu: GpuSpec
-    deployment: Deployment
-    profile: CalibrationProfile = field(default=IDEAL_PROFILE)
-
-    @property
-    def costs(self) -> ModelCosts:
-        return model_costs(self.model, self.deployment)
-
-    @property
-    def hw(self) -> HwCoeffs:
-        return hw_coeffs(self.gpu, self.deployment.weight_dtype, self.profile)
-
-
-def prefill_time(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, prompt_tokens, batch_size=1,
-                 profile: CalibrationProfile = IDEAL_PROFILE) -> PhaseTime:
-    """TTFT of ``batch_size`` requests of ``prompt_tokens`` arriving together at an idle engine."""
-    _check_tokens("prompt_tokens", prompt_tokens)
-    return prefill_time_costs(model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile),
-                              prompt_tokens, batch_size, deployment.max_num_batched_tokens)
-
-
-def decode_step_time(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, batch_size, context_tokens,
-                     profile: CalibrationProfile = IDEAL_PROFILE) -> PhaseTime:
-    """TPOT: one decode step of ``batch_size`` sequences at ``context_tokens`` each."""
-    _check_tokens("batch_size", batch_size)
-    _check_tokens("context_tokens", context_tokens)
-    return decode_step_costs(model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile),
-                             batch_size, context_tokens)
-
-
-def _check_tokens(name: str, value) -> None:
-    a = np.asarray(value, dtype=float)
-    if not np.all(np.isfinite(a)) or np.any(a <= 0):
-        raise ValueError(f"{name} must be finite and > 0, got {value!r}")

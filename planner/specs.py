@@ -1,4 +1,4 @@
-"""Data contracts: GPUs, models, workloads, deployments and calibration profiles.
+"""Data contracts: GPUs, models (with their parameter count), workloads and deployments.
 
 Every class is a frozen pydantic model with ``extra="forbid"``: a typo in a YAML key is an error that
 names the key, never a silently ignored field.  Every number is in SI base units and its unit is in
@@ -8,49 +8,19 @@ from the outside world (datasheets, prices, benchmark scores) carry a :class:`So
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-# --------------------------------------------------------------------------------------------- dtypes
-
-WeightDtype = Literal["bf16", "fp16", "fp8", "int8", "int4", "nf4", "mxfp4"]
-KvDtype = Literal["bf16", "fp16", "fp8"]
-ComputeDtype = Literal["bf16", "fp16", "fp8", "int8", "fp4"]
-
-#: Effective bits per quantised weight, scale overhead included.
-#: int4: group-wise (GPTQ/AWQ) with one 16-bit scale per 128 weights = 4 + 16/128 = 4.125 bits.
-#: nf4: bitsandbytes, 64-weight blocks, 8-bit absmax + fp32 second-level scale per 256 blocks
-#:      = 4 + 8/64 + 32/(64*256) ≈ 4.127 bits.
-#: mxfp4: OCP microscaling, 32-element blocks sharing one 8-bit E8M0 scale = 4 + 8/32 = 4.25 bits.
-#: fp8 / int8: per-channel scales, negligible (< 0.01 bit) at these sizes.
-WEIGHT_BITS: dict[str, float] = {
-    "bf16": 16.0,
-    "fp16": 16.0,
-    "fp8": 8.0,
-    "int8": 8.0,
-    "int4": 4.0 + 16.0 / 128.0,
-    "nf4": 4.0 + 8.0 / 64.0 + 32.0 / (64.0 * 256.0),
-    "mxfp4": 4.0 + 8.0 / 32.0,
-}
-KV_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
-
-#: Which tensor-core rate a weight format runs its matmuls at, in preference order: W8A8 fp8/int8
-#: use the 8-bit rate where the GPU has it; weight-only 4-bit formats dequantise to 16 bits
-#: (Marlin-style W4A16) except MXFP4 on GPUs with native FP4.
-WEIGHT_COMPUTE_DTYPES: dict[str, tuple[str, ...]] = {
-    "bf16": ("bf16",),
-    "fp16": ("fp16", "bf16"),
-    "fp8": ("fp8", "bf16"),
-    "int8": ("int8", "bf16"),
-    "int4": ("bf16",),
-    "nf4": ("bf16",),
-    "mxfp4": ("fp4", "bf16"),
-}
+from planner.dtypes import WEIGHT_COMPUTE_DTYPES, ComputeDtype, KvDtype, WeightDtype
+from planner.units import BILLION, GiB
 
 
-class _Frozen(BaseModel):
+class FrozenSpec(BaseModel):
+    """Frozen, ``extra="forbid"``, no NaN/inf: the base of every data contract."""
+
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
@@ -59,7 +29,7 @@ PositiveInt = Annotated[int, Field(gt=0)]
 NonNegInt = Annotated[int, Field(ge=0)]
 
 
-class Source(_Frozen):
+class Source(FrozenSpec):
     """Where an outside-world value comes from."""
 
     url: str = Field(min_length=1, description="URL (or citation) of the source")
@@ -70,7 +40,7 @@ class Source(_Frozen):
 # ------------------------------------------------------------------------------------------------ GPU
 
 
-class GpuSpec(_Frozen):
+class GpuSpec(FrozenSpec):
     """One accelerator model, as its datasheet states it."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$", description="catalog id, e.g. 'h200-sxm'")
@@ -138,7 +108,7 @@ class GpuSpec(_Frozen):
 # ---------------------------------------------------------------------------------------------- model
 
 
-class AttentionSpec(_Frozen):
+class AttentionSpec(FrozenSpec):
     """Attention geometry.  ``kind`` decides what the KV cache stores."""
 
     kind: Literal["mha", "gqa", "mqa", "mla"]
@@ -171,7 +141,7 @@ class AttentionSpec(_Frozen):
         return self.v_head_dim or self.head_dim
 
 
-class MoeSpec(_Frozen):
+class MoeSpec(FrozenSpec):
     """Mixture-of-experts feed-forward layers."""
 
     num_experts: PositiveInt = Field(description="routed experts per MoE layer")
@@ -188,7 +158,7 @@ class MoeSpec(_Frozen):
         return self
 
 
-class QualitySpec(_Frozen):
+class QualitySpec(FrozenSpec):
     """A published benchmark score, with its source."""
 
     benchmark: str = Field(description="e.g. 'MMLU (5-shot)', 'MMLU-Pro'")
@@ -196,7 +166,7 @@ class QualitySpec(_Frozen):
     source: Source
 
 
-class ModelSpec(_Frozen):
+class ModelSpec(FrozenSpec):
     """A transformer's architecture, in Hugging Face config.json terms."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$", description="catalog id, e.g. 'mistral-7b-v0.3'")
@@ -236,21 +206,19 @@ class ModelSpec(_Frozen):
             raise ValueError("intermediate_size must be > 0 for a dense model")
         if self.moe is not None and self.moe.num_dense_layers and self.intermediate_size <= 0:
             raise ValueError("moe.num_dense_layers > 0 needs intermediate_size > 0")
-        from planner.params import count_params  # local: params imports specs
-
         counted = count_params(self)
         err = abs(counted.total - self.published_total_params) / self.published_total_params
         if err > 0.02:
             raise ValueError(
-                f"published_total_params: computed {counted.total / 1e9:.3f}B from the architecture "
-                f"fields, published {self.published_total_params / 1e9:.3f}B ({err:.1%} apart, > 2%)"
+                f"published_total_params: computed {counted.total / BILLION:.3f}B from the architecture "
+                f"fields, published {self.published_total_params / BILLION:.3f}B ({err:.1%} apart, > 2%)"
             )
         if self.published_active_params:
             err = abs(counted.active - self.published_active_params) / self.published_active_params
             if err > 0.02:
                 raise ValueError(
-                    f"published_active_params: computed {counted.active / 1e9:.3f}B, published "
-                    f"{self.published_active_params / 1e9:.3f}B ({err:.1%} apart, > 2%)"
+                    f"published_active_params: computed {counted.active / BILLION:.3f}B, published "
+                    f"{self.published_active_params / BILLION:.3f}B ({err:.1%} apart, > 2%)"
                 )
         return self
 
@@ -267,10 +235,108 @@ class ModelSpec(_Frozen):
         return self.moe is not None
 
 
+# ----------------------------------------------------------------------------------- parameter count
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    """Parameter counts of a model, split the way memory and FLOPs need them.
+
+    ``embedding`` is the input embedding table, ``lm_head`` the output projection (0 when tied),
+    ``attention`` and ``dense_mlp`` are summed over layers; ``expert`` is one routed expert's
+    weights in one layer, ``num_moe_layers`` how many layers hold routed experts.
+    """
+
+    embedding: float
+    lm_head: float
+    attention: float
+    dense_mlp: float
+    routed_experts: float  # all routed experts, all layers
+    shared_experts: float  # all shared experts, all layers
+    router: float
+    norms: float
+    expert: float  # one routed expert in one layer
+    num_moe_layers: int
+    experts_per_token: int
+
+    @property
+    def total(self) -> float:
+        return (
+            self.embedding + self.lm_head + self.attention + self.dense_mlp
+            + self.routed_experts + self.shared_experts + self.router + self.norms
+        )
+
+    @property
+    def non_expert(self) -> float:
+        """Everything but the routed experts (read in full every step)."""
+        return self.total - self.routed_experts
+
+    @property
+    def active(self) -> float:
+        """Parameters one token touches (embedding lookup included, as papers count it)."""
+        return self.non_expert + self.num_moe_layers * self.experts_per_token * self.expert
+
+    @property
+    def active_matmul_no_lm_head(self) -> float:
+        return self.active - self.embedding - self.lm_head
+
+    @property
+    def lm_head_matmul(self) -> float:
+        return self.lm_head if self.lm_head else self.embedding
+
+    @property
+    def quantizable(self) -> float:
+        """Linear-layer weights that weight quantisation compresses (embeddings and lm_head stay 16-bit)."""
+        return self.attention + self.dense_mlp + self.routed_experts + self.shared_experts
+
+
+def count_params(m: ModelSpec) -> ParamCount:
+    h = m.hidden_size
+    a = m.attention
+    mats = 3 if m.gated_mlp else 2
+    if a.kind == "mla":
+        qk_dim = a.qk_nope_head_dim + a.qk_rope_head_dim
+        q = (h * a.q_lora_rank + a.q_lora_rank * a.num_heads * qk_dim) if a.q_lora_rank else h * a.num_heads * qk_dim
+        kv_a = h * (a.kv_lora_rank + a.qk_rope_head_dim)
+        kv_b = a.kv_lora_rank * a.num_heads * (a.qk_nope_head_dim + a.value_dim)
+        o = a.num_heads * a.value_dim * h
+        attn_layer = q + kv_a + kv_b + o + a.kv_lora_rank + a.q_lora_rank  # latent norms
+    else:
+        q = h * a.num_heads * a.head_dim
+        kv = h * a.num_kv_heads * a.head_dim + h * a.num_kv_heads * a.value_dim
+        o = a.num_heads * a.value_dim * h
+        attn_layer = q + kv + o
+    attention = attn_layer * m.num_attention_layers
+    # linear-attention layers: counted like attention projections (q, k, v, o of width hidden)
+    attention += m.num_linear_layers * 4 * h * h
+    embedding = m.vocab_size * h
+    lm_head = 0 if m.tie_word_embeddings else m.vocab_size * h
+    norms = (2 * m.num_layers + 1) * h
+    if m.moe is None:
+        return ParamCount(embedding, lm_head, attention, m.num_layers * mats * h * m.intermediate_size,
+                          0, 0, 0, norms, 0, 0, 0)
+    e = m.moe
+    moe_layers = m.num_layers - e.num_dense_layers
+    expert = mats * h * e.expert_intermediate_size
+    return ParamCount(
+        embedding=embedding,
+        lm_head=lm_head,
+        attention=attention,
+        dense_mlp=e.num_dense_layers * mats * h * m.intermediate_size,
+        routed_experts=moe_layers * e.num_experts * expert,
+        shared_experts=moe_layers * e.num_shared_experts * mats * h * e.shared_expert_intermediate_size,
+        router=moe_layers * h * e.num_experts,
+        norms=norms,
+        expert=expert,
+        num_moe_layers=moe_layers,
+        experts_per_token=e.experts_per_token,
+    )
+
+
 # ------------------------------------------------------------------------------- workload, deployment
 
 
-class Workload(_Frozen):
+class Workload(FrozenSpec):
     """What the users send."""
 
     prompt_tokens: PositiveInt = Field(description="input tokens per request")
@@ -287,13 +353,26 @@ class Workload(_Frozen):
 
 
 def vllm_serve_defaults(gpu: GpuSpec) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) that vLLM 0.26 ``serve`` picks on this GPU."""
-    if gpu.memory_bytes >= 70 * 2**30 and "a100" not in gpu.id and "a100" not in gpu.name.lower():
+    """(max_num_batched_tokens, max_num_seqs) that vLLM 0.26 ``vllm serve`` picks on this GPU: 8,192 tokens
+    and 1,024 sequences on GPUs of >= 70 GiB other than the A100, else 2,048 and 256
+    (vllm/engine/arg_utils.py, get_batch_defaults)."""
+    if gpu.memory_bytes >= 70 * GiB and "a100" not in gpu.id and "a100" not in gpu.name.lower():
         return 8192, 1024
     return 2048, 256
 
 
-class Deployment(_Frozen):
+#: Tensor-parallel sizes tried when none are asked for.
+DEFAULT_TENSOR_PARALLELS: tuple[int, ...] = (1, 2, 4, 8)
+
+
+def tensor_parallel_candidates(model: ModelSpec, gpu: GpuSpec, wanted: Iterable[int] | None = None) -> list[int]:
+    """The tensor-parallel sizes of ``wanted`` (default :data:`DEFAULT_TENSOR_PARALLELS`) vLLM can run
+    ``model`` at on one node of ``gpu``: at most ``gpu.max_gpus_per_node`` and dividing the attention heads."""
+    cands = wanted if wanted is not None else DEFAULT_TENSOR_PARALLELS
+    return [t for t in cands if t <= gpu.max_gpus_per_node and model.attention.num_heads % t == 0]
+
+
+class Deployment(FrozenSpec):
     """How the model is served."""
 
     gpu_id: str
@@ -306,27 +385,20 @@ class Deployment(_Frozen):
         0.92, description="fraction of total GPU memory vLLM may use (vLLM 0.26 default 0.92)"
     )
     max_num_batched_tokens: PositiveInt = Field(
-        8192, description="chunked-prefill token budget per step (default: vLLM 0.26 `serve`'s for the GPU)"
+        8192, description="chunked-prefill token budget per step (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)"
     )
-    max_num_seqs: PositiveInt = Field(1024, description="sequences scheduled at once (default: vLLM 0.26 `serve`'s)")
+    max_num_seqs: PositiveInt = Field(
+        1024, description="sequences scheduled at once (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)")
     block_size_tokens: PositiveInt = Field(16, description="paged KV block size")
 
-    @model_validator(mode="before")
     @classmethod
-    def _vllm_defaults(cls, data):
-        """Unset scheduler limits take vLLM 0.26 ``vllm serve``'s defaults for the GPU: 8,192 tokens and
-        1,024 sequences on GPUs of >= 70 GiB other than the A100, else 2,048 and 256
-        (vllm/engine/arg_utils.py, get_batch_defaults)."""
-        if isinstance(data, dict) and ("max_num_batched_tokens" not in data or "max_num_seqs" not in data):
-            tokens, seqs = 8192, 1024
-            try:
-                from planner import catalog
-
-                tokens, seqs = vllm_serve_defaults(catalog.gpu(str(data.get("gpu_id"))))
-            except Exception:  # an id outside the catalog keeps the H100/H200 defaults
-                pass
-            data = {"max_num_batched_tokens": tokens, "max_num_seqs": seqs, **data}
-        return data
+    def for_gpu(cls, gpu: GpuSpec, **fields) -> Deployment:
+        """A deployment on ``gpu``: the scheduler limits not in ``fields`` take vLLM 0.26 serve's defaults
+        for that GPU (:func:`vllm_serve_defaults`).  Built without a GPU, a Deployment keeps 8,192 / 1,024."""
+        if "gpu_id" in fields:
+            raise TypeError("Deployment.for_gpu: the GPU gives gpu_id")
+        tokens, seqs = vllm_serve_defaults(gpu)
+        return cls(gpu_id=gpu.id, **{"max_num_batched_tokens": tokens, "max_num_seqs": seqs, **fields})
 
     @model_validator(mode="after")
     def _parallel_fits(self) -> Deployment:
@@ -344,115 +416,3 @@ class Deployment(_Frozen):
     @property
     def replicas(self) -> int:
         return self.num_gpus // self.gpus_per_replica
-
-
-# -------------------------------------------------------------------------------------- calibration
-
-
-class Residuals(_Frozen):
-    """Prediction error of a fitted profile on one regime (percent, signed median and absolute p90)."""
-
-    n: NonNegInt
-    median_abs_error_pct: float
-    p90_abs_error_pct: float
-    median_signed_error_pct: float = 0.0
-
-
-class CalibrationProfile(_Frozen):
-    """Efficiencies and overheads of the roofline model for one GPU and engine version.
-
-    The defaults are the ideal roofline ("speed of light"): every efficiency 1, every overhead 0,
-    memory terms from first principles.  ``mode`` says which one a result used.
-    """
-
-    mode: Literal["ideal", "calibrated", "transferred"] = Field(
-        "ideal", description="ideal roofline; calibrated on this GPU; or transferred: the efficiencies and "
-        "overheads measured on another GPU of the same vendor, applied to this GPU's datasheet roofs"
-    )
-    transferred_from: str = Field("", description="GPU id whose calibration a transferred profile reuses")
-    gpu_id: str | None = None
-    engine: str = ""
-    engine_version: str = ""
-    created: str = ""
-    # --- compute: matmul efficiency rises with the tokens per step, eff(T) = max * T / (T + half)
-    matmul_efficiency_max: Annotated[float, Field(gt=0, le=1.5)] = 1.0
-    matmul_half_tokens: Annotated[float, Field(ge=0)] = 0.0
-    attention_compute_efficiency: Annotated[float, Field(gt=0, le=1.5)] = 1.0
-    # --- memory: fraction of the datasheet bandwidth reached streaming weights and KV
-    weight_bandwidth_efficiency: Annotated[float, Field(gt=0, le=1.5)] = 1.0
-    kv_bandwidth_efficiency: Annotated[float, Field(gt=0, le=1.5)] = 1.0
-    kv_bandwidth_efficiency_fp8: Annotated[float, Field(gt=0, le=1.5)] | None = Field(
-        None, description="KV streaming efficiency with an fp8 KV cache, if fitted (else the bf16 one)"
-    )
-    # --- fixed costs
-    step_overhead_s: Annotated[float, Field(ge=0)] = 0.0
-    prefill_layer_overhead_s: Annotated[float, Field(ge=0)] = Field(
-        0.0, description="extra per layer for a step with prompt tokens that fits a CUDA graph (vLLM runs "
-        "such steps as PIECEWISE graphs: attention is launched outside the graph, layer by layer)"
-    )
-    eager_layer_overhead_s: Annotated[float, Field(ge=0)] = Field(
-        0.0, description="extra per layer for a step above the largest CUDA-graph size (no graphs: every "
-        "kernel is launched from the CPU)"
-    )
-    per_seq_overhead_s: Annotated[float, Field(ge=0)] = 0.0
-    per_token_overhead_s: Annotated[float, Field(ge=0)] = 0.0
-    request_overhead_s: Annotated[float, Field(ge=0)] = 0.0
-    # --- measured per-model corrections: extra seconds for steps of tokens_lo < tokens < tokens_hi
-    #     (e.g. Mistral/Llama-shaped GEMMs just above the largest CUDA graph); used only for that model
-    step_corrections: dict[str, list[tuple[float, float, float]]] = Field(
-        default_factory=dict,
-        description="model id -> [(tokens_lo, tokens_hi, extra_s)] measured on models the profile was fitted on",
-    )
-    # --- interconnect (tensor parallel)
-    allreduce_latency_s: Annotated[float, Field(ge=0)] | None = None
-    allreduce_bandwidth_efficiency: Annotated[float, Field(gt=0, le=1.5)] = 1.0
-    # --- memory budget terms (vLLM start-up accounting)
-    non_torch_bytes: Annotated[float, Field(ge=0)] = 0.0
-    cudagraph_bytes: Annotated[float, Field(ge=0)] = 0.0
-    activation_bytes_per_batched_token_per_width: Annotated[float, Field(ge=0)] = 0.0
-    weight_bytes_factor: Annotated[float, Field(gt=0)] = 1.0
-    device_memory_bytes: Annotated[float, Field(gt=0)] | None = Field(
-        None, description="total device memory as CUDA reports it to vLLM (what utilization multiplies)"
-    )
-    device_memory_fraction: Annotated[float, Field(gt=0.5, le=1.0)] = Field(
-        1.0, description="CUDA's total ÷ the catalog's (nvidia-smi) total, measured; a transferred profile "
-        "applies it to a GPU whose own CUDA total was never read (H200: 0.9957)"
-    )
-    # --- measured ceilings (micro-benchmarks), informational
-    measured_peak_flops_per_s: dict[str, float] = Field(default_factory=dict)
-    measured_hbm_bandwidth_bytes_per_s: float | None = None
-    # --- provenance and error
-    models_used: list[str] = Field(default_factory=list)
-    raw_data: list[str] = Field(default_factory=list)
-    raw_data_sha256: list[str] = Field(default_factory=list)
-    command: str = ""
-    residuals: dict[str, Residuals] = Field(default_factory=dict)
-    validation: dict[str, Residuals] = Field(default_factory=dict)
-
-    @property
-    def is_ideal(self) -> bool:
-        return self.mode == "ideal"
-
-    def transferred_to(self, gpu_id: str) -> CalibrationProfile:
-        """This calibration applied to another GPU: the efficiencies (fractions of datasheet roofs),
-        overheads and vLLM memory terms carry over; the device memory and measured ceilings do not."""
-        return self.model_copy(update={
-            "mode": "transferred", "gpu_id": gpu_id, "transferred_from": self.gpu_id or "",
-            "device_memory_bytes": None, "measured_peak_flops_per_s": {},
-            "measured_hbm_bandwidth_bytes_per_s": None,
-        })
-
-    def matmul_efficiency(self, tokens: float) -> float:
-        if tokens <= 0:
-            return self.matmul_efficiency_max
-        return self.matmul_efficiency_max * tokens / (tokens + self.matmul_half_tokens)
-
-
-IDEAL_PROFILE = CalibrationProfile()
-
-
-def finite_positive(name: str, value: float) -> float:
-    """Raise a ValueError naming ``name`` unless ``value`` is a finite number > 0."""
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)

@@ -27,6 +27,7 @@ MS = 1e-3  # seconds
 US = 1e-6
 
 MILLION = 1e6
+BILLION = 1e9  # counts (parameters), not bytes
 SECONDS_PER_HOUR = 3600.0
 
 

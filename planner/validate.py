@@ -31,8 +31,10 @@ import numpy as np
 from planner import catalog
 from planner.catalog import SpecError
 from planner.memory import memory_budget
-from planner.roofline import decode_step_costs, hw_coeffs, model_costs, prefill_time_costs
-from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, ModelSpec
+from planner.phases import decode_step_costs, prefill_time_costs
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.roofline import hw_coeffs, model_costs
+from planner.specs import Deployment, ModelSpec
 
 COLUMNS = [
     "model", "gpu", "num_gpus", "tensor_parallel", "weight_dtype", "kv_cache_dtype", "gpu_memory_utilization",
@@ -130,8 +132,8 @@ def measurement_from_row(row: dict, line: int = 0) -> Measurement:
         raise SpecError(f"line {line}: kv_cache_dtype: unknown {row.get('kv_cache_dtype')!r}")
     tp = _num(row, "tensor_parallel", int, 1, line)
     try:
-        dep = Deployment(
-            gpu_id=gpu.id, num_gpus=_num(row, "num_gpus", int, tp, line), tensor_parallel=tp,
+        dep = Deployment.for_gpu(
+            gpu, num_gpus=_num(row, "num_gpus", int, tp, line), tensor_parallel=tp,
             weight_dtype=(row.get("weight_dtype") or "").strip() or "bf16", kv_cache_dtype=kv,
             gpu_memory_utilization=_num(row, "gpu_memory_utilization", float, 0.92, line),
             **({"max_num_batched_tokens": mnbt}
@@ -179,16 +181,14 @@ def write_measurements(rows: list[dict], path: str | Path) -> None:
 ProfileChooser = Callable[[Measurement], CalibrationProfile]
 
 
-def choose_profile(spec: str) -> ProfileChooser:
-    """'none' -> ideal roofline; 'auto' -> the committed profile for each row's GPU and engine
-    version (another GPU's, transferred, where none exists; ideal where no GPU of that vendor has
-    one); anything else -> a profile YAML path."""
-    if spec == "none":
-        return lambda m: IDEAL_PROFILE
+def choose_profile(spec: str, field: str = "profile") -> ProfileChooser:
+    """:func:`planner.catalog.resolve_profile` per row: 'auto' -> the committed profile for each row's GPU
+    and engine version (another GPU's, transferred, where none exists; ideal where no GPU has one);
+    'none' -> ideal roofline; anything else -> a profile YAML path (read once)."""
     if spec == "auto":
-        return lambda m: (catalog.profile_for(m.deployment.gpu_id, m.engine_version or None)
-                          or catalog.profile_for(m.deployment.gpu_id, transfer=True) or IDEAL_PROFILE)
-    prof = catalog.load_profile(spec)
+        return lambda m: catalog.resolve_profile("auto", m.deployment.gpu_id,
+                                                 engine_version=m.engine_version or None)[0]
+    prof, _ = catalog.resolve_profile(spec, "", field=field)  # the GPU matters to 'auto' only
     return lambda m: prof
 
 

@@ -7,10 +7,11 @@ expected number in these tests is ``StepCost.step_s`` of a batch one can write d
 from __future__ import annotations
 
 from hypothesis import settings
-from inline_specs import make_gpu, mistral_7b
+from conftest import make_gpu, mistral_7b
 
 from planner.serving import EngineConfig, StepCost
-from planner.specs import CalibrationProfile, Deployment
+from planner.profile import CalibrationProfile
+from planner.specs import Deployment
 
 PROPS = settings(max_examples=25, deadline=None, derandomize=True)
 CAL = CalibrationProfile(mode="calibrated", matmul_efficiency_max=0.8, matmul_half_tokens=64.0,
@@ -22,7 +23,7 @@ CAL = CalibrationProfile(mode="calibrated", matmul_efficiency_max=0.8, matmul_ha
 def mistral_cost() -> StepCost:
     """Step costs of Mistral 7B on a 3.35 TB/s, 989 TFLOP/s test GPU (ideal roofline)."""
     m, g = mistral_7b(), make_gpu()
-    return StepCost.from_specs(m, g, Deployment(gpu_id=g.id))
+    return StepCost.from_specs(m, g, Deployment.for_gpu(g))
 
 
 def cfg(**kw) -> EngineConfig:

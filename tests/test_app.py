@@ -408,7 +408,7 @@ def calibrated_h200(monkeypatch):
     import streamlit as st
 
     from planner import catalog
-    from planner.specs import CalibrationProfile, Residuals
+    from planner.profile import CalibrationProfile, Residuals
 
     prof = CalibrationProfile(
         mode="calibrated", gpu_id="h200-sxm", engine="vllm", engine_version="0.26.0", created="2026-11-29",

@@ -12,8 +12,7 @@ import yaml
 from planner import catalog
 from planner.catalog import SpecError, load_spec_file, parse_spec
 from planner.hf_import import hf_config_to_model_dict, model_dict_to_yaml
-from planner.params import count_params
-from planner.specs import GpuSpec, ModelSpec
+from planner.specs import GpuSpec, ModelSpec, count_params
 
 MODEL_IDS = [
     "mistral-7b-v0.3", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "qwen2.5-7b", "qwen2.5-32b",
@@ -472,3 +471,26 @@ def test_import_rejects_a_non_mapping_and_a_bad_id() -> None:
         hf_config_to_model_dict([1, 2], "x")  # type: ignore[arg-type]
     with pytest.raises(SpecError, match="id"):
         hf_config_to_model_dict(MISTRAL_7B_V03, "Not An Id")
+
+
+# --------------------------------------------------------------------------------- --profile values
+
+
+def test_resolve_profile_none_auto_and_path(tmp_path):
+    """'none' is IDEAL_PROFILE; 'auto' the GPU's own profile, else another GPU's transferred; a path is
+    read as it is; a missing path is a SpecError naming the field the caller gives."""
+    from planner.profile import IDEAL_PROFILE
+
+    prof, line = catalog.resolve_profile("none", "h200-sxm")
+    assert prof is IDEAL_PROFILE and line == "ideal roofline (--profile none)"
+    prof, line = catalog.resolve_profile("auto", "h200-sxm")
+    assert prof == catalog.profile_for("h200-sxm") and prof.mode == "calibrated"
+    assert line.startswith("calibrated (h200-sxm, vllm")
+    prof, line = catalog.resolve_profile("auto", "h100-sxm")
+    assert prof.mode == "transferred" and line.startswith("transferred calibration: h200-sxm's measured")
+    path = min(catalog.PROFILES_DIR.glob("*.yaml"))
+    prof, line = catalog.resolve_profile(str(path), "h100-sxm")
+    assert prof == catalog.load_profile(path) and f"({path.name}: " in line
+    with pytest.raises(SpecError, match=r"^--profile: expected auto, none or a profile YAML path; no such file"):
+        catalog.resolve_profile(str(tmp_path / "nope.yaml"), "h200-sxm", field="--profile")
+

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from planner import catalog
 from planner.cli import app
-from planner.plan import SWEEP_COLUMNS
+from planner.sweep import SWEEP_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()

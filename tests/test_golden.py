@@ -8,10 +8,10 @@ seeds round ("≈ 240 GB", "~42 GB") — their figures carry one or two signific
 from __future__ import annotations
 
 import pytest
-from inline_specs import deepseek_v3, gemma_3_27b, gpt_oss_120b, llama_31_70b, mistral_7b
+from conftest import deepseek_v3, gemma_3_27b, gpt_oss_120b, llama_31_70b, mistral_7b
 
 from planner.memory import capacity_equation, kv_bytes_per_request, kv_bytes_per_token, weight_bytes
-from planner.params import count_params
+from planner.specs import count_params
 
 # ------------------------------------------------------------------------------------- KV per token
 

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import pytest
-from inline_specs import deepseek_v3, llama_31_70b, make_gpu, mistral_7b
+from conftest import deepseek_v3, llama_31_70b, make_gpu, mistral_7b
 
+from planner.dtypes import WEIGHT_BITS
 from planner.memory import (
     DEFAULT_NON_TORCH_BYTES,
     activation_peak_bytes,
     kv_bytes_per_request,
+    kv_pool_concurrency,
     kv_shard_fraction,
     max_concurrency,
     memory_budget,
     request_kv_bytes_per_gpu,
     weight_bytes,
 )
-from planner.params import count_params
-from planner.specs import WEIGHT_BITS, Deployment
+from planner.specs import Deployment, count_params
 
 
 def test_scale_overheads():
@@ -69,7 +70,7 @@ def test_block_rounding():
 def test_budget_parts_add_up():
     """usable = 0.9 × 80 GiB; pool = usable − weights − activations − non-torch − graphs."""
     m, g = mistral_7b(), make_gpu()
-    d = Deployment(gpu_id=g.id, gpu_memory_utilization=0.9)
+    d = Deployment.for_gpu(g, gpu_memory_utilization=0.9)
     b = memory_budget(m, g, d)
     assert b.usable_bytes == pytest.approx(0.9 * 80 * 2**30)
     assert b.weight_bytes == pytest.approx(weight_bytes(m, "bf16").total_bytes)
@@ -83,7 +84,7 @@ def test_budget_parts_add_up():
 
 def test_weights_split_across_tp():
     m, g = llama_31_70b(), make_gpu()
-    one = memory_budget(m, g, Deployment(gpu_id=g.id, num_gpus=4, tensor_parallel=4))
+    one = memory_budget(m, g, Deployment.for_gpu(g, num_gpus=4, tensor_parallel=4))
     assert one.weight_bytes == pytest.approx(weight_bytes(m, "bf16").total_bytes / 4)
     assert one.kv_bytes_per_token == 327_680 / 4
 
@@ -91,16 +92,32 @@ def test_weights_split_across_tp():
 def test_does_not_fit_explains_with_numbers():
     """Llama 70B bf16 (141 GB) on one 80 GiB GPU does not fit; the sentence says how much is needed."""
     m, g = llama_31_70b(), make_gpu()
-    b = memory_budget(m, g, Deployment(gpu_id=g.id))
+    b = memory_budget(m, g, Deployment.for_gpu(g))
     assert not b.fits
     msg = b.explain()
     assert msg.startswith("does not fit: needs") and "GiB" in msg and "73.6 GiB usable" in msg
-    assert max_concurrency(m, g, Deployment(gpu_id=g.id), 4096) == 0
+    assert max_concurrency(m, g, Deployment.for_gpu(g), 4096) == 0
 
 
 def test_max_concurrency_is_pool_over_request():
     m, g = mistral_7b(), make_gpu()
-    d = Deployment(gpu_id=g.id)
+    d = Deployment.for_gpu(g)
     b = memory_budget(m, g, d)
     per = request_kv_bytes_per_gpu(m, d, 4608)
     assert max_concurrency(m, g, d, 4608) == int(b.kv_pool_bytes // per)
+
+
+def test_kv_pool_concurrency_is_the_floor_of_pool_over_request():
+    """A 100 GiB pool, 512 MiB per request (Mistral 7B bf16 at 4,096 tokens: 4,096 × 131,072 B):
+    107,374,182,400 // 536,870,912 = 200; one byte short holds 199; a model that does not fit holds 0;
+    arrays broadcast to the same numbers."""
+    import numpy as np
+
+    pool, per = 100 * 2**30, 4096 * 131_072
+    assert kv_pool_concurrency(pool, per) == 200
+    assert kv_pool_concurrency(pool - 1, per) == 199
+    assert kv_pool_concurrency(pool, per, fits=False) == 0
+    assert kv_pool_concurrency(pool, 0.0) == 0
+    grid = kv_pool_concurrency(np.array([[pool], [pool - 1]]), np.array([[per, 2 * per]]), np.array([[True], [True]]))
+    assert grid.tolist() == [[200, 100], [199, 99]]
+

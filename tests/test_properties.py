@@ -23,25 +23,20 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from conftest import make_gpu, make_model, mistral_7b
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from inline_specs import make_gpu, make_model, mistral_7b
 
+from planner.batching import ttft_under_load_costs
 from planner.catalog import SpecError, parse_spec
 from planner.cost import prefill_busy_costs, throughput, token_cost
+from planner.dtypes import WEIGHT_BITS
 from planner.memory import max_concurrency
-from planner.plan import plan, ttft_under_load_costs
-from planner.roofline import decode_step_costs, hw_coeffs, model_costs, prefill_time_costs
-from planner.specs import (
-    WEIGHT_BITS,
-    AttentionSpec,
-    CalibrationProfile,
-    Deployment,
-    GpuSpec,
-    ModelSpec,
-    MoeSpec,
-    Workload,
-)
+from planner.phases import decode_step_costs, prefill_time_costs
+from planner.plan import plan
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.roofline import hw_coeffs, model_costs
+from planner.specs import AttentionSpec, Deployment, GpuSpec, ModelSpec, MoeSpec, Workload
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -83,7 +78,7 @@ gpus = st.builds(
     st.floats(8e9, 300e9), st.floats(1e11, 1e13), st.floats(1e13, 3e15), st.floats(1e10, 1e12), st.floats(0.1, 20),
 )
 profiles = st.one_of(
-    st.none(),
+    st.just(IDEAL_PROFILE),
     st.builds(lambda e, h, o, s: CalibrationProfile(mode="calibrated", matmul_efficiency_max=e, matmul_half_tokens=h,
                                                     step_overhead_s=o, per_seq_overhead_s=s,
                                                     weight_bandwidth_efficiency=e, kv_bandwidth_efficiency=e),
@@ -138,7 +133,7 @@ def test_fp8_kv_never_lowers_concurrency(m, g, tp, ctx):
 @SETTINGS
 @given(models(), gpus, profiles, weight_dtypes, tps, st.integers(1, 1024), st.sampled_from([512, 2048, 8192]))
 def test_longer_prompts_never_lower_ttft(m, g, prof, wd, tp, batch, budget):
-    mc, hw = model_costs(m, _dep(tp, weight_dtype=wd)), hw_coeffs(g, wd, prof or CalibrationProfile())
+    mc, hw = model_costs(m, _dep(tp, weight_dtype=wd)), hw_coeffs(g, wd, prof)
     if hw.matmul_half_tokens > 0:  # see the module docstring: isolate the lm_head-efficiency wrinkle
         mc = replace(mc, lm_head_flops_per_seq=0.0)
     p = np.unique(np.geomspace(1, 300_000, 60).astype(int)).astype(float)
@@ -153,7 +148,7 @@ def test_longer_prompts_never_lower_ttft(m, g, prof, wd, tp, batch, budget):
        st.integers(1, 16_384))
 def test_bigger_batch_never_lowers_tpot_or_throughput(m, g, prof, wd, kv, tp, prompt, out, budget):
     mc = model_costs(m, _dep(tp, weight_dtype=wd, kv_cache_dtype=kv))
-    hw = hw_coeffs(g, wd, prof or CalibrationProfile())
+    hw = hw_coeffs(g, wd, prof)
     b = np.arange(1, 1025, dtype=float)
     tpot = np.asarray(decode_step_costs(mc, hw, b, prompt + out / 2).time_s)
     busy = prefill_busy_costs(mc, hw, prompt, b, budget)

@@ -31,7 +31,7 @@ def test_engine_setup_uses_the_memory_budget():
     from planner.memory import memory_budget
 
     m, g = catalog.model("mistral-7b-v0.3"), catalog.gpu("h200-sxm")
-    dep = Deployment(gpu_id=g.id)
+    dep = Deployment.for_gpu(g)
     _, c = engine_setup(m, g, dep)
     assert c.kv_capacity_tokens == memory_budget(m, g, dep).kv_capacity_tokens
     with pytest.raises(ValueError, match="gpu"):

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from inline_specs import gemma_3_27b, make_gpu, mistral_7b
+from conftest import gemma_3_27b, make_gpu, mistral_7b
 from serving_helpers import PROPS, cfg
 
 from planner.serving import EngineConfig, SpecDecode, StepCost, simulate, simulate_sequential
-from planner.specs import CalibrationProfile, Deployment
+from planner.profile import CalibrationProfile
+from planner.specs import Deployment
 from planner.workloads import agentic, batch, chat, make_requests, rag, synthetic
 
 # ------------------------------------------------------------------------------ hand-checked runs
@@ -41,7 +42,7 @@ def test_one_request_alone_ttft_is_prefill_step_and_tpot_is_decode_steps(mistral
 def test_same_as_roofline_prefill_and_decode(mistral):
     """The simulator's single-request TTFT is roofline.prefill_time (one step) and its decode step
     at context c is roofline.decode_step_costs(1, c + 1)."""
-    from planner.roofline import decode_step_costs, prefill_time_costs
+    from planner.phases import decode_step_costs, prefill_time_costs
 
     cost = mistral
     res = simulate(make_requests(2000, 2), cost, cfg())
@@ -60,7 +61,7 @@ def test_two_simultaneous_requests_share_one_prefill_step(mistral):
 
 def test_request_overhead_adds_to_ttft_and_e2e_not_tpot():
     m, g = mistral_7b(), make_gpu()
-    dep = Deployment(gpu_id=g.id)
+    dep = Deployment.for_gpu(g)
     a = simulate(make_requests(256, 8), StepCost.from_specs(m, g, dep), cfg())
     prof = CalibrationProfile(mode="calibrated", request_overhead_s=0.01)
     b = simulate(make_requests(256, 8), StepCost.from_specs(m, g, dep, prof), cfg())
@@ -129,7 +130,7 @@ def test_fast_forward_equals_step_by_step(mistral):
 
 def test_fast_forward_equals_step_by_step_sliding_window():
     m, g = gemma_3_27b(), make_gpu()
-    cost = StepCost.from_specs(m, g, Deployment(gpu_id=g.id))
+    cost = StepCost.from_specs(m, g, Deployment.for_gpu(g))
     reqs = rag(40, rate_per_s=2, seed=2)
     a, b = simulate(reqs, cost, cfg()), simulate(reqs, cost, cfg(), fast_forward=False)
     np.testing.assert_allclose(a.finish_s, b.finish_s, rtol=1e-9)
@@ -154,7 +155,7 @@ def test_higher_rate_never_lowers_p50_ttft(rate, factor):
     """Averaged over 3 fixed seeds (the same arrival pattern compressed in time), p50 TTFT at
     ``factor`` × the rate is not lower (2 % slack for the discreteness of which prefills coincide)."""
     m, g = mistral_7b(), make_gpu()
-    cost = StepCost.from_specs(m, g, Deployment(gpu_id=g.id))
+    cost = StepCost.from_specs(m, g, Deployment.for_gpu(g))
 
     def p50(r):
         return np.mean([np.median(simulate(synthetic(150, 512, 64, rate_per_s=r, seed=s), cost, cfg()).ttft_s)
@@ -169,7 +170,7 @@ def test_higher_rate_never_lowers_p50_ttft(rate, factor):
 @PROPS
 def test_no_nan_and_sane_summary(n, p, o, rate, shared, cap, mns, mnbt, pc, spec):
     m, g = mistral_7b(), make_gpu()
-    cost = StepCost.from_specs(m, g, Deployment(gpu_id=g.id))
+    cost = StepCost.from_specs(m, g, Deployment.for_gpu(g))
     c = EngineConfig(cap, max(1, min(mns, mnbt)), mnbt, 16, pc, SpecDecode(3, 0.7, 0.05) if spec else None)
     res = simulate(synthetic(n, p, o, rate_per_s=rate, shared_prefix_tokens=shared, seed=1), cost, c, debug=True)
     s = res.summary()

@@ -108,7 +108,7 @@ def _records_from_sim(res, name, engine_id, pc, shared=0):
 def test_replay_of_simulated_records_reproduces_them():
     """Records written from a simulation replay with ~0 error (the pipeline, not the model, is tested)."""
     m, g = catalog.model("mistral-7b-v0.3"), catalog.gpu("h200-sxm")
-    dep = Deployment(gpu_id=g.id, max_num_seqs=256, max_num_batched_tokens=2048)
+    dep = Deployment.for_gpu(g, max_num_seqs=256, max_num_batched_tokens=2048)
     cost = StepCost.from_specs(m, g, dep)
     engines = [{"type": "engine", "engine_id": "e-on", "max_num_seqs": 256, "max_num_batched_tokens": 2048,
                 "block_size": 16, "num_gpu_blocks": 40001, "enable_prefix_caching": True},

@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from inline_specs import deepseek_v3, gemma_3_27b, gpt_oss_120b, make_gpu, mistral_7b
+from conftest import deepseek_v3, gemma_3_27b, gpt_oss_120b, make_gpu, mistral_7b
 from serving_helpers import CAL, PROPS
 
 from planner.roofline import attended_decode, attended_prefill, hw_coeffs, model_costs, step_time
 from planner.serving import StepCost, sum_max_linear
-from planner.specs import CalibrationProfile, Deployment
+from planner.profile import CalibrationProfile
+from planner.specs import Deployment
 
 
 @pytest.mark.parametrize("model_fn", [mistral_7b, gemma_3_27b, gpt_oss_120b, deepseek_v3])
@@ -21,7 +22,7 @@ def test_step_cost_equals_roofline_step_time(model_fn, tp, pp, profile):
     """StepCost is step_time reduced to floats: same seconds for mixed batches of prefill chunks
     and decodes (MoE, sliding window, MLA, TP, PP, calibrated efficiencies and overheads)."""
     m, g = model_fn(), make_gpu()
-    dep = Deployment(gpu_id=g.id, num_gpus=tp * pp, tensor_parallel=tp, pipeline_parallel=pp)
+    dep = Deployment.for_gpu(g, num_gpus=tp * pp, tensor_parallel=tp, pipeline_parallel=pp)
     prof = CAL if profile == "calibrated" else CalibrationProfile()
     mc, hw = model_costs(m, dep), hw_coeffs(g, "bf16", prof)
     sc = StepCost(mc, hw)

@@ -10,7 +10,8 @@ import numpy as np
 
 from planner.memory import memory_budget
 from planner.serving.step_cost import StepCost
-from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, GpuSpec, ModelSpec
+from planner.profile import CalibrationProfile, IDEAL_PROFILE
+from planner.specs import Deployment, GpuSpec, ModelSpec
 
 # ------------------------------------------------------------------------------ speculative decoding
 
@@ -117,7 +118,7 @@ def engine_setup(
     model: ModelSpec,
     gpu: GpuSpec,
     deployment: Deployment,
-    profile: CalibrationProfile | None = None,
+    profile: CalibrationProfile = IDEAL_PROFILE,
     *,
     enable_prefix_caching: bool = True,
     spec: SpecDecode | None = None,
@@ -125,7 +126,6 @@ def engine_setup(
 ) -> tuple[StepCost, EngineConfig]:
     """Step costs and engine config of one replica; the KV pool from
     :func:`planner.memory.memory_budget` unless ``kv_capacity_tokens`` is given."""
-    profile = profile or IDEAL_PROFILE
     if kv_capacity_tokens is None:
         mb = memory_budget(model, gpu, deployment, profile)
         if not mb.fits:

@@ -3,7 +3,7 @@ that meets p99 TTFT and TPOT targets (:func:`max_rate_under_slo`, the one knee s
 dashboard share), the dashboard's latency-vs-rate curve (:func:`load_curve`) and the fleet candidates
 of ``planner slo-search`` (:func:`fleet_candidates`).
 
-Not :class:`planner.plan.SloSearch`: that one finds the largest *batch* meeting the targets from the
+Not :class:`planner.batching.LargestBatch`: that one finds the largest *batch* meeting the targets from the
 roofline alone; this one finds the largest *request rate* by simulating the queue.
 """
 
@@ -19,7 +19,8 @@ from planner.serving.config import EngineConfig, engine_setup
 from planner.serving.engine import simulate
 from planner.serving.result import SimResult, percentiles
 from planner.serving.step_cost import StepCost
-from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, GpuSpec, ModelSpec, vllm_serve_defaults
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.specs import Deployment, GpuSpec, ModelSpec, tensor_parallel_candidates
 from planner.units import MILLION, SECONDS_PER_HOUR
 
 INF = float("inf")
@@ -206,7 +207,7 @@ def fleet_candidates(model: ModelSpec, gpus: list[tuple[GpuSpec, CalibrationProf
             for row in _candidates(model, gpu, weight_dtype, kv_cache_dtype, tensor_parallel, profile, make_requests,
                                    ttft_p99_s, tpot_p99_s, target_rate_per_s, enable_prefix_caching, max_num_seqs,
                                    max_num_batched_tokens):
-                row["mode"] = profile.mode if profile is not None else "ideal"
+                row["mode"] = profile.mode
                 rows.append(row)
     rows.sort(key=lambda r: (not r["fits"] or not r["max_rate_per_s"],
                              r["usd_per_million_output_tokens"] if r["usd_per_million_output_tokens"] is not None
@@ -215,7 +216,7 @@ def fleet_candidates(model: ModelSpec, gpus: list[tuple[GpuSpec, CalibrationProf
 
 
 def _candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_rate, prefix_caching, mns, mnbt):
-    options = tps if tps is not None else [t for t in (1, 2, 4, 8) if t <= g.max_gpus_per_node]
+    options = tps if tps is not None else tensor_parallel_candidates(m, g)
     base = {"model": m.id, "gpu": g.id, "weight_dtype": wd, "kv_cache_dtype": kv_dtype,
             "price_usd_per_gpu_hour": g.price_usd_per_hour, "target_rate_per_s": target_rate}
     empty = {k: None for k in FLEET_COLUMNS if k not in base}
@@ -228,10 +229,10 @@ def _candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_rate
         elif t > g.max_gpus_per_node:
             row["note"] = f"TP {t} exceeds {g.max_gpus_per_node} GPUs per node"
         else:
-            dflt_tokens, dflt_seqs = vllm_serve_defaults(g)
-            dep = Deployment(gpu_id=g.id, num_gpus=t, tensor_parallel=t, weight_dtype=wd, kv_cache_dtype=kv_dtype,
-                             max_num_seqs=mns or dflt_seqs, max_num_batched_tokens=mnbt or dflt_tokens)
-            mb = memory_budget(m, g, dep, prof or IDEAL_PROFILE)
+            dep = Deployment.for_gpu(g, num_gpus=t, tensor_parallel=t, weight_dtype=wd, kv_cache_dtype=kv_dtype,
+                                     **({"max_num_seqs": mns} if mns else {}),
+                                     **({"max_num_batched_tokens": mnbt} if mnbt else {}))
+            mb = memory_budget(m, g, dep, prof)
             if not mb.fits:
                 row["note"] = mb.explain()
             else:

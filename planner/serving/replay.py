@@ -15,7 +15,8 @@ from planner.serving.config import EngineConfig
 from planner.serving.engine import simulate
 from planner.serving.result import percentiles
 from planner.serving.step_cost import StepCost
-from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, GpuSpec, ModelSpec
+from planner.profile import CalibrationProfile, IDEAL_PROFILE
+from planner.specs import Deployment, GpuSpec, ModelSpec
 from planner.workloads import make_requests
 
 NAN = float("nan")
@@ -90,7 +91,7 @@ class ReplayReport:
         return {"runs": [r.as_dict() for r in self.rows], "prefix_caching_gain": self.prefix_caching_gain}
 
 
-def replay(records, model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile | None = None, *,
+def replay(records, model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile = IDEAL_PROFILE, *,
            weight_dtype: str = "bf16", kv_cache_dtype: str = "bf16", tensor_parallel: int = 1) -> ReplayReport:
     """Re-run recorded serving measurements through the simulator with the same arrivals, lengths
     and engine configuration (KV pool = the engine's num_gpu_blocks × block_size, less vLLM's null
@@ -123,8 +124,8 @@ def replay(records, model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile 
         elif eng.get("kv_cache_tokens"):
             blocks = int(eng["kv_cache_tokens"]) // bs - 1
         else:  # not recorded: the memory model's pool
-            blocks = memory_budget(model, gpu, dep, profile or IDEAL_PROFILE).kv_capacity_tokens // bs
-        cost = StepCost.from_specs(model, gpu, dep, profile or IDEAL_PROFILE)
+            blocks = memory_budget(model, gpu, dep, profile).kv_capacity_tokens // bs
+        cost = StepCost.from_specs(model, gpu, dep, profile)
         cfg = EngineConfig(blocks * bs, dep.max_num_seqs, dep.max_num_batched_tokens, bs,
                            bool(eng.get("enable_prefix_caching", True)))
         arr = np.array([x["arrival_offset_s"] for x in reqs], dtype=float)

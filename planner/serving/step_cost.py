@@ -4,7 +4,8 @@ sums the decode fast-forward uses (:func:`sum_max_linear`)."""
 from __future__ import annotations
 
 from planner.roofline import HwCoeffs, ModelCosts, hw_coeffs, model_costs
-from planner.specs import IDEAL_PROFILE, CalibrationProfile, Deployment, GpuSpec, ModelSpec
+from planner.profile import CalibrationProfile, IDEAL_PROFILE
+from planner.specs import Deployment, GpuSpec, ModelSpec
 
 
 class StepCost:
