@@ -1,18 +1,17 @@
-"""The fit: raw probe records + catalog specs -> a CalibrationProfile with residuals.
+"""The fit: raw probe records + catalog specs -> a CalibrationProfile with residuals and error bands.
 
 Pure numpy/scipy (no torch, no vllm): CI runs it on the committed real records.
 
-What is fitted, per GPU and engine version (not per model):
-- compute: matmul efficiency eff(T) = e_max · T / (T + T_half) over the tokens of a step, and an
-  attention compute efficiency;
-- memory: the fraction of datasheet bandwidth reached streaming weights, and streaming the KV cache;
-- fixed costs: per step, per scheduled sequence, per token, and per request (front-end + scheduling
-  of an offline ``generate`` call);
-- memory budget: vLLM's non-torch bytes, the peak-activation bytes per batched token per unit of
-  layer width, the weight-bytes factor, and the device memory CUDA reports.
-
-The loss is the squared log ratio predicted/measured, so a 10 % miss on a 5 ms decode step counts
-as much as one on a 1 s prefill.
+What is fitted, per GPU and engine version (not per model), family by family (:mod:`calibration.families`):
+- dense 16-bit GEMMs, attention and the CPU-side overheads (per step, per scheduled sequence, per layer
+  outside CUDA graphs, per request) on the dense engines;
+- the fp8 KV cache's bandwidth efficiency; each quantised weight format's GEMM coefficients; the fused-MoE
+  GEMM and its per-layer routing cost; vLLM's custom all-reduce under tensor parallel — each on its own
+  engines with everything before it held fixed;
+- memory budget: vLLM's non-torch bytes, the peak-activation bytes per batched token per unit of layer
+  width (dense and MoE separately), the weight-bytes factor, and the device memory CUDA reports;
+- how much the per-step and per-request overheads vary between engine starts;
+- the error band of every family and regime, from held-out engines where there are some.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from calibration.families import error_bands, family_of, fit_families, nccl_from_microbench, overhead_spread, regime_of
 from calibration.records import read_records, sha256_file
 from planner import catalog
 from planner.profile import CalibrationProfile, Residuals
@@ -30,55 +30,59 @@ from planner.specs import Deployment
 from planner.validate import KV_ALIASES, error_pct, predict, summarize
 from planner.validate import Measurement as Point
 
-# name, lower bound, upper bound, start
-PARAMS = [
-    ("matmul_efficiency_max", 0.3, 1.2, 0.8),
-    ("matmul_half_tokens", 0.0, 4096.0, 64.0),
-    ("attention_compute_efficiency", 0.1, 1.2, 0.5),
-    ("weight_bandwidth_efficiency", 0.3, 1.2, 0.85),
-    ("kv_bandwidth_efficiency", 0.1, 1.2, 0.7),
-    ("step_overhead_s", 0.0, 0.02, 1e-3),
-    ("prefill_layer_overhead_s", 0.0, 1e-3, 5e-5),
-    ("eager_layer_overhead_s", 0.0, 2e-3, 2e-4),
-    ("per_seq_overhead_s", 0.0, 2e-4, 5e-6),
-    ("request_overhead_s", 0.0, 0.05, 3e-3),
-]
 
-
-def _deployment(gpu_id: str, eng: dict | None, kv: str, tp: int = 1) -> Deployment:
+def _deployment(gpu_id: str, rec: dict, eng: dict | None) -> Deployment:
     eng = eng or {}
+    tp = int(rec.get("tensor_parallel", 1) or 1)
     return Deployment(
-        gpu_id=gpu_id, num_gpus=tp, tensor_parallel=tp, weight_dtype="bf16", kv_cache_dtype=KV_ALIASES.get(kv, "bf16"),
+        gpu_id=gpu_id, num_gpus=tp, tensor_parallel=tp, weight_dtype=rec.get("weight_dtype") or "bf16",
+        kv_cache_dtype=KV_ALIASES.get(rec.get("kv_cache_dtype", "auto"), "bf16"),
         gpu_memory_utilization=eng.get("gpu_memory_utilization", 0.92),
         max_num_batched_tokens=eng.get("max_num_batched_tokens", 16384),
         max_num_seqs=eng.get("max_num_seqs", 1024),
     )
 
 
-def points_from_records(records: list[dict], source: str = "") -> list[Point]:
-    """Probe and engine records -> measurements (failed or skipped probes are left out)."""
-    engines = {}
-    for r in records:
-        if r.get("type") == "engine":
-            engines[(r["model"], r.get("kv_cache_dtype", "auto"), r.get("role", "fit"),
-                     int(r.get("tensor_parallel", 1)))] = r
-    version = next((r.get("vllm_version", "") for r in records if r.get("type") == "env"), "")
+def _engine_key(r: dict) -> tuple:
+    return (r.get("model"), r.get("kv_cache_dtype", "auto"), r.get("role", "fit"), int(r.get("tensor_parallel", 1) or 1),
+            r.get("weight_dtype") or "bf16")
+
+
+def mixed_step_value(r: dict) -> float | None:
+    """The median of a mixed-step probe's samples that are at least its decode-only period (a step that also
+    prefills cannot be shorter than one that only decodes; shorter samples were misattributed by the probe's
+    timestamp matching on single-process engines) — None when no sample survives."""
+    period = r.get("decode_period_median_s") or 0.0
+    valid = sorted(x for x in r.get("mixed_samples_s", []) if x >= 0.95 * period)
+    return valid[len(valid) // 2] if valid else None
+
+
+def points_from_records(records: list[dict], source: str = "", role: str | None = None) -> list[Point]:
+    """Probe and engine records -> measurements (failed or skipped probes, and mixed-step probes with no
+    valid sample, are left out).  ``role`` overrides the records' own role (e.g. a campaign's engine that is
+    held out of the fit)."""
+    engines = {_engine_key(r): r for r in records if r.get("type") == "engine"}
+    version = next((r.get("vllm_version", "") for r in records if r.get("type") in ("env", "engine")), "")
     out = []
     for r in records:
-        key = (r.get("model"), r.get("kv_cache_dtype", "auto"), r.get("role", "fit"), int(r.get("tensor_parallel", 1)))
-        dep = None
-        if r.get("type") in ("probe", "engine_log"):
-            dep = _deployment(r["gpu"], engines.get(key), r.get("kv_cache_dtype", "auto"), r.get("tensor_parallel", 1))
+        if r.get("type") not in ("probe", "engine_log"):
+            continue
+        dep = _deployment(r["gpu"], r, engines.get(_engine_key(r)))
+        who = role or r.get("role", "fit")
         if r.get("type") == "probe" and r.get("status") == "ok":
-            out.append(Point(catalog.model(r["model"]), dep, r["metric"], int(r["batch_size"]), int(r["prompt_tokens"]),
-                             int(r["output_tokens"]), float(r["measured"]), version, source, r.get("role", "fit")))
+            measured, chunk, prompt = float(r["measured"]), int(r.get("chunk_tokens", 0) or 0), int(r["prompt_tokens"])
+            if r["metric"] == "mixed_step_s":
+                measured = mixed_step_value(r)
+                prompt = int(r.get("decode_contexts_tokens") or prompt)
+                if measured is None:
+                    continue
+            out.append(Point(catalog.model(r["model"]), dep, r["metric"], int(r["batch_size"]), prompt,
+                             int(r["output_tokens"]), measured, version, source, who, None, chunk))
         elif r.get("type") == "engine_log" and r.get("returncode") == 0 and r.get("kv_cache_tokens"):
             m = catalog.model(r["model"])
-            out.append(Point(m, dep, "kv_cache_tokens", 0, 0, 0, float(r["kv_cache_tokens"]), version, source,
-                             r.get("role", "fit")))
+            out.append(Point(m, dep, "kv_cache_tokens", 0, 0, 0, float(r["kv_cache_tokens"]), version, source, who))
             if r.get("weights_bytes"):
-                out.append(Point(m, dep, "weights_bytes", 0, 0, 0, float(r["weights_bytes"]), version, source,
-                                 r.get("role", "fit")))
+                out.append(Point(m, dep, "weights_bytes", 0, 0, 0, float(r["weights_bytes"]), version, source, who))
     return out
 
 
@@ -93,7 +97,7 @@ def measurement_rows(points: list[Point]) -> list[dict]:
             "gpu_memory_utilization": d.gpu_memory_utilization, "max_num_batched_tokens": d.max_num_batched_tokens,
             "batch_size": p.batch_size, "prompt_tokens": p.prompt_tokens, "output_tokens": p.output_tokens,
             "metric": p.metric, "measured": repr(p.measured), "engine": "vllm", "engine_version": p.engine_version,
-            "source": p.source,
+            "source": p.source, "chunk_tokens": p.chunk_tokens or "",
         })
     return rows
 
@@ -111,7 +115,9 @@ def residuals_by(points: list[Point], profile: CalibrationProfile, key) -> dict[
 def fit_memory_terms(records: list[dict]) -> dict:
     """vLLM's start-up accounting from the fit engines' logs (bf16 KV engines of role 'fit')."""
     logs = [r for r in records if r.get("type") == "engine_log" and r.get("returncode") == 0
-            and r.get("role", "fit") == "fit" and r.get("peak_activation_bytes") is not None]
+            and r.get("role", "fit") == "fit" and r.get("peak_activation_bytes") is not None
+            and (r.get("weight_dtype") or "bf16") == "bf16" and int(r.get("tensor_parallel", 1) or 1) == 1
+            and catalog.model(r["model"]).moe is None]
     if not logs:
         return {}
     from planner.memory import weight_bytes
@@ -149,88 +155,20 @@ def fit_memory_terms(records: list[dict]) -> dict:
     }
 
 
-FP8_PARAM = ("kv_bandwidth_efficiency_fp8", 0.1, 1.2, 0.5)
-# only tensor-parallel engines among the fit data can pin these down
-TP_PARAMS = [("allreduce_latency_s", 0.0, 1e-4, 1e-5), ("allreduce_bandwidth_efficiency", 0.05, 1.2, 0.6)]
-
-
-def _profile_from(theta, base: dict, params=PARAMS) -> CalibrationProfile:
-    vals = dict(base)
-    for (name, lo, hi, _), v in zip(params, theta):
-        vals[name] = float(min(max(v, lo), hi))
-    return CalibrationProfile(**vals)
-
-
-def fit_latency(points: list[Point], base: dict) -> CalibrationProfile:
-    """Least squares on log(predicted/measured) over the prefill and decode points."""
-    from scipy.optimize import least_squares
-
-    lat = [p for p in points if p.metric in ("prefill_s", "decode_step_s")]
-    if not lat:
-        raise ValueError("no successful prefill or decode probes to fit")
-    params = list(PARAMS)
-    if any(p.deployment.kv_cache_dtype == "fp8" for p in lat):
-        params.append(FP8_PARAM)  # only an fp8-KV engine among the fit data can pin it down
-    if any(p.deployment.tensor_parallel > 1 for p in lat):
-        params += TP_PARAMS
-    meas = np.array([p.measured for p in lat])
-    lo = np.array([p[1] for p in params])
-    hi = np.array([p[2] for p in params])
-    scale = np.maximum(hi - lo, 1e-12)
-
-    def resid(z):
-        prof = _profile_from(lo + z * scale, base, params)
-        pred = np.array([predict(p, prof) for p in lat])
-        return np.log(pred / meas)
-
-    best = None
-    starts = [np.array([p[3] for p in params])]
-    rng = np.random.default_rng(0)
-    starts += [lo + rng.uniform(0.05, 0.95, len(params)) * scale for _ in range(3)]
-    for x0 in starts:
-        z0 = (x0 - lo) / scale
-        r = least_squares(resid, z0, bounds=(0.0, 1.0), diff_step=1e-3, max_nfev=400, loss="soft_l1", f_scale=0.05)
-        if best is None or r.cost < best.cost:
-            best = r
-    return _profile_from(lo + best.x * scale, base, params)
-
-
-CORRECTION_HI_TOKENS = 1024.0
-
-
-def fit_step_corrections(points: list[Point], prof: CalibrationProfile) -> dict:
-    """Per fitted model: the median extra seconds of single-prompt prefills just above the largest
-    CUDA graph (cudagraph_max < tokens < 1024), kept only where it is large (> 3 ms and > 25 % of the
-    prediction).  On the H200 Mistral-7B's 640- and 768-token prompts took 35-53 ms where 512 took 16
-    and 1,024 took 32-39; Qwen2.5-32B showed no such step."""
-    from planner.roofline import cudagraph_max_tokens
-
-    out: dict[str, list[tuple[float, float, float]]] = {}
-    by_model: dict[str, list[tuple[float, float]]] = {}
-    for p in points:
-        lo = cudagraph_max_tokens(p.deployment)
-        if p.metric == "prefill_s" and p.batch_size == 1 and lo < p.prompt_tokens < CORRECTION_HI_TOKENS:
-            pred = predict(p, prof)
-            by_model.setdefault(p.model.id, []).append((p.measured - pred, pred))
-    for model_id, rows in by_model.items():
-        extra = float(np.median([r[0] for r in rows]))
-        pred = float(np.median([r[1] for r in rows]))
-        if len(rows) >= 2 and extra > max(3e-3, 0.25 * pred):
-            lo = min(cudagraph_max_tokens(p.deployment) for p in points if p.model.id == model_id)
-            out[model_id] = [(float(lo), CORRECTION_HI_TOKENS, round(extra, 6))]
-    return out
-
-
-def fit_profile(records: list[dict], *, source: str = "") -> tuple[CalibrationProfile, list[Point]]:
-    """Fit on the 'fit'-role records; residuals on them; validation on 'validate'-role records."""
-    points = points_from_records(records, source)
+def fit_profile(records: list[dict], *, source: str = "", points: list[Point] | None = None,
+                extra_validation: list[Point] = ()) -> tuple[CalibrationProfile, list[Point]]:
+    """Fit on the 'fit'-role points family by family; residuals on them; validation and error bands on the
+    held-out points (``points`` defaults to every record's; ``extra_validation`` adds held-out points from
+    elsewhere, e.g. serving runs)."""
+    points = points_from_records(records, source) if points is None else points
     fit_pts = [p for p in points if p.role == "fit"]
-    val_pts = [p for p in points if p.role != "fit"]
+    val_pts = [p for p in points if p.role != "fit"] + list(extra_validation)
     env = next((r for r in records if r.get("type") == "env"), {})
     micro = next((r for r in records if r.get("type") == "microbench"), {})
+    gpu_id = env.get("gpu") or (fit_pts[0].deployment.gpu_id if fit_pts else None)
     base = {
         "mode": "calibrated",
-        "gpu_id": env.get("gpu") or (fit_pts[0].deployment.gpu_id if fit_pts else None),
+        "gpu_id": gpu_id,
         "engine": "vllm",
         "engine_version": env.get("vllm_version", ""),
         "created": env.get("date", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")),
@@ -240,13 +178,18 @@ def fit_profile(records: list[dict], *, source: str = "") -> tuple[CalibrationPr
         "command": env.get("command", ""),
     }
     base.update({k: v for k, v in fit_memory_terms(records).items() if v is not None})
-    prof = fit_latency(fit_pts, base)
-    corrections = fit_step_corrections(fit_pts, prof)
-    if corrections:
-        prof = prof.model_copy(update={"step_corrections": corrections})
-    res = residuals_by(fit_pts, prof, lambda p: p.regime)
-    val = residuals_by(val_pts, prof, lambda p: f"{p.model.id}/{p.deployment.kv_cache_dtype}/{p.metric}") if val_pts else {}
-    prof = prof.model_copy(update={"residuals": res, "validation": val})
+    link = catalog.gpu(gpu_id).interconnect_bandwidth_bytes_per_s if gpu_id in catalog.gpus() else 1.0
+    lat_pts = [p for p in fit_pts if p.metric in ("prefill_s", "decode_step_s", "mixed_step_s")]
+    if not lat_pts:
+        raise ValueError("no successful prefill or decode probes to fit")
+    prof = fit_families(lat_pts, CalibrationProfile(**base), nccl_from_microbench(records, link))
+    step_spread, request_spread = overhead_spread(points, prof)
+    res = residuals_by(fit_pts, prof, lambda p: f"{family_of(p)}/{regime_of(p)}")
+    val = residuals_by(val_pts, prof, lambda p: f"{family_of(p)}/{p.model.id}/{p.deployment.kv_cache_dtype}/"
+                                                 f"{regime_of(p)}") if val_pts else {}
+    prof = prof.model_copy(update={"residuals": res, "validation": val, "step_overhead_spread": step_spread,
+                                   "request_overhead_spread": request_spread,
+                                   "error_bands": error_bands(fit_pts, val_pts, prof)})
     return prof, points
 
 

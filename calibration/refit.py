@@ -3,34 +3,79 @@
     python -m calibration.refit
 
 (what produced calibration/profiles/h200-sxm-vllm-0.26.0.yaml and calibration/data/h200-validation.csv;
-the device commands that produced the raw files are in calibration/data/README.md)."""
+the device commands that produced the raw files are in calibration/data/README.md).
+
+Which engines are fitted and which are held out, per family (the held-out ones give the error bands):
+
+| family | fitted on | held out |
+| --- | --- | --- |
+| dense bf16 | Mistral-7B (3 engine starts), Qwen2.5-32B | Llama-3.1-8B, Qwen2.5-7B |
+| fp8 KV cache | Mistral-7B | Mistral-7B (another start, other grid), Llama-3.1-8B |
+| fp8 weights (W8A8) | Llama-3.1-8B | Qwen2.5-32B |
+| int4 weights (W4A16) | Llama-3.1-8B | none measured (see the README: published numbers) |
+| MoE | Qwen3-30B-A3B (128 experts, top-8) | Mixtral-8x7B (8 experts, top-2), from its serving runs |
+| TP 2 | Llama-3.1-8B | none: the Qwen2.5-32B TP 2 boot's requests failed (HTTP 400) |
+"""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from calibration.fit import fit_and_write, measurement_rows, points_from_records
-from calibration.records import read_records
+from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml
+from calibration.records import read_records, sha256_file
+from calibration.serving_points import serving_points
 from planner.validate import write_measurements
 
 DATA = Path(__file__).resolve().parent / "data"
 PROFILES = Path(__file__).resolve().parent / "profiles"
-RAW = ["h200-fit.jsonl", "h200-fit2.jsonl", "h200-fit3.jsonl", "h200-validate.jsonl"]
-COMMAND = "python -m calibration.refit  # fit on the 'fit'-role records of " + ", ".join(RAW)
+CAMPAIGN = "h200x2-2026-11-30"
+#: raw probe files and the role their engines play here (None: the role recorded at measurement time)
+RAW: dict[str, str | None] = {
+    "h200-fit.jsonl": None, "h200-fit2.jsonl": None, "h200-fit3.jsonl": None, "h200-validate.jsonl": None,
+    f"{CAMPAIGN}/h200x2-moe-fit.jsonl": None,
+    f"{CAMPAIGN}/h200x2-fp8-fit.jsonl": None,
+    f"{CAMPAIGN}/h200x2-fp8-val.jsonl": None,
+    f"{CAMPAIGN}/h200x2-int4-fit.jsonl": None,
+    f"{CAMPAIGN}/h200x2-tp2-fit.jsonl": None,
+    f"{CAMPAIGN}/h200x2-fp8kv-fit.jsonl": "validate",  # measured with the fit grid, held out of the fp8-KV fit
+    f"{CAMPAIGN}/h200x2-allreduce.jsonl": None,
+}
+#: serving runs whose idle-engine requests give held-out points (serve_bench records + vllm bench serve JSON)
+SERVING = {f"{CAMPAIGN}/serve-mixtral-8x7b": "mixtral-8x7b"}
+COMMAND = "python -m calibration.refit  # see calibration/refit.py for which engines are fitted and held out"
+
+
+def inputs() -> tuple[list[dict], list, list]:
+    """(every raw record, their measurements with this refit's roles, the serving runs' held-out points)."""
+    records, points = [], []
+    for name, role in RAW.items():
+        path = DATA / name
+        recs = read_records(path)
+        records += recs
+        points += points_from_records(recs, f"calibration/data/{name}", role=role)
+    extra = [p for folder, model in SERVING.items() for p in serving_points(DATA / folder, model)]
+    return records, points, extra
 
 
 def main() -> int:
-    paths = [DATA / r for r in RAW]
-    path, prof = fit_and_write(paths, PROFILES, command=COMMAND)
-    rows = []
-    for p in paths:
-        pts = points_from_records(read_records(p), f"calibration/data/{p.name}")
-        rows += measurement_rows([x for x in pts if x.role == "validate"])
+    paths = {DATA / name: role for name, role in RAW.items()}
+    records, points, extra = inputs()
+    prof, points = fit_profile(records, points=points, extra_validation=extra)
+    prof = prof.model_copy(update={
+        "raw_data": [str(p.relative_to(DATA)) for p in paths] + list(SERVING),
+        "raw_data_sha256": [sha256_file(p) for p in paths],
+        "command": COMMAND,
+    })
+    out = PROFILES / f"{prof.gpu_id}-vllm-{prof.engine_version}.yaml"
+    out.write_text(profile_to_yaml(prof))
+    rows = measurement_rows([x for x in points if x.role != "fit"] + extra)
     write_measurements(rows, DATA / "h200-validation.csv")
-    print(f"wrote {path} (fitted on {', '.join(prof.models_used)}) and {DATA / 'h200-validation.csv'} ({len(rows)} rows)")
+    print(f"wrote {out} (fitted on {', '.join(prof.models_used)}) and {DATA / 'h200-validation.csv'} ({len(rows)} rows)")
     for k, v in {**prof.residuals, **prof.validation}.items():
-        print(f"  {k:45s} n={v.n:3d}  median |err| {v.median_abs_error_pct:5.1f}%  p90 {v.p90_abs_error_pct:5.1f}%")
+        print(f"  {k:55s} n={v.n:3d}  median |err| {v.median_abs_error_pct:5.1f}%  p90 {v.p90_abs_error_pct:5.1f}%")
+    for k, b in prof.error_bands.items():
+        print(f"  band {k:30s} ±{b.pct:5.1f}% (median {b.median_pct:4.1f}%, n={b.n}, {b.basis})")
     return 0
 
 

@@ -168,7 +168,7 @@ def largest_batch_under_slo(
     limit_name = "memory" if max_concurrency <= deployment.max_num_seqs else "max_num_seqs"
     if workload.concurrency is not None and workload.concurrency < limit:
         limit, limit_name = workload.concurrency, "concurrency"
-    mc, hw = model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile)
+    mc, hw = model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile, model)
 
     def evaluate(b):
         tpot, ttft = _latencies(mc, hw, deployment, workload, b)

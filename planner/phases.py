@@ -109,6 +109,15 @@ def decode_step_costs(mc: ModelCosts, hw: HwCoeffs, batch_size, context_tokens) 
     return phase_time("decode", st, 1.0)
 
 
+def mixed_step_time(mc: ModelCosts, hw: HwCoeffs, batch_size, context_tokens, chunk_tokens) -> StepTime:
+    """One continuous-batching step: ``batch_size`` sequences decode at ``context_tokens`` while a new prompt's
+    ``chunk_tokens`` are prefilled from position 0 (its first chunk); the new prompt is sampled too."""
+    b = np.asarray(batch_size, dtype=float)
+    c = np.asarray(chunk_tokens, dtype=float)
+    return step_time(mc, hw, prefill_tokens=c, prefill_attended=attended_prefill(mc, 0.0, c), decode_seqs=b,
+                     decode_attended=b * attended_decode(mc, context_tokens), sampled_seqs=b + 1.0)
+
+
 # -------------------------------------------------------------------------------- convenience API
 
 
@@ -116,7 +125,7 @@ def prefill_time(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, prompt_
                  profile: CalibrationProfile = IDEAL_PROFILE) -> PhaseTime:
     """TTFT of ``batch_size`` requests of ``prompt_tokens`` arriving together at an idle engine."""
     _check_tokens("prompt_tokens", prompt_tokens)
-    return prefill_time_costs(model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile),
+    return prefill_time_costs(model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile, model),
                               prompt_tokens, batch_size, deployment.max_num_batched_tokens)
 
 
@@ -125,7 +134,7 @@ def decode_step_time(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, bat
     """TPOT: one decode step of ``batch_size`` sequences at ``context_tokens`` each."""
     _check_tokens("batch_size", batch_size)
     _check_tokens("context_tokens", context_tokens)
-    return decode_step_costs(model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile),
+    return decode_step_costs(model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile, model),
                              batch_size, context_tokens)
 
 

@@ -58,7 +58,7 @@ def plan(
     conc = kv_pool_concurrency(budget.kv_pool_bytes, per_req_gpu, budget.fits)
     kv_req = kv_bytes_per_request(model, deployment.kv_cache_dtype, workload.context_tokens,
                                   deployment.block_size_tokens)
-    mc, hw = model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile)
+    mc, hw = model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile, model)
     ttft = prefill_time_costs(mc, hw, workload.prompt_tokens, 1, deployment.max_num_batched_tokens)
     slo = largest_batch_under_slo(model, gpu, deployment, workload, profile, max_concurrency=conc)
     b = max(slo.batch_size, 1)

@@ -23,6 +23,86 @@ class Residuals(FrozenSpec):
     median_signed_error_pct: float = 0.0
 
 
+Efficiency = Annotated[float, Field(gt=0, le=1.5)]
+NonNegFloat = Annotated[float, Field(ge=0)]
+
+
+class WeightFormatCoeffs(FrozenSpec):
+    """Dense GEMM coefficients of one weight format: the kernel family vLLM runs for it (fp8 W8A8 through
+    CUTLASS scaled_mm with per-token activation scales; weight-only int4/int8 through Machete/Marlin)."""
+
+    kernel: str = Field("", description="what vLLM ran, from its start-up log")
+    weight_bandwidth_efficiency: Efficiency = Field(description="fraction of datasheet HBM bandwidth streaming weights")
+    matmul_efficiency_max: Efficiency = Field(description="compute efficiency at large batches, eff(T) = max·T/(T+half)")
+    matmul_half_tokens: NonNegFloat = 0.0
+    dequant_s_per_token_param: NonNegFloat = Field(
+        0.0, description="seconds per (token × linear parameter) added to the weight-streaming time: quantise/"
+        "dequantise work and small-M tile waste that grow with the batch while decode is memory-bound (hidden once "
+        "the GEMM is compute-bound)")
+    fitted_on: list[str] = Field(default_factory=list, description="models this format was fitted on")
+
+
+class MoeCoeffs(FrozenSpec):
+    """The fused/grouped MoE GEMM (vLLM's Triton fused_moe): its own roofline efficiencies over the experts a
+    step touches (E·(1 − (1 − k/E)^T) per layer) and its fixed per-layer cost (routing, token sort/align)."""
+
+    kernel: str = ""
+    weight_bandwidth_efficiency: Efficiency
+    matmul_efficiency_max: Efficiency
+    matmul_half_tokens: NonNegFloat = 0.0
+    layer_overhead_s: NonNegFloat = Field(0.0, description="per MoE layer per step (routing, align, scatter)")
+    eager_layer_overhead_s: NonNegFloat = Field(0.0, description="per MoE layer for steps above the CUDA-graph size")
+    prefill_layer_overhead_s: NonNegFloat = Field(
+        0.0, description="per MoE layer for steps with prompt tokens inside the CUDA-graph size (PIECEWISE graphs)")
+    fitted_on: list[str] = Field(default_factory=list)
+
+
+class AllreduceCoeffs(FrozenSpec):
+    """Tensor-parallel all-reduce: vLLM's custom all-reduce below ``custom_max_bytes`` (fitted on TP engine
+    probes), NCCL above it (an NCCL micro-benchmark).  Bandwidths are fractions of the GPU's datasheet link
+    bandwidth so they transfer to other GPUs; latencies are absolute."""
+
+    custom_latency_s: NonNegFloat
+    custom_bandwidth_efficiency: Efficiency
+    custom_max_bytes: float = Field(8 * 2**20, gt=0, description="vLLM's custom all-reduce size limit (8 MiB)")
+    nccl_latency_s: NonNegFloat
+    nccl_bandwidth_efficiency: Efficiency
+    source: str = ""
+
+
+class ShapeCorrection(FrozenSpec):
+    """A GEMM-shape cliff the probes measured: steps of ``tokens_lo < T < tokens_hi`` tokens of every model
+    whose dense layers have this (hidden, intermediate) shape cost ``extra_s_per_layer`` more per layer.
+    Keyed by the GEMM shape, not the model: on the H200 (vLLM 0.26) Mistral-7B and Llama-3.1-8B (4,096 ×
+    14,336) took 35-53 ms for 640-768-token steps where 1,024 tokens took 32 ms; Qwen shapes showed none."""
+
+    hidden_size: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0)
+    tokens_lo: float = Field(ge=0)
+    tokens_hi: float = Field(gt=0)
+    extra_s_per_layer: NonNegFloat
+    fitted_on: list[str] = Field(default_factory=list)
+
+
+class Spread(FrozenSpec):
+    """A quantity measured once per engine start: how it varied across starts."""
+
+    n: NonNegInt
+    p10: float
+    median: float
+    p90: float
+
+
+class ErrorBand(FrozenSpec):
+    """The expected error of one prediction family and regime: p90 of |predicted − measured| / measured on the
+    points named by ``basis`` (held-out models where there are some)."""
+
+    pct: float = Field(ge=0, description="p90 absolute error, percent (shown as ±pct)")
+    median_pct: float = Field(ge=0)
+    n: NonNegInt
+    basis: str = Field(description="'held-out: <models>', 'fit residuals: <models>' or 'public: <sources>'")
+
+
 class CalibrationProfile(FrozenSpec):
     """Efficiencies and overheads of the roofline model for one GPU and engine version.
 
@@ -62,15 +142,21 @@ class CalibrationProfile(FrozenSpec):
     per_seq_overhead_s: Annotated[float, Field(ge=0)] = 0.0
     per_token_overhead_s: Annotated[float, Field(ge=0)] = 0.0
     request_overhead_s: Annotated[float, Field(ge=0)] = 0.0
-    # --- measured per-model corrections: extra seconds for steps of tokens_lo < tokens < tokens_hi
-    #     (e.g. Mistral/Llama-shaped GEMMs just above the largest CUDA graph); used only for that model
-    step_corrections: dict[str, list[tuple[float, float, float]]] = Field(
-        default_factory=dict,
-        description="model id -> [(tokens_lo, tokens_hi, extra_s)] measured on models the profile was fitted on",
-    )
     # --- interconnect (tensor parallel)
     allreduce_latency_s: Annotated[float, Field(ge=0)] | None = None
     allreduce_bandwidth_efficiency: Annotated[float, Field(gt=0, le=1.5)] = 1.0
+    allreduce: AllreduceCoeffs | None = Field(None, description="custom all-reduce vs NCCL by message size")
+    # --- kernel families beyond dense bf16 (the top-level coefficients above are dense 16-bit GEMMs)
+    weight_formats: dict[str, WeightFormatCoeffs] = Field(
+        default_factory=dict, description="dense GEMM coefficients per weight format (fp8, int4, ...)")
+    moe: MoeCoeffs | None = Field(None, description="fused-MoE GEMM coefficients, if fitted")
+    shape_corrections: list[ShapeCorrection] = Field(
+        default_factory=list, description="GEMM-shape cliffs measured by the probes (keyed by shape, not model)")
+    # --- how much engine starts differ, and the expected error per family and regime
+    step_overhead_spread: Spread | None = Field(None, description="per-step CPU overhead across engine starts, s")
+    request_overhead_spread: Spread | None = Field(None, description="per-request overhead across engine starts, s")
+    error_bands: dict[str, ErrorBand] = Field(
+        default_factory=dict, description="'<family>/<regime>' -> expected error (see planner.bands)")
     # --- memory budget terms (vLLM start-up accounting)
     non_torch_bytes: Annotated[float, Field(ge=0)] = 0.0
     cudagraph_bytes: Annotated[float, Field(ge=0)] = 0.0

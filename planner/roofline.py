@@ -2,12 +2,16 @@
 
 A step is a sum of kernels, each limited by its own roof:
 
-    linear   max(GEMM FLOPs / (peak × eff(T)),     weight bytes read / (bandwidth × eff_w))
-    attention max(attention FLOPs / (peak × eff_a), KV bytes read / (bandwidth × eff_kv))
-    comm     2 all-reduces per layer under tensor parallel
-    overhead step + per sequence + per token (launches, scheduling, sampling)
+    linear    max(GEMM FLOPs / (peak × eff_f(T)),    weight bytes read / (bandwidth × eff_w,f))
+              where the weight stream carries + tokens × quantised params × dequant_f   (weight format f)
+    moe       max(expert FLOPs / (peak × eff_moe(T)), touched expert bytes / (bandwidth × eff_w,moe))
+              + MoE layers × layer overhead                    (fused MoE: routing, align, grouped GEMM)
+    attention max(attention FLOPs / (peak × eff_a), KV bytes read / (bandwidth × eff_kv,dtype))
+    comm      2 all-reduces per layer under tensor parallel: vLLM's custom all-reduce below 8 MiB, NCCL above
+    overhead  step + per sequence + per token (launches, scheduling, sampling) + per layer outside CUDA graphs
 
-The efficiencies and overheads come from a :class:`CalibrationProfile` (ideal roofline by default).
+The kernel families' efficiencies and overheads come from a :class:`CalibrationProfile` (ideal roofline
+by default): ``hw_coeffs`` picks the weight format's own coefficients, the MoE and all-reduce ones.
 Every function works elementwise on numpy arrays as well as on floats, so ``sweep`` and the
 simulator evaluate thousands of steps in one call.  Results keep their parts and name the bound.
 """
@@ -41,8 +45,10 @@ class ModelCosts:
     kv_cache_dtype: str
     tensor_parallel: int
     pipeline_parallel: int
-    linear_flops_per_token: float  # 2 × active matmul params (no lm_head) / (TP·PP)
+    linear_flops_per_token: float  # 2 × active non-expert matmul params (no lm_head) / (TP·PP)
     lm_head_flops_per_seq: float  # 2 × vocab × hidden / TP, once per sampled sequence
+    moe_flops_per_token: float  # 2 × routed-expert params one token multiplies (k per MoE layer) / (TP·PP)
+    quantized_params_per_token: float  # linear params (dense + k experts per layer) a token multiplies, per GPU
     dense_weight_bytes: float  # weights read every step (non-expert), per GPU
     expert_weight_bytes: float  # one routed expert in one layer, per GPU
     num_moe_layers: float  # per pipeline stage
@@ -79,14 +85,17 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
     non_expert_linear = p.attention + p.dense_mlp + p.shared_experts
     kept_read = p.lm_head_matmul + p.norms + p.router
     dense_bytes = non_expert_linear * bytes_per_quant + kept_read * ACT_BYTES
+    routed_active = p.num_moe_layers * p.experts_per_token * p.expert
     return ModelCosts(
         model_id=model.id,
         weight_dtype=deployment.weight_dtype,
         kv_cache_dtype=deployment.kv_cache_dtype,
         tensor_parallel=tp,
         pipeline_parallel=pp,
-        linear_flops_per_token=2.0 * p.active_matmul_no_lm_head / (tp * pp),
+        linear_flops_per_token=2.0 * (p.active_matmul_no_lm_head - routed_active) / (tp * pp),
         lm_head_flops_per_seq=2.0 * p.lm_head_matmul / tp,
+        moe_flops_per_token=2.0 * routed_active / (tp * pp),
+        quantized_params_per_token=(non_expert_linear + routed_active) / (tp * pp),
         dense_weight_bytes=dense_bytes / (tp * pp),
         expert_weight_bytes=p.expert * bytes_per_quant / tp,
         num_moe_layers=p.num_moe_layers / pp,
@@ -134,14 +143,65 @@ class HwCoeffs:
     per_seq_overhead_s: float
     per_token_overhead_s: float
     request_overhead_s: float
-    link_bandwidth_bytes_per_s: float
+    link_bandwidth_bytes_per_s: float  # custom all-reduce (small messages)
     allreduce_latency_s: float
-    step_corrections: tuple = ()  # ((model_id, tokens_lo, tokens_hi, extra_s), ...)
+    dequant_s_per_token_param: float = 0.0
+    moe_weight_bandwidth_efficiency: float = 1.0
+    moe_matmul_efficiency_max: float = 1.0
+    moe_matmul_half_tokens: float = 0.0
+    moe_layer_overhead_s: float = 0.0
+    moe_eager_layer_overhead_s: float = 0.0
+    moe_prefill_layer_overhead_s: float = 0.0
+    allreduce_custom_max_bytes: float = float("inf")  # above: NCCL
+    nccl_latency_s: float = 0.0
+    nccl_bandwidth_bytes_per_s: float = 1.0
+    weight_format_basis: str = "bf16"  # whose coefficients the linear layers use (see hw_coeffs)
+    shape_extra_s_per_layer: float = 0.0  # a measured GEMM-shape cliff of this model's shape (see hw_coeffs)
+    shape_tokens_lo: float = float("inf")
+    shape_tokens_hi: float = float("inf")
 
 
-def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDEAL_PROFILE) -> HwCoeffs:
+#: Weight formats whose GEMMs have no coefficients of their own fall back to a measured relative: weight-only
+#: 8-bit and 4-bit formats dequantise on the fly like int4 (Machete/Marlin); fp16 runs the bf16 kernels.
+FORMAT_FALLBACKS: dict[str, tuple[str, ...]] = {
+    "fp16": ("bf16",), "int8": ("int4",), "nf4": ("int4",), "mxfp4": ("int4",), "fp8": (), "int4": (), "bf16": (),
+}
+
+
+def format_coeffs(profile: CalibrationProfile, weight_dtype: str):
+    """(the format whose GEMM coefficients apply, its WeightFormatCoeffs or None for the dense bf16 ones)."""
+    for f in (weight_dtype, *FORMAT_FALLBACKS.get(weight_dtype, ())):
+        if f in profile.weight_formats:
+            return f, profile.weight_formats[f]
+    return "bf16", None
+
+
+def shape_correction(profile: CalibrationProfile, model: ModelSpec | None):
+    """The profile's GEMM-shape cliff for ``model``'s dense (hidden, intermediate) shape, or None."""
+    if model is None or model.moe is not None:
+        return None
+    return next((c for c in profile.shape_corrections
+                 if (c.hidden_size, c.intermediate_size) == (model.hidden_size, model.intermediate_size)), None)
+
+
+def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDEAL_PROFILE,
+              model: ModelSpec | None = None) -> HwCoeffs:
+    """``gpu`` seen through ``profile`` for weights stored as ``weight_dtype``; ``model`` (optional) picks up
+    a measured GEMM-shape cliff of its shape."""
     dtype, peak = gpu.peak_flops_for(weight_dtype)
+    shape = shape_correction(profile, model)
     _, attn_peak = gpu.peak_flops_for("bf16")
+    basis, fmt = format_coeffs(profile, weight_dtype)
+    moe = profile.moe
+    link = gpu.interconnect_bandwidth_bytes_per_s
+    ar = profile.allreduce
+    if ar is not None:
+        ar_lat, ar_bw, ar_max = ar.custom_latency_s, link * ar.custom_bandwidth_efficiency, ar.custom_max_bytes
+        nccl_lat, nccl_bw = ar.nccl_latency_s, link * ar.nccl_bandwidth_efficiency
+    else:
+        ar_lat = profile.allreduce_latency_s if profile.allreduce_latency_s is not None else gpu.interconnect_latency_s
+        ar_bw, ar_max = link * profile.allreduce_bandwidth_efficiency, float("inf")
+        nccl_lat, nccl_bw = ar_lat, ar_bw
     return HwCoeffs(
         gpu_id=gpu.id,
         mode=profile.mode,
@@ -149,10 +209,10 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         linear_compute_dtype=dtype,
         attn_peak_flops_per_s=attn_peak,
         hbm_bandwidth_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s,
-        matmul_efficiency_max=profile.matmul_efficiency_max,
-        matmul_half_tokens=profile.matmul_half_tokens,
+        matmul_efficiency_max=fmt.matmul_efficiency_max if fmt else profile.matmul_efficiency_max,
+        matmul_half_tokens=fmt.matmul_half_tokens if fmt else profile.matmul_half_tokens,
         attention_compute_efficiency=profile.attention_compute_efficiency,
-        weight_bandwidth_efficiency=profile.weight_bandwidth_efficiency,
+        weight_bandwidth_efficiency=fmt.weight_bandwidth_efficiency if fmt else profile.weight_bandwidth_efficiency,
         kv_bandwidth_efficiency=profile.kv_bandwidth_efficiency,
         kv_bandwidth_efficiency_fp8=profile.kv_bandwidth_efficiency_fp8 or profile.kv_bandwidth_efficiency,
         step_overhead_s=profile.step_overhead_s,
@@ -161,22 +221,38 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         per_seq_overhead_s=profile.per_seq_overhead_s,
         per_token_overhead_s=profile.per_token_overhead_s,
         request_overhead_s=profile.request_overhead_s,
-        link_bandwidth_bytes_per_s=gpu.interconnect_bandwidth_bytes_per_s * profile.allreduce_bandwidth_efficiency,
-        allreduce_latency_s=(
-            profile.allreduce_latency_s if profile.allreduce_latency_s is not None else gpu.interconnect_latency_s
-        ),
-        step_corrections=tuple((m, lo, hi, x) for m, rows in sorted(profile.step_corrections.items())
-                               for lo, hi, x in rows),
+        link_bandwidth_bytes_per_s=ar_bw,
+        allreduce_latency_s=ar_lat,
+        dequant_s_per_token_param=fmt.dequant_s_per_token_param if fmt else 0.0,
+        moe_weight_bandwidth_efficiency=moe.weight_bandwidth_efficiency if moe else profile.weight_bandwidth_efficiency,
+        moe_matmul_efficiency_max=moe.matmul_efficiency_max if moe else profile.matmul_efficiency_max,
+        moe_matmul_half_tokens=moe.matmul_half_tokens if moe else profile.matmul_half_tokens,
+        moe_layer_overhead_s=moe.layer_overhead_s if moe else 0.0,
+        moe_eager_layer_overhead_s=moe.eager_layer_overhead_s if moe else 0.0,
+        moe_prefill_layer_overhead_s=moe.prefill_layer_overhead_s if moe else 0.0,
+        allreduce_custom_max_bytes=ar_max,
+        nccl_latency_s=nccl_lat,
+        nccl_bandwidth_bytes_per_s=nccl_bw,
+        weight_format_basis=basis,
+        shape_extra_s_per_layer=shape.extra_s_per_layer if shape else 0.0,
+        shape_tokens_lo=shape.tokens_lo if shape else float("inf"),
+        shape_tokens_hi=shape.tokens_hi if shape else float("inf"),
     )
 
 
-def step_correction_s(mc: ModelCosts, hw: HwCoeffs, tokens):
-    """Measured extra seconds for a step of ``tokens`` of this model (0 for models not calibrated on)."""
-    extra = np.zeros_like(np.asarray(tokens, dtype=float))
-    for model_id, lo, hi, x in hw.step_corrections:
-        if model_id == mc.model_id:
-            extra = extra + np.where((tokens > lo) & (tokens < hi), x, 0.0)
-    return extra
+def allreduce_s(mc: ModelCosts, hw: HwCoeffs, tokens):
+    """All-reduce time of one step: 2 per layer under TP, each latency + 2(n−1)/n × message / bandwidth (a
+    ring's bytes per link), vLLM's custom all-reduce for messages up to its limit and NCCL above."""
+    tokens = np.asarray(tokens, dtype=float)
+    if not mc.allreduces_per_step:
+        return np.zeros_like(tokens)
+    n = mc.tensor_parallel
+    msg = tokens * mc.allreduce_bytes_per_token
+    ring = 2.0 * (n - 1) / n * msg
+    custom = hw.allreduce_latency_s + ring / hw.link_bandwidth_bytes_per_s
+    nccl = hw.nccl_latency_s + ring / hw.nccl_bandwidth_bytes_per_s
+    one = np.where(msg <= hw.allreduce_custom_max_bytes, custom, nccl)
+    return np.where(tokens > 0, mc.allreduces_per_step * one, 0.0)
 
 
 # ------------------------------------------------------------------------------- attention sums
@@ -231,10 +307,15 @@ class StepTime:
     flops: object
     bytes: object
     mode: str = "ideal"
+    moe_compute_s: object = 0.0
+    moe_memory_s: object = 0.0
+    dequant_s: object = 0.0  # quantised formats' per-token work added to the weight stream (small batches)
 
     @property
     def linear_s(self):
-        return np.maximum(self.linear_compute_s, self.linear_memory_s)
+        """Dense GEMMs (max of compute and weight streaming + dequantisation) + fused-MoE GEMMs."""
+        return (np.maximum(self.linear_compute_s, np.asarray(self.linear_memory_s) + self.dequant_s)
+                + np.maximum(self.moe_compute_s, self.moe_memory_s))
 
     @property
     def attention_s(self):
@@ -246,21 +327,19 @@ class StepTime:
 
     @property
     def compute_s(self):
-        return self.linear_compute_s + self.attention_compute_s
+        return self.linear_compute_s + self.moe_compute_s + self.attention_compute_s
 
     @property
     def memory_s(self):
-        return self.linear_memory_s + self.attention_memory_s
+        return self.linear_memory_s + self.dequant_s + self.moe_memory_s + self.attention_memory_s
 
     @property
     def bound(self):
         """Which roof limits the step: 'compute', 'memory', 'communication' or 'overhead'."""
-        roof = np.maximum(self.linear_compute_s, self.linear_memory_s) + np.maximum(
-            self.attention_compute_s, self.attention_memory_s
-        )
-        compute_part = np.where(self.linear_compute_s >= self.linear_memory_s, self.linear_compute_s, 0.0) + np.where(
-            self.attention_compute_s >= self.attention_memory_s, self.attention_compute_s, 0.0
-        )
+        pairs = ((self.linear_compute_s, np.asarray(self.linear_memory_s) + self.dequant_s),
+                 (self.moe_compute_s, self.moe_memory_s), (self.attention_compute_s, self.attention_memory_s))
+        roof = sum(np.maximum(c, m) for c, m in pairs)
+        compute_part = sum(np.where(np.asarray(c) >= m, c, 0.0) for c, m in pairs)
         label = np.where(compute_part * 2 >= roof, "compute", "memory")
         label = np.where(np.asarray(self.comm_s) > roof, "communication", label)
         label = np.where(np.asarray(self.overhead_s) > np.maximum(roof, self.comm_s), "overhead", label)
@@ -294,14 +373,24 @@ def step_time(
     ds = np.asarray(decode_seqs, dtype=float)
     tokens = pt + ds
     sampled = ds + (pt > 0) if sampled_seqs is None else np.asarray(sampled_seqs, dtype=float)
-    # linear layers
+    active = tokens > 0
+    # dense linear layers (non-expert weights, lm_head)
     lin_flops = mc.linear_flops_per_token * tokens + mc.lm_head_flops_per_seq * sampled / mc.pipeline_parallel
-    touched = experts_touched(mc.num_experts, mc.experts_per_token, tokens)
-    w_bytes = mc.dense_weight_bytes + mc.num_moe_layers * touched * mc.expert_weight_bytes
-    w_bytes = np.where(tokens > 0, w_bytes, 0.0)
+    w_bytes = np.where(active, mc.dense_weight_bytes, 0.0)
     eff = hw.matmul_efficiency_max * tokens / (tokens + hw.matmul_half_tokens + 1e-30)
     lin_c = lin_flops / (hw.linear_peak_flops_per_s * np.maximum(eff, 1e-9))
     lin_m = w_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.weight_bandwidth_efficiency)
+    dequant = hw.dequant_s_per_token_param * tokens * mc.quantized_params_per_token
+    # routed experts (fused MoE): the experts the step's tokens touch are read once each
+    if mc.num_experts:
+        touched = experts_touched(mc.num_experts, mc.experts_per_token, tokens)
+        moe_bytes = np.where(active, mc.num_moe_layers * touched * mc.expert_weight_bytes, 0.0)
+        moe_flops = mc.moe_flops_per_token * tokens
+        moe_eff = hw.moe_matmul_efficiency_max * tokens / (tokens + hw.moe_matmul_half_tokens + 1e-30)
+        moe_c = moe_flops / (hw.linear_peak_flops_per_s * np.maximum(moe_eff, 1e-9))
+        moe_m = moe_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.moe_weight_bandwidth_efficiency)
+    else:
+        moe_bytes = moe_flops = moe_c = moe_m = np.zeros_like(tokens)
     # attention
     att_flops = mc.attn_flops_per_ctx_prefill * np.asarray(prefill_attended, dtype=float) + (
         mc.attn_flops_per_ctx_decode * np.asarray(decode_attended, dtype=float)
@@ -313,28 +402,23 @@ def step_time(
     att_c = att_flops / (hw.attn_peak_flops_per_s * hw.attention_compute_efficiency)
     kv_eff = hw.kv_bandwidth_efficiency_fp8 if mc.kv_cache_dtype == "fp8" else hw.kv_bandwidth_efficiency
     att_m = kv_bytes / (hw.hbm_bandwidth_bytes_per_s * kv_eff)
-    # tensor-parallel all-reduces: ring, 2(n−1)/n of the message crosses each link
-    if mc.allreduces_per_step:
-        n = mc.tensor_parallel
-        msg = tokens * mc.allreduce_bytes_per_token
-        comm = mc.allreduces_per_step * (
-            hw.allreduce_latency_s + 2.0 * (n - 1) / n * msg / hw.link_bandwidth_bytes_per_s
-        )
-        comm = np.where(tokens > 0, comm, 0.0)
-    else:
-        comm = np.zeros_like(tokens)
+    comm = allreduce_s(mc, hw, tokens)
+    eager = tokens > mc.cudagraph_max_tokens
     overhead = np.where(
-        tokens > 0,
+        active,
         hw.step_overhead_s + hw.per_seq_overhead_s * sampled + hw.per_token_overhead_s * tokens
-        + mc.num_layers * np.where(tokens > mc.cudagraph_max_tokens, hw.eager_layer_overhead_s,
-                                   np.where(pt > 0, hw.prefill_layer_overhead_s, 0.0))
-        + (step_correction_s(mc, hw, tokens) if hw.step_corrections else 0.0),
+        + mc.num_layers * np.where(eager, hw.eager_layer_overhead_s, np.where(pt > 0, hw.prefill_layer_overhead_s, 0.0))
+        + mc.num_layers * np.where((tokens > hw.shape_tokens_lo) & (tokens < hw.shape_tokens_hi),
+                                   hw.shape_extra_s_per_layer, 0.0)
+        + mc.num_moe_layers * (hw.moe_layer_overhead_s + np.where(
+            eager, hw.moe_eager_layer_overhead_s, np.where(pt > 0, hw.moe_prefill_layer_overhead_s, 0.0))),
         0.0,
     )
-    flops = lin_flops + att_flops
-    nbytes = w_bytes + kv_bytes
+    flops = lin_flops + moe_flops + att_flops
+    nbytes = w_bytes + moe_bytes + kv_bytes
     if mc.pipeline_parallel > 1:  # a token crosses every stage in turn: stage times add up
         k = mc.pipeline_parallel
         lin_c, lin_m, att_c, att_m, comm = lin_c * k, lin_m * k, att_c * k, att_m * k, comm * k
+        moe_c, moe_m, dequant = moe_c * k, moe_m * k, dequant * k
         flops, nbytes = flops * k, nbytes * k
-    return StepTime(lin_c, lin_m, att_c, att_m, comm, overhead, flops, nbytes, hw.mode)
+    return StepTime(lin_c, lin_m, att_c, att_m, comm, overhead, flops, nbytes, hw.mode, moe_c, moe_m, dequant)

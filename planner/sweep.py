@@ -94,13 +94,17 @@ def _stack(objs: Sequence, names: Iterable[str]) -> dict[str, np.ndarray]:
     return {n: np.array([getattr(o, n) for o in objs], dtype=float)[:, None, None] for n in names}
 
 
-_MC_BLOCK_FIELDS = ("dense_weight_bytes", "expert_weight_bytes", "kv_bytes_per_ctx_layer", "cudagraph_max_tokens")
+_MC_BLOCK_FIELDS = ("dense_weight_bytes", "expert_weight_bytes", "kv_bytes_per_ctx_layer", "cudagraph_max_tokens",
+                    "quantized_params_per_token")
 _HW_BLOCK_FIELDS = (
     "linear_peak_flops_per_s", "attn_peak_flops_per_s", "hbm_bandwidth_bytes_per_s", "matmul_efficiency_max",
     "matmul_half_tokens", "attention_compute_efficiency", "weight_bandwidth_efficiency",
     "kv_bandwidth_efficiency", "step_overhead_s", "per_seq_overhead_s", "per_token_overhead_s",
     "request_overhead_s", "link_bandwidth_bytes_per_s", "allreduce_latency_s", "kv_bandwidth_efficiency_fp8",
-    "prefill_layer_overhead_s", "eager_layer_overhead_s",
+    "prefill_layer_overhead_s", "eager_layer_overhead_s", "dequant_s_per_token_param", "moe_weight_bandwidth_efficiency",
+    "moe_matmul_efficiency_max", "moe_matmul_half_tokens", "moe_layer_overhead_s", "moe_eager_layer_overhead_s",
+    "moe_prefill_layer_overhead_s", "shape_extra_s_per_layer", "shape_tokens_lo", "shape_tokens_hi",
+    "allreduce_custom_max_bytes", "nccl_latency_s", "nccl_bandwidth_bytes_per_s",
 )
 
 
@@ -165,7 +169,7 @@ def sweep(
     wb_cache = {d: weight_bytes(model, d).total_bytes for d in wds}
     kvtok_cache = {d: kv_bytes_per_token(model, d) for d in kvs}
     prof_cache = {g.id: profile_for(g.id) if profile_for else IDEAL_PROFILE for g in gpu_list}
-    hw_cache = {(g.id, wd): hw_coeffs(g, wd, prof_cache[g.id]) for g in gpu_list for wd in wds}
+    hw_cache = {(g.id, wd): hw_coeffs(g, wd, prof_cache[g.id], model) for g in gpu_list for wd in wds}
     ctx_tokens = prompts + n_out
     # fixed categories so the per-group frames concatenate as categoricals
     cats = {

@@ -15,6 +15,8 @@ Metrics, as measured:
   engine, max_tokens=1;
 - ``decode_step_s``: mean decode step of batch_size sequences whose contexts grow from prompt_tokens
   to prompt_tokens + output_tokens (predicted at the mean context);
+- ``mixed_step_s``: one engine step that prefills a new prompt of ``chunk_tokens`` while ``batch_size``
+  sequences decode at about ``prompt_tokens`` of context (what continuous batching runs under load);
 - ``kv_cache_tokens``: the engine's KV pool in tokens;
 - ``weights_bytes``: the engine's reported weight memory.
 """
@@ -31,7 +33,7 @@ import numpy as np
 from planner import catalog
 from planner.catalog import SpecError
 from planner.memory import memory_budget
-from planner.phases import decode_step_costs, prefill_time_costs
+from planner.phases import decode_step_costs, mixed_step_time, prefill_time_costs
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.roofline import hw_coeffs, model_costs
 from planner.specs import Deployment, ModelSpec
@@ -39,9 +41,9 @@ from planner.specs import Deployment, ModelSpec
 COLUMNS = [
     "model", "gpu", "num_gpus", "tensor_parallel", "weight_dtype", "kv_cache_dtype", "gpu_memory_utilization",
     "max_num_batched_tokens", "batch_size", "prompt_tokens", "output_tokens", "metric", "measured", "engine",
-    "engine_version", "source",
+    "engine_version", "source", "chunk_tokens",
 ]
-METRICS = ("prefill_s", "decode_step_s", "kv_cache_tokens", "weights_bytes")
+METRICS = ("prefill_s", "decode_step_s", "mixed_step_s", "kv_cache_tokens", "weights_bytes")
 KV_ALIASES = {"": "bf16", "auto": "bf16", "bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8"}
 
 
@@ -60,6 +62,7 @@ class Measurement:
     source: str = ""
     role: str = "validate"
     row: dict | None = None
+    chunk_tokens: int = 0  # mixed_step_s: the new prompt prefilled in the step
 
     @property
     def regime(self) -> str:
@@ -79,11 +82,13 @@ def predict(m: Measurement, profile: CalibrationProfile = IDEAL_PROFILE) -> floa
     if m.metric == "weights_bytes":
         return float(memory_budget(m.model, gpu, d, profile).weight_bytes * d.gpus_per_replica)
     mc = model_costs(m.model, d)
-    hw = hw_coeffs(gpu, d.weight_dtype, profile)
+    hw = hw_coeffs(gpu, d.weight_dtype, profile, m.model)
     if m.metric == "prefill_s":
         return float(prefill_time_costs(mc, hw, m.prompt_tokens, m.batch_size, d.max_num_batched_tokens).time_s)
     if m.metric == "decode_step_s":
         return float(decode_step_costs(mc, hw, m.batch_size, m.prompt_tokens + m.output_tokens / 2.0).time_s)
+    if m.metric == "mixed_step_s":
+        return float(mixed_step_time(mc, hw, m.batch_size, m.prompt_tokens, m.chunk_tokens).total_s)
     raise SpecError(f"metric: unknown metric '{m.metric}'; known: {', '.join(METRICS)}")
 
 
@@ -151,10 +156,13 @@ def measurement_from_row(row: dict, line: int = 0) -> Measurement:
     b = _num(row, "batch_size", int, 1, line)
     p = _num(row, "prompt_tokens", int, 0, line)
     o = _num(row, "output_tokens", int, 0, line)
-    if metric in ("prefill_s", "decode_step_s") and (b <= 0 or p <= 0):
+    if metric in ("prefill_s", "decode_step_s", "mixed_step_s") and (b <= 0 or p <= 0):
         raise SpecError(f"line {line}: batch_size and prompt_tokens must be > 0 for {metric}")
+    c = _num(row, "chunk_tokens", int, 0, line)
+    if metric == "mixed_step_s" and c <= 0:
+        raise SpecError(f"line {line}: chunk_tokens must be > 0 for mixed_step_s")
     return Measurement(model, dep, metric, b, p, o, measured, (row.get("engine_version") or "").strip(),
-                       (row.get("source") or "").strip(), "validate", dict(row))
+                       (row.get("source") or "").strip(), "validate", dict(row), c)
 
 
 def read_measurements(path: str | Path) -> list[Measurement]:

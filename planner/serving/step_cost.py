@@ -3,8 +3,8 @@ sums the decode fast-forward uses (:func:`sum_max_linear`)."""
 
 from __future__ import annotations
 
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.roofline import HwCoeffs, ModelCosts, hw_coeffs, model_costs
-from planner.profile import CalibrationProfile, IDEAL_PROFILE
 from planner.specs import Deployment, GpuSpec, ModelSpec
 
 
@@ -20,6 +20,7 @@ class StepCost:
     """
 
     __slots__ = (
+        "allreduce_custom_max_tokens",
         "allreduce_latency_s",
         "allreduce_s_per_token",
         "allreduces_per_step",
@@ -30,6 +31,7 @@ class StepCost:
         "attn_memory_s_per_kv_read_token",
         "cudagraph_max_tokens",
         "dense_weight_bytes",
+        "dequant_s_per_token",
         "eager_overhead_s",
         "expert_weight_bytes",
         "experts_per_token",
@@ -42,6 +44,15 @@ class StepCost:
         "matmul_efficiency_max",
         "matmul_half_tokens",
         "model_costs",
+        "moe_bandwidth_bytes_per_s",
+        "moe_eager_overhead_s",
+        "moe_flops_per_token",
+        "moe_layer_overhead_s",
+        "moe_prefill_overhead_s",
+        "moe_matmul_efficiency_max",
+        "moe_matmul_half_tokens",
+        "nccl_latency_s",
+        "nccl_s_per_token",
         "num_attn_layers",
         "num_experts",
         "num_full_layers",
@@ -52,7 +63,9 @@ class StepCost:
         "pipeline_parallel",
         "prefill_overhead_s",
         "request_overhead_s",
-        "step_corrections",
+        "shape_extra_s",
+        "shape_tokens_hi",
+        "shape_tokens_lo",
         "step_overhead_s",
         "weight_bandwidth_bytes_per_s",
         "window_tokens",
@@ -83,8 +96,23 @@ class StepCost:
         self.allreduces_per_step = mc.allreduces_per_step
         self.allreduce_latency_s = hw.allreduce_latency_s
         n = mc.tensor_parallel
-        self.allreduce_s_per_token = (2.0 * (n - 1) / n * mc.allreduce_bytes_per_token / hw.link_bandwidth_bytes_per_s
-                                      if n > 1 else 0.0)
+        ring_bytes_per_token = 2.0 * (n - 1) / n * mc.allreduce_bytes_per_token if n > 1 else 0.0
+        self.allreduce_s_per_token = ring_bytes_per_token / hw.link_bandwidth_bytes_per_s
+        self.nccl_latency_s = hw.nccl_latency_s
+        self.nccl_s_per_token = ring_bytes_per_token / hw.nccl_bandwidth_bytes_per_s
+        # above this many tokens a step's all-reduce message exceeds vLLM's custom all-reduce: NCCL
+        self.allreduce_custom_max_tokens = (hw.allreduce_custom_max_bytes / mc.allreduce_bytes_per_token
+                                            if mc.allreduce_bytes_per_token else float("inf"))
+        self.dequant_s_per_token = hw.dequant_s_per_token_param * mc.quantized_params_per_token
+        self.moe_flops_per_token = mc.moe_flops_per_token
+        self.moe_matmul_efficiency_max = hw.moe_matmul_efficiency_max
+        self.moe_matmul_half_tokens = hw.moe_matmul_half_tokens
+        self.moe_bandwidth_bytes_per_s = hw.hbm_bandwidth_bytes_per_s * hw.moe_weight_bandwidth_efficiency
+        self.moe_layer_overhead_s = mc.num_moe_layers * hw.moe_layer_overhead_s
+        self.moe_eager_overhead_s = mc.num_moe_layers * hw.moe_eager_layer_overhead_s
+        self.moe_prefill_overhead_s = mc.num_moe_layers * hw.moe_prefill_layer_overhead_s
+        self.shape_extra_s = mc.num_layers * hw.shape_extra_s_per_layer
+        self.shape_tokens_lo, self.shape_tokens_hi = hw.shape_tokens_lo, hw.shape_tokens_hi
         self.step_overhead_s = hw.step_overhead_s
         self.per_seq_overhead_s = hw.per_seq_overhead_s
         self.per_token_overhead_s = hw.per_token_overhead_s
@@ -93,8 +121,6 @@ class StepCost:
         self.cudagraph_max_tokens = mc.cudagraph_max_tokens
         self.eager_overhead_s = mc.num_layers * hw.eager_layer_overhead_s
         self.prefill_overhead_s = mc.num_layers * hw.prefill_layer_overhead_s
-        # (tokens_lo, tokens_hi, seconds) for this model: measured step-time corrections
-        self.step_corrections = tuple((lo, hi, x) for m, lo, hi, x in hw.step_corrections if m == mc.model_id)
         # d(attention seconds)/d(decode-attended context): for closed-form runs of decode steps
         self.attn_compute_s_per_decode_attended = (self.pipeline_parallel * self.attn_flops_per_context_token_decode
                                                    / self.attn_flops_per_s)
@@ -104,7 +130,7 @@ class StepCost:
     @classmethod
     def from_specs(cls, model: ModelSpec, gpu: GpuSpec, deployment: Deployment,
                    profile: CalibrationProfile = IDEAL_PROFILE) -> StepCost:
-        return cls(model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile))
+        return cls(model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile, model))
 
     @property
     def mode(self) -> str:
@@ -117,31 +143,37 @@ class StepCost:
         if tokens <= 0:
             return 0.0, 0.0, 0.0
         lin_flops = self.linear_flops_per_token * tokens + self.lm_head_flops_per_seq * sampled
-        weight_bytes = self.dense_weight_bytes
+        eff = self.matmul_efficiency_max * tokens / (tokens + self.matmul_half_tokens + 1e-30)
+        lin_compute = lin_flops / (self.linear_peak_flops_per_s * max(eff, 1e-9))
+        lin_memory = self.dense_weight_bytes / self.weight_bandwidth_bytes_per_s
+        linear = max(lin_memory + self.dequant_s_per_token * tokens, lin_compute)
         if self.num_experts:
             e = self.num_experts
             # expected distinct experts a batch of `tokens` touches, per MoE layer
-            weight_bytes += self.num_moe_layers * e * (1.0 - (1.0 - self.experts_per_token / e) ** tokens) \
+            moe_bytes = self.num_moe_layers * e * (1.0 - (1.0 - self.experts_per_token / e) ** tokens) \
                 * self.expert_weight_bytes
-        eff = self.matmul_efficiency_max * tokens / (tokens + self.matmul_half_tokens + 1e-30)
-        lin_compute = lin_flops / (self.linear_peak_flops_per_s * max(eff, 1e-9))
-        lin_memory = weight_bytes / self.weight_bandwidth_bytes_per_s
+            moe_eff = self.moe_matmul_efficiency_max * tokens / (tokens + self.moe_matmul_half_tokens + 1e-30)
+            linear += max(moe_bytes / self.moe_bandwidth_bytes_per_s,
+                          self.moe_flops_per_token * tokens / (self.linear_peak_flops_per_s * max(moe_eff, 1e-9)))
         att_compute = (self.attn_flops_per_context_token_prefill * att_prefill
                        + self.attn_flops_per_context_token_decode * att_decode) / self.attn_flops_per_s
         att_memory = self.kv_bytes_per_context_token_layer * (kv_read + tokens * self.num_attn_layers) \
             / self.kv_bandwidth_bytes_per_s
-        comm = (self.allreduces_per_step * (self.allreduce_latency_s + self.allreduce_s_per_token * tokens)
-                if self.allreduces_per_step else 0.0)
+        if not self.allreduces_per_step:
+            comm = 0.0
+        elif tokens <= self.allreduce_custom_max_tokens:
+            comm = self.allreduces_per_step * (self.allreduce_latency_s + self.allreduce_s_per_token * tokens)
+        else:
+            comm = self.allreduces_per_step * (self.nccl_latency_s + self.nccl_s_per_token * tokens)
         pp = self.pipeline_parallel
-        const = ((max(lin_memory, lin_compute)) + comm) * pp + self.step_overhead_s + self.per_seq_overhead_s * sampled \
-            + self.per_token_overhead_s * tokens
+        const = (linear + comm) * pp + self.step_overhead_s + self.per_seq_overhead_s * sampled \
+            + self.per_token_overhead_s * tokens + self.moe_layer_overhead_s
         if tokens > self.cudagraph_max_tokens:
-            const += self.eager_overhead_s
+            const += self.eager_overhead_s + self.moe_eager_overhead_s
         elif att_prefill > 0:
-            const += self.prefill_overhead_s
-        for lo, hi, x in self.step_corrections:
-            if lo < tokens < hi:
-                const += x
+            const += self.prefill_overhead_s + self.moe_prefill_overhead_s
+        if self.shape_tokens_lo < tokens < self.shape_tokens_hi:
+            const += self.shape_extra_s
         return const, att_compute * pp, att_memory * pp
 
     def step_s(self, tokens: float, sampled: float, att_prefill: float = 0.0, att_decode: float = 0.0,

@@ -1,0 +1,291 @@
+"""Kernel families: a staged latency fit in which every family has its own few coefficients, identified by
+its own engines only, then each family's error band from the points it was not fitted on.
+
+Families (``family_of``): ``dense`` (16-bit GEMMs; the shared attention, KV and CPU-overhead terms),
+``kv-fp8`` (an fp8 KV cache), one per quantised weight format (``fp8`` W8A8, ``int4``/``int8`` weight-only),
+``moe`` (fused-MoE GEMM, its routing overhead) and ``tp`` (tensor-parallel all-reduce).  The stages run in
+that order; a stage fits its parameters on its family's fit-role points with everything fitted before held
+fixed, so an fp8 engine cannot move the bf16 efficiencies and a MoE engine cannot move the dense ones.
+
+The loss is the robust (soft-L1) squared log ratio predicted/measured: a 10 % miss on a 5 ms decode step
+counts as much as one on a 1 s prefill, and a few outlying points (a compile on a new shape) do not drag
+the fit.  Pure numpy/scipy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from planner.profile import (
+    AllreduceCoeffs,
+    CalibrationProfile,
+    ErrorBand,
+    MoeCoeffs,
+    ShapeCorrection,
+    Spread,
+    WeightFormatCoeffs,
+)
+from planner.roofline import cudagraph_max_tokens
+from planner.validate import Measurement, error_pct, predict
+
+LATENCY_METRICS = ("prefill_s", "decode_step_s", "mixed_step_s")
+
+# (parameter path, lower, upper, start).  Paths into the profile: a top-level field, or "<section>.<field>"
+# for the nested coefficient objects (weight_formats.<fmt>, moe, allreduce).
+DENSE = [
+    ("matmul_efficiency_max", 0.3, 1.2, 0.7), ("matmul_half_tokens", 0.0, 4096.0, 16.0),
+    ("attention_compute_efficiency", 0.1, 1.2, 0.6), ("weight_bandwidth_efficiency", 0.3, 1.2, 0.8),
+    ("kv_bandwidth_efficiency", 0.1, 1.2, 0.9), ("step_overhead_s", 0.0, 0.02, 1e-3),
+    ("prefill_layer_overhead_s", 0.0, 1e-3, 1e-5), ("eager_layer_overhead_s", 0.0, 2e-3, 8e-5),
+    ("per_seq_overhead_s", 0.0, 2e-4, 9e-6), ("request_overhead_s", 0.0, 0.05, 8e-3),
+]
+KV_FP8 = [("kv_bandwidth_efficiency_fp8", 0.1, 1.2, 0.6)]
+MOE = [
+    ("moe.weight_bandwidth_efficiency", 0.05, 1.2, 0.8), ("moe.matmul_efficiency_max", 0.05, 1.2, 0.5),
+    ("moe.matmul_half_tokens", 0.0, 8192.0, 64.0), ("moe.layer_overhead_s", 0.0, 5e-4, 3e-5),
+    ("moe.prefill_layer_overhead_s", 0.0, 1e-3, 1e-4),
+    ("moe.eager_layer_overhead_s", 0.0, 3e-3, 5e-4),
+]
+TP = [("allreduce.custom_latency_s", 0.0, 2e-4, 1e-5), ("allreduce.custom_bandwidth_efficiency", 0.02, 1.2, 0.5)]
+
+
+def format_params(fmt: str) -> list[tuple[str, float, float, float]]:
+    f = f"weight_formats.{fmt}"
+    return [(f"{f}.weight_bandwidth_efficiency", 0.05, 1.2, 0.6), (f"{f}.matmul_efficiency_max", 0.05, 1.2, 0.6),
+            (f"{f}.matmul_half_tokens", 0.0, 8192.0, 16.0), (f"{f}.dequant_s_per_token_param", 0.0, 2e-14, 3e-15)]
+
+
+#: What vLLM 0.26 ran for each family on the H200 (from the engines' start-up logs).
+KERNELS = {
+    "fp8": "CUTLASS fp8 scaled_mm, per-tensor weight scales, dynamic per-token activation scales (online quantisation)",
+    "int4": "Machete W4A16 (GPTQ layout, group 128)",
+    "int8": "Machete W8A16 (GPTQ layout, group 128)",
+    "moe": "Triton fused_moe (bf16)",
+}
+
+
+def family_of(m: Measurement) -> str:
+    """The family whose coefficients a measurement identifies (MoE, then TP, then weight format, then KV)."""
+    d = m.deployment
+    if m.model.moe is not None:
+        return "moe"
+    if d.tensor_parallel * d.pipeline_parallel > 1:
+        return "tp"
+    if d.weight_dtype not in ("bf16", "fp16"):
+        return d.weight_dtype
+    if d.kv_cache_dtype == "fp8":
+        return "kv-fp8"
+    return "dense"
+
+
+def regime_of(m: Measurement) -> str:
+    """decode, mixed, prefill_short (≤ 2,048 prompt tokens in the request batch: CPU overheads and CUDA-graph
+    boundaries dominate), prefill_long, kv_capacity or weights."""
+    if m.metric == "decode_step_s":
+        return "decode"
+    if m.metric == "mixed_step_s":
+        return "mixed"
+    if m.metric == "prefill_s":
+        return "prefill_short" if m.batch_size * m.prompt_tokens <= 2048 else "prefill_long"
+    return {"kv_cache_tokens": "kv_capacity", "weights_bytes": "weights"}.get(m.metric, m.metric)
+
+
+# ----------------------------------------------------------------------------------- the stages
+
+
+def _with(base: dict, updates: dict[str, float]) -> CalibrationProfile:
+    data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
+    for path, value in updates.items():
+        parts = path.split(".")
+        node = data
+        for p in parts[:-1]:
+            node = node.setdefault(p, {}) if isinstance(node, dict) else node
+            if node is None:
+                raise KeyError(path)
+        node[parts[-1]] = float(value)
+    return CalibrationProfile.model_validate(data)
+
+
+def _get(data: dict, path: str, default: float) -> float:
+    node = data
+    for p in path.split("."):
+        if not isinstance(node, dict) or p not in node or node[p] is None:
+            return default
+        node = node[p]
+    return float(node)
+
+
+def fit_stage(points: list[Measurement], params: list[tuple], base: dict) -> dict:
+    """Least squares over ``params`` on ``points`` with the rest of ``base`` (a profile as a dict) fixed;
+    returns the updated dict."""
+    from scipy.optimize import least_squares
+
+    pts = [p for p in points if p.metric in LATENCY_METRICS]
+    if not pts:
+        return base
+    names = [p[0] for p in params]
+    lo = np.array([p[1] for p in params])
+    hi = np.array([p[2] for p in params])
+    scale = hi - lo
+    meas = np.array([p.measured for p in pts])
+
+    def resid(z):
+        prof = _with(base, dict(zip(names, lo + z * scale)))
+        return np.log(np.array([predict(p, prof) for p in pts]) / meas)
+
+    start = np.array([_get(base, n, p[3]) for n, p in zip(names, params)])
+    starts = [np.clip((start - lo) / scale, 0.001, 0.999)]
+    rng = np.random.default_rng(0)
+    starts += [rng.uniform(0.05, 0.95, len(names)) for _ in range(2)]
+    best = None
+    for z0 in starts:
+        r = least_squares(resid, z0, bounds=(0.0, 1.0), diff_step=1e-3, max_nfev=200 * len(names), loss="soft_l1",
+                          f_scale=0.05)
+        if best is None or r.cost < best.cost:
+            best = r
+    return _with(base, dict(zip(names, lo + best.x * scale))).model_dump()
+
+
+def fit_families(fit_points: list[Measurement], base: CalibrationProfile,
+                 nccl: tuple[float, float] | None = None) -> CalibrationProfile:
+    """Every family in turn (module docstring).  ``nccl``: (latency s, bandwidth fraction of the link) from
+    the NCCL all-reduce micro-benchmark, used above vLLM's custom all-reduce size."""
+    by_family: dict[str, list[Measurement]] = {}
+    for p in fit_points:
+        by_family.setdefault(family_of(p), []).append(p)
+    data = base.model_dump()
+    if "dense" not in by_family:
+        raise ValueError("no successful dense 16-bit probes to fit (the shared terms need them)")
+    data = fit_stage(by_family["dense"], DENSE, data)
+    data["shape_corrections"] = [c.model_dump() for c in fit_shape_corrections(
+        by_family["dense"], CalibrationProfile.model_validate(data))]
+    if "kv-fp8" in by_family:
+        data = fit_stage(by_family["kv-fp8"], KV_FP8, data)
+    for fmt in ("fp8", "int8", "int4"):
+        if fmt in by_family:
+            models = sorted({p.model.id for p in by_family[fmt]})
+            data["weight_formats"][fmt] = WeightFormatCoeffs(
+                kernel=KERNELS.get(fmt, ""), weight_bandwidth_efficiency=0.6, matmul_efficiency_max=0.6,
+                fitted_on=models).model_dump()
+            data = fit_stage(by_family[fmt], format_params(fmt), data)
+    if "moe" in by_family:
+        data["moe"] = MoeCoeffs(kernel=KERNELS["moe"], weight_bandwidth_efficiency=0.8, matmul_efficiency_max=0.5,
+                                fitted_on=sorted({p.model.id for p in by_family["moe"]})).model_dump()
+        data = fit_stage(by_family["moe"], MOE, data)
+    if "tp" in by_family:
+        lat, eff = nccl if nccl else (4e-5, 0.6)
+        data["allreduce"] = AllreduceCoeffs(
+            custom_latency_s=1e-5, custom_bandwidth_efficiency=0.5, nccl_latency_s=lat, nccl_bandwidth_efficiency=eff,
+            source="custom all-reduce fitted on TP engine probes; NCCL from the all-reduce micro-benchmark"
+            if nccl else "custom all-reduce fitted on TP engine probes; NCCL not measured (assumed)").model_dump()
+        data = fit_stage(by_family["tp"], TP, data)
+    return CalibrationProfile.model_validate(data)
+
+
+#: Steps of up to this many tokens above the largest CUDA graph were probed for a GEMM-shape cliff.
+SHAPE_CLIFF_HI_TOKENS = 1024.0
+
+
+def fit_shape_corrections(points: list[Measurement], profile: CalibrationProfile) -> list[ShapeCorrection]:
+    """Per dense GEMM shape (hidden, intermediate) among the fitted models: single-prompt prefills just above
+    the largest CUDA graph (cudagraph_max < tokens < 1,024) that take far longer than the model predicts —
+    median excess > 3 ms and > 25 % over at least two points — become a per-layer extra cost for every model
+    of that shape.  (On the H200 the 4,096 × 14,336 shape of Mistral-7B/Llama-3.1-8B did this; Qwen
+    shapes did not.)"""
+    by_shape: dict[tuple[int, int], list[tuple[float, float, Measurement]]] = {}
+    for p in points:
+        lo = cudagraph_max_tokens(p.deployment)
+        if p.metric == "prefill_s" and p.batch_size == 1 and lo < p.prompt_tokens < SHAPE_CLIFF_HI_TOKENS \
+                and p.model.moe is None:
+            pred = predict(p, profile)
+            by_shape.setdefault((p.model.hidden_size, p.model.intermediate_size), []).append(
+                (p.measured - pred, pred, p))
+    out = []
+    for (hidden, inter), rows in sorted(by_shape.items()):
+        extra = float(np.median([r[0] for r in rows]))
+        if len(rows) >= 2 and extra > max(3e-3, 0.25 * float(np.median([r[1] for r in rows]))):
+            layers = rows[0][2].model.num_layers
+            out.append(ShapeCorrection(
+                hidden_size=hidden, intermediate_size=inter,
+                tokens_lo=float(min(cudagraph_max_tokens(r[2].deployment) for r in rows)),
+                tokens_hi=SHAPE_CLIFF_HI_TOKENS, extra_s_per_layer=round(extra / layers, 9),
+                fitted_on=sorted({r[2].model.id for r in rows})))
+    return out
+
+
+def nccl_from_microbench(records: list[dict], link_bandwidth_bytes_per_s: float) -> tuple[float, float] | None:
+    """(latency s, bus bandwidth ÷ link bandwidth) of NCCL all-reduce: the smallest messages' time and the
+    largest messages' bus bandwidth (nccl-tests' definition) from ``allreduce`` records."""
+    rows = [row for r in records if r.get("type") == "allreduce" for row in r.get("rows", [])]
+    if not rows:
+        return None
+    rows.sort(key=lambda x: x["message_bytes"])
+    latency = float(np.median([x["time_s"] for x in rows[:4]]))
+    bandwidth = float(max(x["bus_bandwidth_bytes_per_s"] for x in rows))
+    return latency, min(1.2, bandwidth / link_bandwidth_bytes_per_s)
+
+
+# -------------------------------------------------------------------------- engine-start spread
+
+
+def engine_key(m: Measurement) -> str:
+    return f"{m.source}|{m.model.id}|{m.deployment.weight_dtype}|{m.deployment.kv_cache_dtype}|" \
+           f"{m.deployment.tensor_parallel}|{m.role}"
+
+
+def overhead_spread(points: list[Measurement], profile: CalibrationProfile) -> tuple[Spread | None, Spread | None]:
+    """Per engine start, the step overhead that makes its small-batch decodes (B ≤ 8) exact and then the
+    request overhead that makes its short prefills (≤ 512 tokens) exact; their p10/median/p90 across starts."""
+    steps, requests = [], []
+    by_engine: dict[str, list[Measurement]] = {}
+    for p in points:
+        by_engine.setdefault(engine_key(p), []).append(p)
+    for pts in by_engine.values():
+        dec = [p for p in pts if p.metric == "decode_step_s" and p.batch_size <= 8]
+        pre = [p for p in pts if p.metric == "prefill_s" and p.batch_size * p.prompt_tokens <= 512]
+        if not dec:
+            continue
+        delta = float(np.median([p.measured - predict(p, profile) for p in dec]))
+        step = max(0.0, profile.step_overhead_s + delta)
+        steps.append(step)
+        if pre:
+            shifted = profile.model_copy(update={"step_overhead_s": step})
+            req = float(np.median([p.measured - predict(p, shifted) for p in pre]))
+            requests.append(max(0.0, profile.request_overhead_s + req))
+
+    def spread(x: list[float]) -> Spread | None:
+        if len(x) < 2:
+            return None
+        p10, p50, p90 = np.percentile(x, [10, 50, 90])
+        return Spread(n=len(x), p10=float(p10), median=float(p50), p90=float(p90))
+
+    return spread(steps), spread(requests)
+
+
+# ----------------------------------------------------------------------------------- error bands
+
+
+def error_bands(fit_points: list[Measurement], validation_points: list[Measurement],
+                profile: CalibrationProfile, *, min_points: int = 3,
+                label: Callable[[Measurement], str] = lambda p: p.model.id) -> dict[str, ErrorBand]:
+    """'<family>/<regime>' -> ErrorBand: from the held-out points where a family/regime has at least
+    ``min_points`` of them, else from the fit residuals (the basis says which)."""
+    def groups(points):
+        out: dict[str, list[tuple[float, str]]] = {}
+        for p in points:
+            out.setdefault(f"{family_of(p)}/{regime_of(p)}", []).append((error_pct(predict(p, profile), p.measured),
+                                                                         label(p)))
+        return out
+
+    held, fitted = groups(validation_points), groups(fit_points)
+    bands = {}
+    for key in sorted(set(held) | set(fitted)):
+        use, kind = (held[key], "held-out") if len(held.get(key, [])) >= min_points else (fitted.get(key, []), "fit residuals")
+        if len(use) < min_points:
+            continue
+        err = np.abs([e for e, _ in use])
+        bands[key] = ErrorBand(pct=round(float(np.percentile(err, 90)), 2), median_pct=round(float(np.median(err)), 2),
+                               n=len(use), basis=f"{kind}: {', '.join(sorted({m for _, m in use}))}")
+    return bands

@@ -1,0 +1,58 @@
+"""Held-out measurements from a serving run (``calibration/serve_bench.py``'s folder): the engine's KV pool
+from its boot record, and from ``vllm bench serve`` runs at concurrency 1 the idle-engine prefill (TTFT
+median) and the batch-1 decode step (median of each request's mean inter-token latency).
+
+These go through the OpenAI HTTP frontend, so TTFT includes tokenisation and the HTTP round trip and each
+inter-token gap the server's streaming of one token: the measurements say ``source`` = the run's file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from planner import catalog
+from planner.jsonl import read_jsonl
+from planner.specs import Deployment
+from planner.validate import KV_ALIASES, Measurement
+
+
+def serving_points(folder: Path, model_id: str) -> list[Measurement]:
+    folder = Path(folder)
+    recs = read_jsonl(folder / "serve_bench.jsonl")
+    deploy = next((r for r in recs if r.get("type") == "deploy"), None)
+    if deploy is None:
+        return []
+    argv = deploy.get("argv", [])
+
+    def flag(name: str, default: str) -> str:
+        return argv[argv.index(name) + 1] if name in argv else default
+
+    gpu = catalog.gpu(deploy.get("gpu", "h200-sxm"))
+    model = catalog.model(model_id)
+    tp = int(deploy.get("tensor_parallel", 1))
+    dep = Deployment(gpu_id=gpu.id, num_gpus=tp, tensor_parallel=tp, weight_dtype=deploy.get("weight_dtype", "bf16"),
+                     kv_cache_dtype=KV_ALIASES.get(deploy.get("kv_cache_dtype", "bf16"), "bf16"),
+                     gpu_memory_utilization=float(flag("--gpu-memory-utilization", "0.92")),
+                     max_num_batched_tokens=int(flag("--max-num-batched-tokens", "8192")),
+                     max_num_seqs=int(flag("--max-num-seqs", "1024")))
+    source = f"{folder.name}/serve_bench.jsonl"
+    out = []
+    boot = next((r for r in recs if r.get("type") == "boot"), None)
+    if boot and boot.get("kv_cache_tokens_metrics"):
+        out.append(Measurement(model, dep, "kv_cache_tokens", 0, 0, 0, float(boot["kv_cache_tokens_metrics"]), "0.26.0",
+                               source, "validate"))
+    for r in recs:
+        if r.get("type") != "bench" or int(r.get("spec", {}).get("concurrency", 0) or 0) != 1:
+            continue
+        d = json.loads((folder / r["file"]).read_text())
+        ttft = np.asarray(d["ttfts"], dtype=float)
+        itl = [np.mean(x) for x in d["itls"] if len(x)]
+        inp, outp = int(np.median(d["input_lens"])), int(np.median(d["output_lens"]))
+        src = f"{folder.name}/{r['file']} (HTTP frontend included)"
+        out.append(Measurement(model, dep, "prefill_s", 1, inp, 1, float(np.median(ttft)), "0.26.0", src, "validate"))
+        if itl:
+            out.append(Measurement(model, dep, "decode_step_s", 1, inp, outp, float(np.median(itl)), "0.26.0", src,
+                                   "validate"))
+    return out
