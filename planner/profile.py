@@ -157,6 +157,9 @@ class CalibrationProfile(FrozenSpec):
     request_overhead_spread: Spread | None = Field(None, description="per-request overhead across engine starts, s")
     error_bands: dict[str, ErrorBand] = Field(
         default_factory=dict, description="'<family>/<regime>' -> expected error (see planner.bands)")
+    transfer_error_bands: dict[str, ErrorBand] = Field(
+        default_factory=dict, description="'<gpu_id>/<regime>' -> error of this profile transferred to another GPU, "
+        "from published measurements (calibration/data/public); regime: decode, prefill or throughput")
     # --- memory budget terms (vLLM start-up accounting)
     non_torch_bytes: Annotated[float, Field(ge=0)] = 0.0
     cudagraph_bytes: Annotated[float, Field(ge=0)] = 0.0
