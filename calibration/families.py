@@ -280,6 +280,9 @@ def error_bands(fit_points: list[Measurement], validation_points: list[Measureme
         return out
 
     held, fitted = groups(validation_points), groups(fit_points)
+    # the memory model is one for every family: its KV-capacity error is pooled over all engines
+    for g in (held, fitted):
+        g["all/kv_capacity"] = [x for k, v in g.items() if k.endswith("/kv_capacity") for x in v]
     bands = {}
     for key in sorted(set(held) | set(fitted)):
         use, kind = (held[key], "held-out") if len(held.get(key, [])) >= min_points else (fitted.get(key, []), "fit residuals")

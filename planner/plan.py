@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.bands import band, prefill_regime
 from planner.batching import check_workload_tokens, decode_context_tokens, largest_batch_under_slo
 from planner.cost import effective_tpot_s, fleet_for, prefill_busy_costs, throughput, token_cost
 from planner.memory import kv_bytes_per_request, kv_pool_concurrency, memory_budget, request_kv_bytes_per_gpu
@@ -155,4 +156,7 @@ def plan(
         feasible=feasible,
         reasons=reasons,
         notes=notes,
+        bands={"ttft": band(profile, model, deployment, prefill_regime(workload.prompt_tokens)),
+               "tpot": band(profile, model, deployment, "decode"),
+               "kv_capacity": band(profile, model, deployment, "kv_capacity")},
     )

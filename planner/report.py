@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +67,7 @@ class SizingReport:
     feasible: bool
     reasons: list[str]
     notes: list[str]
+    bands: dict = field(default_factory=dict)  # 'ttft' / 'tpot' / 'kv_capacity' -> planner.bands.Band
 
     @property
     def batch_size(self) -> int:
@@ -117,6 +118,7 @@ class SizingReport:
             "kv_bytes_per_request": self.kv_per_request.total_bytes,
             "kv_bytes_per_request_per_gpu": self.kv_per_request_bytes_per_gpu,
             "max_concurrency": self.max_concurrency,
+            **{k: v for name, b in sorted(self.bands.items()) for k, v in b.as_dict(name).items()},
             "ttft_s": self.ttft.time_s,
             "ttft_compute_s": self.ttft.compute_s,
             "ttft_memory_s": self.ttft.memory_s,
@@ -261,6 +263,16 @@ def write_json(data: SizingReport | Iterable[SizingReport] | pd.DataFrame, path:
     return path
 
 
+def _band(r: SizingReport, name: str) -> str:
+    b = r.bands.get(name)
+    return "" if b is None else f"[{b.text()}]"
+
+
+def band_lines(r: SizingReport) -> list[str]:
+    """Where each error band comes from (one line per quantity)."""
+    return [f"  {name}: {b.text()} — {b.basis}" for name, b in sorted(r.bands.items())]
+
+
 def report_text(r: SizingReport, mode_line: str = "") -> str:
     """The human-readable sizing table of a report (what ``planner size`` prints)."""
     d, w, mem = r.deployment, r.workload, r.memory
@@ -294,10 +306,10 @@ def report_text(r: SizingReport, mode_line: str = "") -> str:
         (f"  KV per request ({w.context_tokens:,} tokens)     {fmt_gb(r.kv_per_request_bytes_per_gpu, 3)} "
          f"= {fmt_gib(r.kv_per_request_bytes_per_gpu, 3)} per GPU"),
         f"  KV capacity                      {mem.kv_capacity_tokens:>10,} tokens",
-        f"  Max concurrency                  {r.max_concurrency:>10,} requests per replica",
+        f"  Max concurrency                  {r.max_concurrency:>10,} requests per replica  {_band(r, 'kv_capacity')}",
         "",
         "Latency",
-        f"  TTFT, one prompt                 {fmt_ms(r.ttft.time_s):>12}   {r.ttft.bound}-bound",
+        f"  TTFT, one prompt                 {fmt_ms(r.ttft.time_s):>12}   {r.ttft.bound}-bound  {_band(r, 'ttft')}",
     ]
     s = r.slo
     limit_text = {"memory": "memory (max concurrency)", "max_num_seqs": "--max-num-seqs",
@@ -308,7 +320,7 @@ def report_text(r: SizingReport, mode_line: str = "") -> str:
         lines.append(f"  TTFT joining {max(s.batch_size - 1, 0):<6,} running seqs {fmt_ms(s.ttft_s):>11}")
     lines += [
         (f"  TPOT at batch {max(s.batch_size, 1):<19,}{fmt_ms(r.tpot_effective_s):>12}   mean, with the other "
-         f"requests' prefills mixed in"),
+         f"requests' prefills mixed in  {_band(r, 'tpot')}"),
         (f"    decode step alone              {fmt_ms(r.tpot.time_s):>12}   {r.tpot.bound}-bound "
          f"(context {w.prompt_tokens + w.output_tokens / 2:,.0f} tokens)"),
         "",
@@ -336,6 +348,8 @@ def report_text(r: SizingReport, mode_line: str = "") -> str:
     if q.benchmark:
         lines.append(f"Quality: {q.benchmark} {q.published_score:.1f} × retention {q.retention:.3f} "
                      f"= {q.score:.1f} (approximate)")
+    if r.bands:
+        lines += ["Expected error (p90 of |error| on measurements; see planner/bands.py)", *band_lines(r), ""]
     lines.append(f"Feasible: {'yes' if r.feasible else 'NO'}")
     lines += [f"  - {x}" for x in r.reasons]
     lines += [f"  note: {x}" for x in r.notes]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from planner.bands import band, prefill_regime
 from planner.batching import MAX_TOKENS, check_workload_tokens, ttft_under_load_costs
 from planner.cost import effective_tpot_s, prefill_busy_costs, throughput, token_cost
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
@@ -73,6 +74,8 @@ SWEEP_COLUMNS: tuple[str, ...] = (
     "calibration_mode",
     "quality_score",
     "context_exceeds_model_limit",
+    "ttft_error_band_pct",
+    "tpot_error_band_pct",
 )
 
 
@@ -87,6 +90,7 @@ class _Block:
     budget: MemoryBudget
     max_num_batched_tokens: int  # the block's own scheduler limits (vLLM's defaults differ per GPU)
     max_num_seqs: int
+    deployment: Deployment
 
 
 def _stack(objs: Sequence, names: Iterable[str]) -> dict[str, np.ndarray]:
@@ -197,7 +201,7 @@ def sweep(
                     budget = memory_budget(model, g, dep, prof, model_weight_bytes=wb_cache[wd],
                                            model_kv_bytes_per_token=kvtok_cache[kv])
                     blocks.append(_Block(g, wd, kv, prof, mc_cache[key], hw_cache[g.id, wd], budget,
-                                         dep.max_num_batched_tokens, dep.max_num_seqs))
+                                         dep.max_num_batched_tokens, dep.max_num_seqs, dep))
         if not blocks:
             continue
         frames.append(_sweep_group(model, workload, blocks, prompts, batches, ctx_tokens, tp, dep, cats))
@@ -218,6 +222,16 @@ def _kv_per_request_bytes(model: ModelSpec, kv_dtype: str, context_tokens: np.nd
 
 #: Values of the bound columns (categorical).
 BOUNDS: tuple[str, ...] = ("compute", "memory", "communication", "overhead")
+
+
+def _band_pct(model, blocks: list[_Block], prompts: np.ndarray, kind: str) -> np.ndarray:
+    """Error band (±%, NaN where there is no measured basis) per (block, 1, prompt): planner.bands."""
+    out = np.full((len(blocks), 1, prompts.size), np.nan)
+    for i, b in enumerate(blocks):
+        for j, p in enumerate(prompts):
+            pct = band(b.profile, model, b.deployment, prefill_regime(p) if kind == "prefill" else "decode").pct
+            out[i, 0, j] = np.nan if pct is None else pct
+    return out
 
 
 def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_tokens, tp, dep,
@@ -316,5 +330,7 @@ def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_to
         "calibration_mode": per_block([b.profile.mode for b in blocks], cats["calibration_mode"]),
         "quality_score": full(qual),
         "context_exceeds_model_limit": full(P + n_out > model.max_context_tokens),
+        "ttft_error_band_pct": full(_band_pct(model, blocks, prompts, "prefill")),
+        "tpot_error_band_pct": full(_band_pct(model, blocks, prompts, "decode")),
     }
     return pd.DataFrame(cols)

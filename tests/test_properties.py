@@ -166,7 +166,9 @@ def test_bigger_batch_never_lowers_tpot_or_throughput(m, g, prof, wd, kv, tp, pr
 
 
 ALLOWED_NONE = {"concurrency", "request_rate_per_s", "ttft_slo_s", "tpot_slo_s", "profile_gpu_id", "fleet_utilization",
-                "ttft_at_batch_s", "quality_published_score", "quality_score"}  # no published score: unknown
+                "ttft_at_batch_s", "quality_published_score", "quality_score",  # no published score: unknown
+                # no measured basis for this family/GPU: the band says so instead of a number (planner.bands)
+                "ttft_error_band_pct", "tpot_error_band_pct", "kv_capacity_error_band_pct"}
 
 
 @SETTINGS
