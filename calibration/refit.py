@@ -24,7 +24,7 @@ from pathlib import Path
 
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml
 from calibration.records import read_records, sha256_file
-from calibration.serving_points import serving_points
+from calibration.serving_points import fit_http_frontend, serving_points
 from planner.validate import write_measurements
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -43,6 +43,8 @@ RAW: dict[str, str | None] = {
 }
 #: serving runs whose idle-engine requests give held-out points (serve_bench records + vllm bench serve JSON)
 SERVING = {f"{CAMPAIGN}/serve-mixtral-8x7b": "mixtral-8x7b"}
+#: the light-load HTTP run the OpenAI server's per-request overhead is fitted on (the other runs validate it)
+FRONTEND_FIT = (f"{CAMPAIGN}/serve-llama-3.1-8b", "llama-3.1-8b", "bench-r12")
 COMMAND = "python -m calibration.refit  # see calibration/refit.py for which engines are fitted and held out"
 
 
@@ -62,8 +64,10 @@ def main() -> int:
     paths = {DATA / name: role for name, role in RAW.items()}
     records, points, extra = inputs()
     prof, points = fit_profile(records, points=points, extra_validation=extra)
+    folder, model_id, run = FRONTEND_FIT
+    prof = prof.model_copy(update={"http_frontend_overhead_s": fit_http_frontend(DATA / folder, model_id, prof, run)})
     prof = prof.model_copy(update={
-        "raw_data": [str(p.relative_to(DATA)) for p in paths] + list(SERVING),
+        "raw_data": [str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]],
         "raw_data_sha256": [sha256_file(p) for p in paths],
         "command": COMMAND,
     })

@@ -56,3 +56,48 @@ def serving_points(folder: Path, model_id: str) -> list[Measurement]:
             out.append(Measurement(model, dep, "decode_step_s", 1, inp, outp, float(np.median(itl)), "0.26.0", src,
                                    "validate"))
     return out
+
+
+def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: float | None = None):
+    """(StepCost, EngineConfig) of a recorded serve_bench run: its deployment from the ``deploy`` record, its
+    KV pool from the ``boot`` record (vLLM's block count less the null block), the profile's HTTP frontend
+    overhead unless ``frontend_overhead_s`` is given."""
+    from planner.serving import EngineConfig, StepCost
+
+    recs = read_jsonl(Path(folder) / "serve_bench.jsonl")
+    deploy = next(r for r in recs if r.get("type") == "deploy")
+    boot = next(r for r in recs if r.get("type") == "boot")
+    argv = deploy["argv"]
+    gpu, model = catalog.gpu(deploy.get("gpu", "h200-sxm")), catalog.model(model_id)
+    tp = int(deploy.get("tensor_parallel", 1))
+    dep = Deployment(gpu_id=gpu.id, num_gpus=tp, tensor_parallel=tp, weight_dtype=deploy.get("weight_dtype", "bf16"),
+                     kv_cache_dtype=KV_ALIASES.get(deploy.get("kv_cache_dtype", "bf16"), "bf16"),
+                     max_num_batched_tokens=int(argv[argv.index("--max-num-batched-tokens") + 1]),
+                     max_num_seqs=int(argv[argv.index("--max-num-seqs") + 1]))
+    bs = int(boot.get("block_size", 16))
+    fe = profile.http_frontend_overhead_s if frontend_overhead_s is None else frontend_overhead_s
+    cfg = EngineConfig((int(boot["num_gpu_blocks"]) - 1) * bs, dep.max_num_seqs, dep.max_num_batched_tokens, bs,
+                       "--enable-prefix-caching" in argv, frontend_overhead_s=fe)
+    return StepCost.from_specs(model, gpu, dep, profile), cfg
+
+
+def replay_folder(folder: Path, model_id: str, profile, frontend_overhead_s: float | None = None) -> list:
+    """Every recorded load test of a serve_bench folder (vllm bench serve runs, the multi-turn run, GuideLLM
+    reports) replayed through the simulator: a list of LoadTestComparison."""
+    from planner.serving.loadtests import read_guidellm, read_multiturn, read_vllm_bench, replay_load_test
+
+    folder = Path(folder)
+    cost, cfg = serving_setup(folder, model_id, profile, frontend_overhead_s)
+    recs = read_jsonl(folder / "serve_bench.jsonl")
+    tests = [read_vllm_bench(folder / r["file"]) for r in recs if r.get("type") == "bench"]
+    if any(r.get("type") == "request" and "parent" in r for r in recs):
+        tests.append(read_multiturn(folder / "serve_bench.jsonl"))
+    tests += [t for r in recs if r.get("type") == "guidellm" for t in read_guidellm(folder / r["file"])]
+    return [replay_load_test(t, cost, cfg) for t in tests]
+
+
+def fit_http_frontend(folder: Path, model_id: str, profile, run: str) -> float:
+    """The OpenAI server's per-request overhead: how much later the first token reached the client than the
+    simulated engine put it, at the TTFT median of a light-load run (``run``), never below 0."""
+    comp = next(c for c in replay_folder(folder, model_id, profile, frontend_overhead_s=0.0) if c.name == run)
+    return max(0.0, comp.measured["ttft_p50_s"] - comp.predicted["ttft_p50_s"])

@@ -142,6 +142,9 @@ class CalibrationProfile(FrozenSpec):
     per_seq_overhead_s: Annotated[float, Field(ge=0)] = 0.0
     per_token_overhead_s: Annotated[float, Field(ge=0)] = 0.0
     request_overhead_s: Annotated[float, Field(ge=0)] = 0.0
+    http_frontend_overhead_s: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="what vLLM's OpenAI server adds per request on top of the engine (tokenise, HTTP, stream "
+        "the first token), fitted on light-load serving runs")
     # --- interconnect (tensor parallel)
     allreduce_latency_s: Annotated[float, Field(ge=0)] | None = None
     allreduce_bandwidth_efficiency: Annotated[float, Field(gt=0, le=1.5)] = 1.0

@@ -99,12 +99,17 @@ class EngineConfig:
     # vLLM 0.26 schedules step N+1 while step N runs: a request that arrives while the engine is busy
     # joins the step after the one already scheduled (one step later than a synchronous scheduler)
     async_scheduling: bool = True
+    # the OpenAI HTTP server's own time per request (tokenise, HTTP, first-token streaming) on top of the
+    # engine's; 0 for an in-process engine (vLLM's AsyncLLM or LLM)
+    frontend_overhead_s: float = 0.0
 
     def __post_init__(self):
         for name in ("kv_capacity_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
+        if not (isinstance(self.frontend_overhead_s, (int, float)) and 0 <= self.frontend_overhead_s < 60):
+            raise ValueError(f"frontend_overhead_s: must be a number of seconds in [0, 60), got {self.frontend_overhead_s!r}")
         if self.kv_capacity_tokens < self.block_size:
             raise ValueError(f"kv_capacity_tokens: {self.kv_capacity_tokens} holds no {self.block_size}-token block "
                              "(the model does not fit)")
@@ -123,14 +128,17 @@ def engine_setup(
     enable_prefix_caching: bool = True,
     spec: SpecDecode | None = None,
     kv_capacity_tokens: int | None = None,
+    http_frontend: bool = True,
 ) -> tuple[StepCost, EngineConfig]:
     """Step costs and engine config of one replica; the KV pool from
-    :func:`planner.memory.memory_budget` unless ``kv_capacity_tokens`` is given."""
+    :func:`planner.memory.memory_budget` unless ``kv_capacity_tokens`` is given.  ``http_frontend``: users
+    reach the engine through vLLM's OpenAI server (the profile's measured HTTP overhead per request)."""
     if kv_capacity_tokens is None:
         mb = memory_budget(model, gpu, deployment, profile)
         if not mb.fits:
             raise ValueError(f"gpu: {model.id} on {gpu.id}: {mb.explain()}")
         kv_capacity_tokens = mb.kv_capacity_tokens
     cfg = EngineConfig(int(kv_capacity_tokens), deployment.max_num_seqs, deployment.max_num_batched_tokens,
-                       deployment.block_size_tokens, enable_prefix_caching, spec)
+                       deployment.block_size_tokens, enable_prefix_caching, spec,
+                       frontend_overhead_s=profile.http_frontend_overhead_s if http_frontend else 0.0)
     return StepCost.from_specs(model, gpu, deployment, profile), cfg

@@ -42,7 +42,8 @@ class Engine:
                                  spec.expected_tokens_per_step if spec else 1.0)
         self.requests, next_turns = build_requests(reqs, config.block_size)
         self.scheduler = Scheduler(config, self.pool, self.batch, self.requests, next_turns, reqs.think_s.tolist(),
-                                   reqs.arrival_s, reqs.closed_loop, cost.request_overhead_s)
+                                   reqs.arrival_s, reqs.closed_loop,
+                                   cost.request_overhead_s + config.frontend_overhead_s)
         # clock and counters
         self.now = 0.0
         self.prev_step_start_s = -INF  # start of the step that just ended (async scheduling planned the next then)
@@ -257,7 +258,7 @@ class Engine:
             output_tokens=f((r.output_tokens for r in rs), np.int64, n),
             cached_prompt_tokens=f((max(r.cached_prompt_tokens, 0) for r in rs), np.int64, n),
             preemptions_per_request=f((r.num_preemptions for r in rs), np.int64, n),
-            request_overhead_s=self.cost.request_overhead_s,
+            request_overhead_s=self.scheduler.request_overhead_s,
             series_t_s=np.asarray(self.series_t_s, dtype=float),
             series_kv_usage=np.asarray(self.series_blocks_used, dtype=float) / max(pool.num_blocks, 1),
             series_waiting=np.asarray(self.series_waiting, dtype=np.int64),

@@ -1,0 +1,221 @@
+"""Real load tests in, predicted vs measured out: the result files of ``vllm bench serve`` (``--save-result
+--save-detailed``), GuideLLM's JSON report, and multi-turn records (``calibration/serve_bench.py --agentic``)
+are read into one :class:`LoadTest` (per request: arrival, lengths, measured TTFT/TPOT/E2E, and for
+multi-turn traffic the turn it continues and the think time before it), replayed through the simulator
+with the same arrivals and lengths, and compared per percentile.
+
+Formats (keys as the tools write them):
+
+* ``vllm bench serve`` JSON: ``start_times`` (perf_counter s, when each request was sent), ``input_lens``,
+  ``output_lens``, ``ttfts`` (s), ``itls`` (list per request of inter-token gaps, s, one per streamed
+  chunk), ``max_concurrency`` (a closed loop when set), ``request_rate``.  E2E = TTFT + Σ ITL; TPOT =
+  Σ ITL / (output − 1).
+* GuideLLM (0.8, ``--output kind=json``): ``benchmarks[i].requests.successful[j]`` with
+  ``request_start_time`` (epoch s), ``time_to_first_token_ms``, ``inter_token_latency_ms`` (= TPOT),
+  ``request_latency`` (s), ``prompt_tokens``, ``output_tokens``; one load test per benchmark (rate).
+* multi-turn JSON lines: ``{"type": "request", "index", "parent", "think_s", "arrival_offset_s",
+  "prompt_tokens" (the whole history), "output_tokens", "shared_prefix_tokens", "prefix_group", "ttft_s",
+  "tpot_s", "e2e_s"}``; a turn with ``parent`` ≥ 0 is replayed ``think_s`` after the simulated finish of
+  its parent, and its prompt starts with the parent's prompt and output (what vLLM's prefix cache reuses).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from planner.serving.config import EngineConfig
+from planner.serving.engine import simulate
+from planner.serving.result import percentiles
+from planner.serving.step_cost import StepCost
+from planner.workloads import make_requests
+
+NAN = float("nan")
+PERCENTILE_KEYS = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "e2e_p50_s",
+                   "e2e_p99_s", "output_tokens_per_s")
+
+
+@dataclass(frozen=True)
+class LoadTest:
+    """One measured run: per-request arrays (seconds, tokens)."""
+
+    name: str
+    tool: str
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    e2e_s: np.ndarray
+    closed_loop: int = 0
+    parent: np.ndarray | None = None
+    think_s: np.ndarray | None = None
+    prefix_group: np.ndarray | None = None
+    prefix_tokens: np.ndarray | None = None
+    info: dict = field(default_factory=dict)
+
+    def measured(self) -> dict:
+        return stats(self.arrival_s, self.ttft_s, self.tpot_s, self.e2e_s, self.output_tokens)
+
+
+def stats(arrival, ttft, tpot, e2e, output) -> dict:
+    """Percentiles and throughput of one run (completed requests; makespan from first arrival to last finish)."""
+    arrival, ttft, tpot, e2e, output = (np.asarray(x, dtype=float) for x in (arrival, ttft, tpot, e2e, output))
+    ok = np.isfinite(e2e)
+    dur = float((arrival[ok] + e2e[ok]).max() - arrival.min()) if ok.any() else 0.0
+    t, p, e = percentiles(ttft[ok]), percentiles(tpot[ok]), percentiles(e2e[ok])
+    return {"ttft_p50_s": t["p50"], "ttft_p90_s": t["p90"], "ttft_p99_s": t["p99"], "tpot_p50_s": p["p50"],
+            "tpot_p90_s": p["p90"], "tpot_p99_s": p["p99"], "e2e_p50_s": e["p50"], "e2e_p99_s": e["p99"],
+            "output_tokens_per_s": float(output[ok].sum() / dur) if dur > 0 else None,
+            "requests_per_s": float(ok.sum() / dur) if dur > 0 else None, "completed": int(ok.sum())}
+
+
+def _load_json(path: Path):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read ({err.strerror})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
+        raise ValueError(f"{Path(path).name}: not a JSON load-test result ({type(err).__name__})") from None
+
+
+def _floats(d: dict, key: str, where: str, n: int | None = None) -> np.ndarray:
+    v = d.get(key)
+    if not isinstance(v, list) or (n is not None and len(v) != n):
+        raise ValueError(f"{where}: '{key}' must be a list{'' if n is None else f' of {n} numbers'}")
+    try:
+        a = np.array([NAN if x is None else float(x) for x in v])
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: '{key}' holds a non-number") from None
+    return a
+
+
+def read_vllm_bench(path: str | Path) -> LoadTest:
+    """A ``vllm bench serve --save-result --save-detailed`` JSON file."""
+    path = Path(path)
+    d = _load_json(path)
+    if not isinstance(d, dict) or "start_times" not in d:
+        raise ValueError(f"{path.name}: not a vllm bench serve result with per-request timings "
+                         f"(run it with --save-result --save-detailed)")
+    start = _floats(d, "start_times", path.name)
+    n = start.size
+    inp, out, ttft = (_floats(d, k, path.name, n) for k in ("input_lens", "output_lens", "ttfts"))
+    itls = d.get("itls")
+    if not isinstance(itls, list) or len(itls) != n:
+        raise ValueError(f"{path.name}: 'itls' must be a list of {n} lists")
+    itl_sum = np.array([float(np.sum(x)) if isinstance(x, list) and x else NAN for x in itls])
+    ok = np.isfinite(ttft) & (out >= 1)
+    e2e = np.where(ok, ttft + np.nan_to_num(itl_sum), NAN)
+    tpot = np.where(ok & (out > 1), itl_sum / np.maximum(out - 1, 1), NAN)
+    conc = d.get("max_concurrency")
+    return LoadTest(path.stem, "vllm bench serve", start - np.nanmin(start), inp.astype(int), out.astype(int), ttft,
+                    tpot, e2e, closed_loop=int(conc) if isinstance(conc, (int, float)) and conc else 0,
+                    info={"request_rate": d.get("request_rate"), "burstiness": d.get("burstiness"),
+                          "max_concurrency": conc, "completed": d.get("completed"), "failed": d.get("failed")})
+
+
+def read_guidellm(path: str | Path) -> list[LoadTest]:
+    """GuideLLM's JSON report: one load test per benchmark (rate) with its successful requests."""
+    path = Path(path)
+    d = _load_json(path)
+    benches = d.get("benchmarks") if isinstance(d, dict) else None
+    if not isinstance(benches, list):
+        raise ValueError(f"{path.name}: not a GuideLLM report (no 'benchmarks' list)")
+    out = []
+    for i, b in enumerate(benches):
+        reqs = ((b.get("requests") or {}).get("successful") or []) if isinstance(b, dict) else []
+        if not reqs:
+            continue
+        where = f"{path.name} benchmarks[{i}]"
+        try:
+            start = np.array([float(r["request_start_time"]) for r in reqs])
+            ttft = np.array([float(r["time_to_first_token_ms"]) / 1e3 for r in reqs])
+            tpot = np.array([NAN if r.get("inter_token_latency_ms") is None else float(r["inter_token_latency_ms"]) / 1e3
+                             for r in reqs])
+            e2e = np.array([float(r["request_latency"]) for r in reqs])
+            inp = np.array([int(r["prompt_tokens"]) for r in reqs])
+            outp = np.array([int(r["output_tokens"]) for r in reqs])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"{where}: request record lacks a field or holds a non-number ({err})") from None
+        strategy = (b.get("config") or {}).get("strategy") or {}
+        out.append(LoadTest(f"{path.stem}[{i}]", "guidellm", start - start.min(), inp, outp, ttft, tpot, e2e,
+                            info={"strategy": strategy.get("type_"), "rate": strategy.get("rate")}))
+    if not out:
+        raise ValueError(f"{path.name}: the GuideLLM report holds no successful requests")
+    return out
+
+
+def read_multiturn(path: str | Path, run: str | None = None) -> LoadTest:
+    """Multi-turn request records (module docstring); ``run`` picks one run's records."""
+    from planner.jsonl import read_jsonl
+
+    path = Path(path)
+    rows = [r for r in read_jsonl(path) if r.get("type") == "request" and "parent" in r
+            and (run is None or r.get("run") == run)]
+    if not rows:
+        raise ValueError(f"{path.name}: no multi-turn request records (with 'parent')")
+    rows.sort(key=lambda r: r["index"])
+    index = {r["index"]: k for k, r in enumerate(rows)}
+    parent = np.array([index.get(r["parent"], -1) if r["parent"] >= 0 else -1 for r in rows])
+
+    def col(key, default=NAN):
+        return np.array([default if r.get(key) is None else float(r[key]) for r in rows])
+
+    return LoadTest(run or path.stem, "multi-turn", col("arrival_offset_s"), col("prompt_tokens").astype(int),
+                    col("output_tokens").astype(int), col("ttft_s"), col("tpot_s"), col("e2e_s"), parent=parent,
+                    think_s=col("think_s", 0.0), prefix_group=col("prefix_group", -1).astype(int),
+                    prefix_tokens=col("shared_prefix_tokens", 0).astype(int), info={"run": run})
+
+
+def read_load_test(path: str | Path) -> list[LoadTest]:
+    """Any of the three formats, recognised by content."""
+    path = Path(path)
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        return [read_multiturn(path)]
+    d = _load_json(path)
+    if isinstance(d, dict) and "benchmarks" in d:
+        return read_guidellm(path)
+    return [read_vllm_bench(path)]
+
+
+# ------------------------------------------------------------------------------------------- replay
+
+
+@dataclass(frozen=True)
+class LoadTestComparison:
+    name: str
+    tool: str
+    num_requests: int
+    measured: dict
+    predicted: dict
+
+    def error_pct(self, key: str) -> float:
+        m, p = self.measured.get(key), self.predicted.get(key)
+        return 100.0 * (p - m) / m if m and p is not None and math.isfinite(m) else NAN
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "tool": self.tool, "num_requests": self.num_requests, "measured": self.measured,
+                "predicted": self.predicted, "error_pct": {k: self.error_pct(k) for k in PERCENTILE_KEYS}}
+
+
+def replay_load_test(test: LoadTest, cost: StepCost, config: EngineConfig) -> LoadTestComparison:
+    """The same requests (arrivals or closed loop; multi-turn turns released by their parents) through the
+    simulator; measured vs predicted percentiles and throughput."""
+    n = test.arrival_s.size
+    parent = test.parent if test.parent is not None else np.full(n, -1)
+    arrival = np.where(parent >= 0, NAN, test.arrival_s) if test.parent is not None else test.arrival_s
+    group = test.prefix_group if test.prefix_group is not None else np.full(n, -1)
+    prefix = test.prefix_tokens if test.prefix_tokens is not None else np.zeros(n, dtype=int)
+    think = test.think_s if test.think_s is not None else np.zeros(n)
+    reqs = make_requests(test.prompt_tokens, test.output_tokens, None if test.closed_loop else arrival,
+                         prefix_group=np.where(prefix > 0, group, -1), prefix_tokens=prefix, parent=parent,
+                         think_s=think, closed_loop=test.closed_loop, name=test.name)
+    res = simulate(reqs, cost, config)
+    predicted = stats(res.arrival_s, res.ttft_s, res.tpot_s, res.e2e_s, res.output_tokens)
+    predicted["prefix_cache_hit_rate"] = res.prefix_cache_hit_rate
+    predicted["preemptions"] = res.num_preemptions
+    return LoadTestComparison(test.name, test.tool, n, test.measured(), predicted)
