@@ -9,6 +9,7 @@ roofline alone; this one finds the largest *request rate* by simulating the queu
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -25,14 +26,29 @@ from planner.units import MILLION, SECONDS_PER_HOUR
 
 INF = float("inf")
 
-#: The rate search brackets the knee between these multiples of the burst throughput.
-UPPER_BRACKET = 1.5  # a burst's makespan includes its ramp-down tail: sustained capacity can be higher
+#: The knee search stays below the replica's steady-state saturation by construction: its upper bracket is
+#: this fraction of it (queues grow without bound at and above saturation, whatever a finite trial shows).
+UPPER_BRACKET = 0.999
 LOWER_BRACKET = 0.01  # light load: if even this misses, the SLO is unreachable on this replica
+#: A trial simulates at least this long a stretch of arrivals (or this many requests), and its first
+#: WARMUP_FRACTION of requests (arriving into an empty engine) is left out of the percentiles.
+MIN_TRIAL_S = 120.0
+MIN_TRIAL_REQUESTS = 2000
+MAX_TRIAL_REQUESTS = 20000
+WARMUP_FRACTION = 0.1
+#: p99 TTFT of the trial's second half over its first: above this the queue was still growing (low confidence)
+STABLE_P99_RATIO = 1.25
 
 
 @dataclass(frozen=True)
 class SloPoint:
-    """The highest request rate one replica sustains within the SLOs, and what it costs."""
+    """The highest request rate one replica sustains within the SLOs, and what it costs.
+
+    ``saturation_rate_per_s`` is the steady-state completion rate of an overloaded replica (the middle
+    80 % of completions of a large burst); ``max_rate_per_s`` is always below it.  ``confidence`` is
+    'high' when the winning trial's p99 TTFT was the same (within 25 %) in its first and second halves
+    after warm-up, 'low' when it was still rising (the answer may be optimistic), 'none' when no rate met
+    the targets."""
 
     max_rate_per_s: float  # per replica; 0 if even the lightest load misses
     ttft_p99_s: float
@@ -43,9 +59,12 @@ class SloPoint:
     gpus_per_replica: int
     price_usd_per_gpu_hour: float
     iterations: int
-    saturation_rate_per_s: float  # completed req/s at overload: the replica's capacity
-    # the highest rate tried (UPPER_BRACKET × saturation) met the SLOs: the true limit may be higher
-    at_search_limit: bool = False
+    saturation_rate_per_s: float  # steady-state completed req/s at overload: the replica's capacity
+    at_search_limit: bool = False  # the targets held up to the saturation bracket (the knee is saturation)
+    trial_requests: int = 0
+    confidence: str = "none"
+    p99_half_ratio: float = float("nan")  # p99 TTFT, second half of the measured window ÷ first half
+    search_tolerance: float = 0.02  # the bracket's relative width when the search stopped
 
     @property
     def max_rate_per_gpu(self) -> float:
@@ -67,16 +86,55 @@ class SloPoint:
         return math.ceil(target_rate_per_s / self.max_rate_per_s - 1e-9)
 
 
-def meets_slo(res: SimResult, ttft_p99_s: float, tpot_p99_s: float) -> tuple[bool, float, float]:
-    """(whether the run meets both p99 targets with nothing rejected, p99 TTFT, p99 TPOT)."""
-    done = res.completed
-    if res.num_rejected or not done.any():
+def measured_window(res: SimResult, warmup_fraction: float = WARMUP_FRACTION) -> np.ndarray:
+    """Indices of the requests measured in a trial: all but the first ``warmup_fraction`` by arrival."""
+    order = np.argsort(res.arrival_s, kind="stable")
+    return order[int(len(order) * warmup_fraction):]
+
+
+def meets_slo(res: SimResult, ttft_p99_s: float, tpot_p99_s: float,
+              warmup_fraction: float = 0.0) -> tuple[bool, float, float]:
+    """(whether the run meets both p99 targets with nothing rejected, p99 TTFT, p99 TPOT), over the requests
+    after the warm-up."""
+    if res.num_rejected:
+        return False, INF, INF
+    idx = measured_window(res, warmup_fraction)
+    done = idx[res.completed[idx]]
+    if not done.size:
         return False, INF, INF
     t = percentiles(res.ttft_s[done])["p99"]
     p = percentiles(res.tpot_s[done])["p99"]
     t = INF if t is None else t
     p = 0.0 if p is None else p
     return (t <= ttft_p99_s and p <= tpot_p99_s), t, p
+
+
+def p99_half_ratio(res: SimResult, warmup_fraction: float = WARMUP_FRACTION) -> float:
+    """p99 TTFT of the second half of the measured window over the first (≈ 1 in steady state)."""
+    idx = measured_window(res, warmup_fraction)
+    half = idx.size // 2
+    a, b = (percentiles(res.ttft_s[x[res.completed[x]]])["p99"] for x in (idx[:half], idx[half:]))
+    return float(b / a) if a and b else float("nan")
+
+
+def steady_saturation(make_requests, cost: StepCost, config: EngineConfig, num_requests: int | None = None) -> float:
+    """The replica's steady-state capacity, requests/s: a burst of requests (all at t = 0; the engine runs at
+    its largest batch) and the completion rate over the middle 80 % of completions (the ramp-up and the
+    draining tail, where the batch is not full, left out)."""
+    res = simulate(_make(make_requests, None, num_requests), cost, config)
+    fin = np.sort(res.finish_s[res.completed])
+    if fin.size < 10:
+        return res.requests_per_s
+    lo, hi = int(0.1 * fin.size), int(0.9 * fin.size)
+    span = fin[hi] - fin[lo]
+    return float((hi - lo) / span) if span > 0 else res.requests_per_s
+
+
+def _make(make_requests, rate, num_requests):
+    """Call a workload maker with a request count when it takes one (``num_requests=``)."""
+    if num_requests is not None and "num_requests" in inspect.signature(make_requests).parameters:
+        return make_requests(rate, num_requests=num_requests)
+    return make_requests(rate)
 
 
 def max_rate_under_slo(
@@ -90,20 +148,23 @@ def max_rate_under_slo(
     gpus_per_replica: int = 1,
     rel_tol: float = 0.02,
     max_iter: int = 20,
+    min_trial_s: float = MIN_TRIAL_S,
 ) -> SloPoint:
-    """Bisection over the request rate for the highest rate whose p99 TTFT and p99 TPOT meet the
-    targets.  ``make_requests(rate)`` must return the workload at a rate with a *fixed seed* (the
-    same arrival pattern scaled in time), so the search is deterministic.
+    """The highest request rate whose p99 TTFT and p99 TPOT meet the targets, right by construction:
 
-    The upper bracket is 1.5 × the replica's throughput on a burst of the same requests (all at
-    t = 0), above which no rate can be sustained; the lower one 1 % of it (if that misses the
-    SLOs, the answer is 0).
+    * never at or above the replica's steady-state saturation (:func:`steady_saturation`): the upper
+      bracket is 0.999 × it, the lower 1 % of it (if that misses, the answer is 0);
+    * each trial is long enough to reach steady state — ``max(rate × min_trial_s, 2,000)`` requests (at
+      most 20,000) when ``make_requests(rate, num_requests=n)`` accepts a count — and its first 10 % of
+      requests (arriving into an empty engine) are left out of the percentiles;
+    * bisection to ``rel_tol``; the answer carries its confidence (:class:`SloPoint`).
+
+    ``make_requests(rate)`` must return the workload at a rate with a *fixed seed* (the same arrival
+    pattern scaled in time), so the search is deterministic.
     """
     if not (ttft_p99_s > 0 and tpot_p99_s > 0):
         raise ValueError("ttft_p99_ms/tpot_p99_ms: SLO targets must be > 0")
-    burst = make_requests(None)
-    sat = simulate(burst, cost, config)
-    cap = sat.requests_per_s
+    cap = steady_saturation(make_requests, cost, config, MIN_TRIAL_REQUESTS)
     if cap <= 0:
         return SloPoint(0.0, INF, INF, 0.0, 0.0, 0.0, gpus_per_replica, price_usd_per_gpu_hour, 1, 0.0)
     it = 0
@@ -111,15 +172,15 @@ def max_rate_under_slo(
     def trial(rate):
         nonlocal it
         it += 1
-        res = simulate(make_requests(rate), cost, config)
-        ok, t, p = meets_slo(res, ttft_p99_s, tpot_p99_s)
+        n = int(min(MAX_TRIAL_REQUESTS, max(MIN_TRIAL_REQUESTS, math.ceil(rate * min_trial_s))))
+        res = simulate(_make(make_requests, rate, n), cost, config)
+        ok, t, p = meets_slo(res, ttft_p99_s, tpot_p99_s, WARMUP_FRACTION)
         return ok, (rate, res, t, p)
 
-    hi = cap * UPPER_BRACKET
+    lo, hi = cap * LOWER_BRACKET, cap * UPPER_BRACKET
     ok, best = trial(hi)
     at_limit = ok
     if not ok:
-        lo = cap * LOWER_BRACKET
         ok, best = trial(lo)
         if not ok:
             best = None
@@ -133,8 +194,11 @@ def max_rate_under_slo(
     if best is None:
         return SloPoint(0.0, INF, INF, 0.0, 0.0, 0.0, gpus_per_replica, price_usd_per_gpu_hour, it, cap)
     rate, res, t, p = best
+    ratio = p99_half_ratio(res)
+    confidence = "high" if math.isfinite(ratio) and ratio <= STABLE_P99_RATIO else "low"
     return SloPoint(rate, t, p, res.output_tokens_per_s, res.mean_in_system, res.mean_running, gpus_per_replica,
-                    price_usd_per_gpu_hour, it, cap, at_limit)
+                    price_usd_per_gpu_hour, it, cap, at_limit, len(res.arrival_s), confidence, ratio,
+                    (hi - lo) / hi if hi > 0 else 0.0)
 
 
 def rate_sweep(make_requests, cost: StepCost, config: EngineConfig, rates) -> list[dict]:
