@@ -166,7 +166,7 @@ def simulate_cmd(
     from planner import catalog
     from planner.serving import engine_setup, simulate, simulate_sequential
     from planner.specs import Deployment
-    from planner.workloads import load_trace
+    from planner.traces import load_trace
 
     _check_load(rate, concurrency, trace)
     if burstiness_cv <= 0:
