@@ -68,6 +68,7 @@ def size_cmd(
 ) -> None:
     """Size one deployment: memory breakdown, max concurrency, TTFT, TPOT, throughput, $/Mtok, bound."""
     from planner import catalog
+    from planner.cost import with_price
     from planner.plan import plan
     from planner.report import report_text
     from planner.specs import Deployment, Source, Workload
@@ -75,10 +76,8 @@ def size_cmd(
     m = catalog.model(model)
     g = catalog.gpu(gpu)
     if price_usd_per_hour is not None:
-        sources = dict(g.sources)
-        sources["price_usd_per_hour"] = Source(url="--price-usd-per-hour (command line)",
-                                               date=today(), note="user override")
-        g = g.model_copy(update={"price_usd_per_hour": price_usd_per_hour, "sources": sources})
+        g = with_price(g, price_usd_per_hour, Source(url="--price-usd-per-hour (command line)", date=today(),
+                                                     note="user override"))
     dep = build(functools.partial(Deployment.for_gpu, g), {
         "num_gpus": gpus if gpus is not None else tp * pp, "tensor_parallel": tp,
         "pipeline_parallel": pp, "weight_dtype": weight_dtype, "kv_cache_dtype": kv_dtype,
