@@ -20,10 +20,10 @@ from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.hf_import import model_from_config_bytes
 from planner.presets import PRESETS, resolve
 from planner.report import csv_bytes
+from planner.scenario import Planned, Scenario, plan_scenario, scenario_gpu, scenario_problems, scenario_profile
 from planner.specs import ModelSpec, Workload
 from planner.sweep import sweep
 from planner.units import BILLION, MS, TB_PER_S, fmt_gb, fmt_gib, fmt_int, fmt_ms, fmt_tflops, fmt_usd
-from planner.views import Planned, Scenario
 
 UPLOAD = "upload config.json"  # the model option that opens the uploader
 MAX_UPLOAD_BYTES = 256 * 1024  # a config.json is a few kB
@@ -77,8 +77,8 @@ def _register_upload(spec: ModelSpec) -> str:
 @st.cache_resource(max_entries=256)
 def _planned(sc: Scenario) -> Planned:
     """The planner's objects for a scenario and its SizingReport ``report``; cached by the scenario."""
-    return views.plan_scenario(sc, _model(sc.model_key), views.scenario_gpu(sc.gpu_id, sc.price_usd_per_hour),
-                               views.scenario_profile(sc.gpu_id, sc.calibrated))
+    return plan_scenario(sc, _model(sc.model_key), scenario_gpu(sc.gpu_id, sc.price_usd_per_hour),
+                               scenario_profile(sc.gpu_id, sc.calibrated))
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -98,11 +98,11 @@ def _sweep_all(model_key: str, prompt: int, output: int, users: int, ttft_s: flo
     """The sweep over every catalog GPU for this model and workload (the price override applies to
     the scenario's GPU only)."""
     wl = Workload(prompt_tokens=prompt, output_tokens=output, concurrency=users, ttft_slo_s=ttft_s, tpot_slo_s=tpot_s)
-    gpus = [views.scenario_gpu(g, price if g == price_gpu else 0.0) for g in catalog.gpus()]
+    gpus = [scenario_gpu(g, price if g == price_gpu else 0.0) for g in catalog.gpus()]
     return sweep(_model(model_key), wl, gpus=gpus, weight_dtypes=list(weight_dtypes) if weight_dtypes else None,
                  kv_dtypes=list(kv_dtypes) if kv_dtypes else None,
                  batch_sizes=list(batch_sizes) if batch_sizes else None,
-                 profile_for=lambda g: views.scenario_profile(g, calibrated),
+                 profile_for=lambda g: scenario_profile(g, calibrated),
                  deployment_defaults={"gpu_memory_utilization": util})
 
 
@@ -127,7 +127,7 @@ def _cli_sweep(model_key: str, prompt: int, output: int, ttft_s: float, tpot_s: 
     """What `planner sweep -m MODEL --context P --output-tokens N --ttft-slo-ms … --tpot-slo-ms … --profile
     auto|none` computes: every catalog GPU at catalog prices, default dtypes, TP and batches."""
     wl = Workload(prompt_tokens=prompt, output_tokens=output, ttft_slo_s=ttft_s, tpot_slo_s=tpot_s)
-    return sweep(_model(model_key), wl, contexts=[prompt], profile_for=lambda g: views.scenario_profile(g, calibrated))
+    return sweep(_model(model_key), wl, contexts=[prompt], profile_for=lambda g: scenario_profile(g, calibrated))
 
 
 @st.cache_resource(max_entries=16, show_spinner="Simulating the load…")
@@ -238,7 +238,7 @@ def _price_calibration_section(gpu) -> dict:
     price = st.number_input("Price override ($/GPU-hour)", min_value=0.0, max_value=10_000.0, value=DEFAULTS["price"],
                             step=0.1, key="price", **BIND,
                             help=f"0 = catalog price ({fmt_usd(gpu.price_usd_per_hour)}/h, {src.url}, {src.date})")
-    profile = views.scenario_profile(gpu.id)
+    profile = scenario_profile(gpu.id)
     calib = st.radio("Latency model", CALIB_CHOICES, index=0 if profile.is_ideal else 1, key="calib",
                      horizontal=True, **BIND, disabled=profile.is_ideal,
                      help="Efficiencies fitted on real vLLM probes (the default where a profile exists: this GPU's "
@@ -457,7 +457,7 @@ def main() -> None:
     if sc is None:
         st.info("Upload a Hugging Face config.json in the sidebar (or pick a catalog model) to see the plan.")
         st.stop()
-    problems = views.scenario_problems(sc)
+    problems = scenario_problems(sc)
     if problems:
         for p in problems:
             st.error(p[0].upper() + p[1:] + ".")

@@ -1,5 +1,5 @@
-"""planner.views: the dashboard's frames agree with the planner numbers they are drawn beside (the same
-report, the same SLO search, the same memory budget), and the sidebar's helpers behave."""
+"""planner.scenario and planner.views: the dashboard's frames agree with the planner numbers they are drawn
+beside (the same report, the same SLO search, the same memory budget), and the sidebar's helpers behave."""
 
 from __future__ import annotations
 
@@ -13,27 +13,28 @@ from planner.cost import with_price
 from planner.hf_import import model_from_config_bytes
 from planner.profile import CalibrationProfile, Residuals
 from planner.report import csv_bytes, write_csv
+from planner.scenario import Planned, Scenario, plan_scenario, scenario_gpu, scenario_problems, scenario_profile
 from planner.specs import Source
 from planner.units import MS
 
 MODEL, GPU = "mistral-7b-v0.3", "h200-sxm"
 
 
-def scenario(**kw) -> views.Scenario:
+def scenario(**kw) -> Scenario:
     base = {"model_key": MODEL, "gpu_id": GPU, "num_gpus": 1, "tensor_parallel": 1, "weight_dtype": "bf16",
             "kv_cache_dtype": "bf16", "gpu_memory_utilization": 0.92, "prompt_tokens": 4096, "output_tokens": 512,
             "target_users": 160, "ttft_slo_s": 2000 * MS, "tpot_slo_s": 50 * MS, "price_usd_per_hour": 0.0,
             "calibrated": True}
-    return views.Scenario(**{**base, **kw})
+    return Scenario(**{**base, **kw})
 
 
-def planned(sc: views.Scenario) -> views.Planned:
-    return views.plan_scenario(sc, catalog.model(sc.model_key), views.scenario_gpu(sc.gpu_id, sc.price_usd_per_hour),
-                               views.scenario_profile(sc.gpu_id, sc.calibrated))
+def planned(sc: Scenario) -> Planned:
+    return plan_scenario(sc, catalog.model(sc.model_key), scenario_gpu(sc.gpu_id, sc.price_usd_per_hour),
+                               scenario_profile(sc.gpu_id, sc.calibrated))
 
 
 @pytest.fixture(scope="module")
-def two_gpus() -> views.Planned:
+def two_gpus() -> Planned:
     return planned(scenario(num_gpus=2))
 
 
@@ -41,8 +42,8 @@ def two_gpus() -> views.Planned:
 
 
 def test_scenario_problems_name_each_bad_input():
-    assert views.scenario_problems(scenario()) == []
-    probs = views.scenario_problems(scenario(prompt_tokens=0, tpot_slo_s=0.0, tensor_parallel=4, num_gpus=2,
+    assert scenario_problems(scenario()) == []
+    probs = scenario_problems(scenario(prompt_tokens=0, tpot_slo_s=0.0, tensor_parallel=4, num_gpus=2,
                                              gpu_memory_utilization=1.5))
     assert probs == ["prompt length must be at least 1 (got 0)", "TPOT target must be above 0 ms (got 0.0 ms)",
                      "tensor parallel 4 needs at least 4 GPUs; the deployment has 2",
@@ -51,8 +52,8 @@ def test_scenario_problems_name_each_bad_input():
 
 def test_scenario_gpu_price_override_carries_its_source():
     catalog_price = catalog.gpu(GPU).price_usd_per_hour
-    assert views.scenario_gpu(GPU, 0.0).price_usd_per_hour == catalog_price
-    g = views.scenario_gpu(GPU, 2 * catalog_price)
+    assert scenario_gpu(GPU, 0.0).price_usd_per_hour == catalog_price
+    g = scenario_gpu(GPU, 2 * catalog_price)
     assert g.price_usd_per_hour == 2 * catalog_price
     assert g.price_source.url == "price override (dashboard sidebar)"
     assert f"catalog price {catalog_price:g} USD/h replaced" == g.price_source.note
@@ -141,9 +142,9 @@ def sweep_frame():
     wl = Workload(prompt_tokens=sc.prompt_tokens, output_tokens=sc.output_tokens, concurrency=sc.target_users,
                   ttft_slo_s=sc.ttft_slo_s, tpot_slo_s=sc.tpot_slo_s)
     grid = views.cost_grid(sc, same_dtypes=True)
-    return sweep(catalog.model(MODEL), wl, gpus=[views.scenario_gpu(g, 0.0) for g in catalog.gpus()],
+    return sweep(catalog.model(MODEL), wl, gpus=[scenario_gpu(g, 0.0) for g in catalog.gpus()],
                  weight_dtypes=list(grid["weight_dtypes"]), kv_dtypes=list(grid["kv_dtypes"]),
-                 batch_sizes=list(grid["batch_sizes"]), profile_for=lambda g: views.scenario_profile(g))
+                 batch_sizes=list(grid["batch_sizes"]), profile_for=lambda g: scenario_profile(g))
 
 
 def test_triangle_latency_is_ttft_plus_tpot_times_output(sweep_frame):
