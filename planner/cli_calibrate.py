@@ -1,4 +1,4 @@
-"""``planner calibrate`` and ``planner validate`` (registered on planner.cli's app).
+"""``planner calibrate`` and ``planner validate`` (command functions; :mod:`planner.cli` registers them).
 
 ``calibrate`` imports calibration (torch, vllm) lazily, inside the command, so the rest of the CLI
 works on a laptop.  ``validate`` is pure planner."""
@@ -10,10 +10,9 @@ from typing import Annotated
 
 import typer
 
-from planner.cli import JsonOpt, _emit_json, _table, app, cli_errors, error_exit
+from planner.cli_common import JsonOpt, cli_errors, emit_json, error_exit, table
 
 
-@app.command("calibrate")
 @cli_errors
 def calibrate_cmd(
     gpu: Annotated[str, typer.Option("--gpu", help="Catalog GPU id of this machine's GPU, e.g. h200-sxm.")],
@@ -53,13 +52,12 @@ def calibrate_cmd(
     except CalibrationError as err:
         raise error_exit("calibrate", str(err)) from None
     if json_out:
-        _emit_json(summary)
+        emit_json(summary)
     else:
         typer.echo(f"raw records: {summary['raw']}\nprofile: {summary.get('profile')}\n"
                    f"GPU time: {summary['elapsed_s']:.0f} s")
 
 
-@app.command("validate")
 @cli_errors
 def validate_cmd(
     measurements: Annotated[Path, typer.Argument(help="CSV of measured points (see planner/validate.py).")],
@@ -74,13 +72,13 @@ def validate_cmd(
     chooser = choose_profile(profile, field="--profile")
     result = validate(read_measurements(measurements), chooser)
     if json_out:
-        _emit_json(result)
+        emit_json(result)
         return
     rows = [[r["model"], r["kv_cache_dtype"] or "auto", r["metric"], r["batch_size"], r["prompt_tokens"],
              f"{float(r['measured']):.6g}", f"{r['predicted']:.6g}", f"{r['error_pct']:+.1f}%", r["calibration_mode"]]
             for r in result["rows"]]
-    _table(["model", "kv", "metric", "batch", "prompt", "measured", "predicted", "error", "mode"], rows)
+    table(["model", "kv", "metric", "batch", "prompt", "measured", "predicted", "error", "mode"], rows)
     typer.echo("")
-    _table(["metric", "n", "median |error|", "p90 |error|"],
-           [[k, v["n"], f"{v['median_abs_error_pct']:.1f}%", f"{v['p90_abs_error_pct']:.1f}%"]
-            for k, v in result["summary"].items()])
+    table(["metric", "n", "median |error|", "p90 |error|"],
+          [[k, v["n"], f"{v['median_abs_error_pct']:.1f}%", f"{v['p90_abs_error_pct']:.1f}%"]
+           for k, v in result["summary"].items()])

@@ -1,6 +1,6 @@
 """``planner simulate`` and ``planner slo-search``: serving under load (see :mod:`planner.serving`).
 
-Registered on :data:`planner.cli.app`, which imports this module at its end.
+Command functions only; :mod:`planner.cli` registers them on its app.
 """
 
 from __future__ import annotations
@@ -13,20 +13,23 @@ from typing import Annotated
 
 import typer
 
-from planner.cli import (
+from planner.cli_common import (
+    GpuMemoryUtilizationOpt,
+    GpuOpt,
     JsonOpt,
     KvDtypeOpt,
+    ModelOpt,
     ProfileOpt,
+    TpOpt,
     WeightDtypeOpt,
-    _build,
-    _emit_json,
-    _finite,
-    _table,
-    app,
+    build,
     cli_errors,
+    emit_json,
     error_exit,
+    finite,
+    table,
 )
-from planner.specs import tensor_parallel_candidates, vllm_serve_defaults
+from planner.specs import vllm_serve_defaults
 from planner.units import MS, fmt_int, fmt_usd
 
 WORKLOADS = ("chat", "rag", "agentic", "batch")
@@ -109,13 +112,12 @@ def _ms(x):
 # ----------------------------------------------------------------------------------------- simulate
 
 
-@app.command("simulate")
 @cli_errors
 def simulate_cmd(
-    model: Annotated[str, typer.Option("--model", "-m", help="Model id (see `planner models`).")],
-    gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU id (see `planner gpus`).")],
+    model: ModelOpt,
+    gpu: GpuOpt,
     profile: ProfileOpt = "auto",
-    rate: Annotated[float | None, typer.Option("--rate", callback=_finite("--rate"),
+    rate: Annotated[float | None, typer.Option("--rate", callback=finite("--rate"),
                                                help="Poisson arrival rate, requests/s.")] = None,
     concurrency: Annotated[int | None, typer.Option("--concurrency", min=1,
                                                     help="Closed loop: keep this many requests in flight.")] = None,
@@ -130,7 +132,7 @@ def simulate_cmd(
     shared_prefix_tokens: Annotated[int, typer.Option(
         "--shared-prefix-tokens", min=0, help="Tokens every prompt shares before its unique part.")] = 0,
     burstiness_cv: Annotated[float, typer.Option(
-        "--burstiness-cv", callback=_finite("--burstiness-cv"),
+        "--burstiness-cv", callback=finite("--burstiness-cv"),
         help="Coefficient of variation of inter-arrival gaps (1 = Poisson, >1 bursty; gamma).")] = 1.0,
     prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching",
                                                  help="vLLM automatic prefix caching.")] = True,
@@ -140,9 +142,7 @@ def simulate_cmd(
         "--max-num-batched-tokens", min=1, help="Token budget per step (default: vLLM serve's for the GPU).")] = None,
     kv_capacity_tokens: Annotated[int | None, typer.Option(
         "--kv-capacity-tokens", min=16, help="KV pool size in tokens (default: from the memory model).")] = None,
-    gpu_memory_utilization: Annotated[float, typer.Option(
-        "--gpu-memory-utilization", callback=_finite("--gpu-memory-utilization"),
-        help="Fraction of GPU memory vLLM may use (0-1].")] = 0.92,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = 0.92,
     spec_preset: Annotated[str | None, typer.Option("--spec-preset", help="Speculative decoding preset: "
                                                     "draft-model, eagle, medusa.")] = None,
     spec_k: Annotated[int | None, typer.Option("--spec-k", help="Draft tokens per step (speculative decoding).")] = None,
@@ -157,7 +157,7 @@ def simulate_cmd(
     seed: Annotated[int, typer.Option("--seed", help="Random seed of arrivals and lengths.")] = 0,
     weight_dtype: WeightDtypeOpt = "bf16",
     kv_dtype: KvDtypeOpt = "bf16",
-    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel GPUs per replica.")] = 1,
+    tp: TpOpt = 1,
     series_csv: Annotated[Path | None, typer.Option("--series-csv", help="Write the KV-usage/queue time series "
                                                                          "to this CSV file.")] = None,
     json_out: JsonOpt = False,
@@ -166,7 +166,7 @@ def simulate_cmd(
     from planner import catalog
     from planner.serving import engine_setup, simulate, simulate_sequential
     from planner.specs import Deployment
-    from planner.workloads import load_trace
+    from planner.traces import load_trace
 
     _check_load(rate, concurrency, trace)
     if burstiness_cv <= 0:
@@ -176,7 +176,7 @@ def simulate_cmd(
     dflt_tokens, dflt_seqs = vllm_serve_defaults(g)
     max_num_batched_tokens = max_num_batched_tokens or dflt_tokens
     max_num_seqs = max_num_seqs or dflt_seqs
-    dep = _build(Deployment, {
+    dep = build(Deployment, {
         "gpu_id": g.id, "num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype,
         "kv_cache_dtype": kv_dtype, "gpu_memory_utilization": gpu_memory_utilization,
         "max_num_batched_tokens": max_num_batched_tokens, "max_num_seqs": max_num_seqs,
@@ -213,7 +213,7 @@ def simulate_cmd(
     if series_csv is not None:
         _write_series(series_csv, res)
     if json_out:
-        _emit_json(out)
+        emit_json(out)
         return
     _print_sim(out, mode_line, cfg)
 
@@ -251,7 +251,7 @@ def _print_sim(d: dict, mode_line: str, cfg) -> None:
                                      ("E2E s", "e2e_s", 1.0, 2)):
         p = d[key]
         rows.append([name] + [f(p[q], scale, digits) for q in ("mean", "p50", "p90", "p99")])
-    _table(["", "mean", "p50", "p90", "p99"], rows)
+    table(["", "mean", "p50", "p90", "p99"], rows)
     typer.echo(f"throughput {d['output_tokens_per_s']:,.0f} output tokens/s, {d['requests_per_s']:,.2f} requests/s "
                f"over {d['duration_s']:,.1f} s; preemptions {d['preemptions']:,}; prefix-cache hit rate "
                f"{d['prefix_cache_hit_rate']:.1%}; KV usage max {d['kv_usage_max']:.1%}; queue max {d['queue_max']:,}; "
@@ -274,13 +274,12 @@ def _csv_list(value: str, flag: str) -> list[str]:
     return items
 
 
-@app.command("slo-search")
 @cli_errors
 def slo_search_cmd(
-    model: Annotated[str, typer.Option("--model", "-m", help="Model id (see `planner models`).")],
-    ttft_p99_ms: Annotated[float, typer.Option("--ttft-p99-ms", callback=_finite("--ttft-p99-ms"),
+    model: ModelOpt,
+    ttft_p99_ms: Annotated[float, typer.Option("--ttft-p99-ms", callback=finite("--ttft-p99-ms"),
                                                help="p99 time-to-first-token target, ms.")],
-    tpot_p99_ms: Annotated[float, typer.Option("--tpot-p99-ms", callback=_finite("--tpot-p99-ms"),
+    tpot_p99_ms: Annotated[float, typer.Option("--tpot-p99-ms", callback=finite("--tpot-p99-ms"),
                                                help="p99 time-per-output-token target, ms.")],
     gpus: Annotated[str | None, typer.Option("--gpus", help="Comma-separated GPU ids (default: every GPU "
                                                             "in the catalog).")] = None,
@@ -288,7 +287,7 @@ def slo_search_cmd(
     kv_dtype: KvDtypeOpt = "bf16",
     tp: Annotated[str, typer.Option("--tp", help="Comma-separated TP sizes, or 'auto': the smallest of "
                                                  "1, 2, 4, 8 that fits.")] = "auto",
-    target_rate: Annotated[float | None, typer.Option("--target-rate", callback=_finite("--target-rate"),
+    target_rate: Annotated[float | None, typer.Option("--target-rate", callback=finite("--target-rate"),
                                                       help="Fleet target, requests/s: replicas needed.")] = None,
     workload: Annotated[str | None, typer.Option("--workload", help="Preset instead of fixed lengths: chat, rag, "
                                                                     "agentic (rate = sessions/s).")] = None,
@@ -297,7 +296,7 @@ def slo_search_cmd(
     output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens.")] = 128,
     shared_prefix_tokens: Annotated[int, typer.Option("--shared-prefix-tokens", min=0,
                                                       help="Shared prompt prefix tokens.")] = 0,
-    burstiness_cv: Annotated[float, typer.Option("--burstiness-cv", callback=_finite("--burstiness-cv"),
+    burstiness_cv: Annotated[float, typer.Option("--burstiness-cv", callback=finite("--burstiness-cv"),
                                                  help="Inter-arrival coefficient of variation.")] = 1.0,
     prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching")] = True,
     max_num_seqs: Annotated[int | None, typer.Option(
@@ -346,19 +345,19 @@ def slo_search_cmd(
         typer.echo(buf.getvalue(), nl=False)
         return
     if json_out:
-        _emit_json({"model": m.id, "ttft_p99_s": ttft_p99_ms * MS, "tpot_p99_s": tpot_p99_ms * MS,
+        emit_json({"model": m.id, "ttft_p99_s": ttft_p99_ms * MS, "tpot_p99_s": tpot_p99_ms * MS,
                     "target_rate_per_s": target_rate, "candidates": rows})
         return
     typer.echo(f"{m.id}: highest request rate meeting p99 TTFT ≤ {ttft_p99_ms:g} ms and p99 TPOT ≤ "
                f"{tpot_p99_ms:g} ms ({num_requests} requests per trial, seed {seed})")
-    _table(["gpu", "weights", "TP", "req/s per GPU", "concurrency", "p99 TTFT ms", "p99 TPOT ms", "out tok/s",
-            "$/Mtok out", "replicas", "note"],
-           [[r["gpu"], r["weight_dtype"], r["tensor_parallel"],
-             "—" if not r["fits"] else f"{r['max_rate_per_gpu_per_s']:,.2f}",
-             "—" if not r["fits"] else f"{r['concurrency_mean']:,.1f}",
-             "—" if r["ttft_p99_s"] is None else f"{r['ttft_p99_s'] / MS:,.0f}",
-             "—" if r["tpot_p99_s"] is None else f"{r['tpot_p99_s'] / MS:,.1f}",
-             "—" if not r["fits"] else f"{r['output_tokens_per_s']:,.0f}",
-             fmt_usd(r["usd_per_million_output_tokens"]) if r["usd_per_million_output_tokens"] is not None else "—",
-             "—" if r["replicas_for_target"] is None else r["replicas_for_target"], r["note"]] for r in rows])
+    table(["gpu", "weights", "TP", "req/s per GPU", "concurrency", "p99 TTFT ms", "p99 TPOT ms", "out tok/s",
+           "$/Mtok out", "replicas", "note"],
+          [[r["gpu"], r["weight_dtype"], r["tensor_parallel"],
+            "—" if not r["fits"] else f"{r['max_rate_per_gpu_per_s']:,.2f}",
+            "—" if not r["fits"] else f"{r['concurrency_mean']:,.1f}",
+            "—" if r["ttft_p99_s"] is None else f"{r['ttft_p99_s'] / MS:,.0f}",
+            "—" if r["tpot_p99_s"] is None else f"{r['tpot_p99_s'] / MS:,.1f}",
+            "—" if not r["fits"] else f"{r['output_tokens_per_s']:,.0f}",
+            fmt_usd(r["usd_per_million_output_tokens"]) if r["usd_per_million_output_tokens"] is not None else "—",
+            "—" if r["replicas_for_target"] is None else r["replicas_for_target"], r["note"]] for r in rows])
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.roofline import HwCoeffs, ModelCosts, attended_prefill, step_time
+from planner.specs import GpuSpec, Source
 from planner.units import MILLION, SECONDS_PER_HOUR
 
 # ------------------------------------------------------------------------------------ prefill busy
@@ -204,6 +205,13 @@ def token_cost(tp: Throughput, price_usd_per_gpu_hour) -> TokenCost:
     per_s = np.asarray(price_usd_per_gpu_hour, dtype=float) * tp.gpus_per_replica / SECONDS_PER_HOUR
     return TokenCost(price_usd_per_gpu_hour, tp.gpus_per_replica, per_s, tp.prefill_busy_s, tp.decode_busy_s,
                      tp.batch_size, tp.prompt_tokens, tp.output_tokens)
+
+
+def with_price(gpu: GpuSpec, price_usd_per_hour: float, source: Source) -> GpuSpec:
+    """``gpu`` at another price per GPU-hour (a user's override), ``source`` saying where it came from
+    (``sources['price_usd_per_hour']``, so every export names the price it used)."""
+    return gpu.model_copy(update={"price_usd_per_hour": price_usd_per_hour,
+                                  "sources": {**gpu.sources, "price_usd_per_hour": source}})
 
 
 # -------------------------------------------------------------------------------------------- fleet

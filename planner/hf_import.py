@@ -12,6 +12,8 @@ config key, never a KeyError or a pydantic traceback.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import json
 import math
 from typing import Any
 
@@ -20,7 +22,7 @@ import yaml
 from planner.catalog import SpecError, parse_spec
 from planner.specs import AttentionSpec, ModelSpec, MoeSpec, count_params
 
-__all__ = ["hf_config_to_model_dict", "model_dict_to_yaml"]
+__all__ = ["hf_config_to_model_dict", "model_dict_to_yaml", "model_from_config_bytes"]
 
 IMPORT_NOTE = "imported by planner import-hf"
 
@@ -381,3 +383,23 @@ def hf_config_to_model_dict(
 def model_dict_to_yaml(d: dict) -> str:
     """YAML text for a models/<id>.yaml file, keys in the order given."""
     return yaml.safe_dump(d, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100)
+
+
+def model_from_config_bytes(data: bytes, max_bytes: int) -> tuple[ModelSpec | None, str | None]:
+    """(model, error) for the bytes of an uploaded config.json: at most ``max_bytes``, parsed as JSON and
+    imported as above, with the id ``uploaded-<sha256 prefix>`` (the same file gets the same id).
+    Never raises: any problem, however hostile the file, is one readable line in ``error``."""
+    if len(data) > max_bytes:
+        return None, f"config.json is {len(data):,} bytes; the limit is {max_bytes:,} bytes"
+    try:
+        config = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        return None, f"config.json is not valid JSON: {err}"
+    except RecursionError:
+        return None, "config.json is not valid JSON: nested too deeply"
+    sha = hashlib.sha256(data).hexdigest()[:12]
+    try:
+        return ModelSpec.model_validate(hf_config_to_model_dict(config, model_id=f"uploaded-{sha}")), None
+    # SpecError, pydantic errors, anything odd in a hostile file: always one readable line
+    except Exception as err:  # noqa: BLE001
+        return None, f"could not read this config.json: {err}"

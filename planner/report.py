@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,6 +243,12 @@ def write_csv(data: SizingReport | Iterable[SizingReport] | pd.DataFrame, path: 
     path = Path(path)
     df.to_csv(path, index=False, float_format="%.10g")
     return path
+
+
+def csv_bytes(data: SizingReport | Iterable[SizingReport] | pd.DataFrame) -> bytes:
+    """The bytes :func:`write_csv` writes for ``data`` (a download button's file)."""
+    with tempfile.TemporaryDirectory() as d:
+        return write_csv(data, Path(d) / "sweep.csv").read_bytes()
 
 
 def report_json(data: SizingReport | Iterable[SizingReport]) -> str:

@@ -1,4 +1,4 @@
-"""calibration/serve_probe.py without vLLM or a GPU: the plan, arrivals, prompts, record arithmetic,
+"""calibration/serve_plan.py and serve_probe.py without vLLM or a GPU: the plan, arrivals, prompts, record arithmetic,
 and a --dry-run end to end (a fake engine) whose records replay through the simulator."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from calibration import serve_plan
 from calibration import serve_probe as sp
 from planner import catalog
 from planner.serving import load_records, replay
@@ -27,7 +28,7 @@ def test_module_imports_without_vllm():
 
 
 def test_default_plan():
-    phases = sp.build_plan(sp.parse_args([]))
+    phases = serve_plan.build_plan(sp.parse_args([]))
     assert [p.engine_id for p in phases] == ["A-prefix-caching-on", "B-prefix-caching-off"]
     a, b = phases
     assert a.enable_prefix_caching and not b.enable_prefix_caching and b.optional
@@ -43,56 +44,56 @@ def test_default_plan():
     assert [(r.seed, r.rate_per_s, r.num_requests, r.total_prompt_tokens) for r in on] == \
            [(r.seed, r.rate_per_s, r.num_requests, r.total_prompt_tokens) for r in off]
     assert on[0].total_prompt_tokens == 2304 and on[0].output_tokens == 64
-    assert sp.plan_estimate_s(phases, 80) < 350  # fits the default budget
+    assert serve_plan.plan_estimate_s(phases, 80) < 350  # fits the default budget
 
 
 def test_plan_variants_and_validation():
-    assert len(sp.build_plan(sp.parse_args(["--skip-prefix-off"]))) == 1
-    only = sp.build_plan(sp.parse_args(["--only-prefix-off"]))
+    assert len(serve_plan.build_plan(sp.parse_args(["--skip-prefix-off"]))) == 1
+    only = serve_plan.build_plan(sp.parse_args(["--only-prefix-off"]))
     assert len(only) == 1 and not only[0].enable_prefix_caching and not only[0].optional
-    assert len(sp.build_plan(sp.parse_args(["--shared-prefix-tokens", "0"]))) == 1
+    assert len(serve_plan.build_plan(sp.parse_args(["--shared-prefix-tokens", "0"]))) == 1
     for bad in (["--rates", "1,x"], ["--rates", "0"], ["--max-model-len", "600"], ["--num-requests", "0"],
                 ["--gpu-memory-utilization", "1.5"]):
         with pytest.raises(SystemExit):
-            sp.build_plan(sp.parse_args(bad))
+            serve_plan.build_plan(sp.parse_args(bad))
 
 
 def test_arrivals_are_the_simulators_poisson_process():
-    run = sp.RunSpec("r", 16.0, 200, 512, 128, seed=3)
-    np.testing.assert_array_equal(sp.arrival_offsets(run), poisson_arrivals(200, 16.0, seed=3))
-    assert sp.arrival_offsets(run)[-1] == pytest.approx(200 / 16, rel=0.2)
-    assert (sp.arrival_offsets(sp.RunSpec("b", None, 8, 10, 10)) == 0).all()
+    run = serve_plan.RunSpec("r", 16.0, 200, 512, 128, seed=3)
+    np.testing.assert_array_equal(serve_plan.arrival_offsets(run), poisson_arrivals(200, 16.0, seed=3))
+    assert serve_plan.arrival_offsets(run)[-1] == pytest.approx(200 / 16, rel=0.2)
+    assert (serve_plan.arrival_offsets(serve_plan.RunSpec("b", None, 8, 10, 10)) == 0).all()
 
 
 def test_prompts_avoid_special_ids_and_share_only_the_prefix():
-    run = sp.RunSpec("s", 8.0, 20, 256, 64, shared_prefix_tokens=2048, seed=1)
-    ps = sp.make_prompts(run, 32768)
+    run = serve_plan.RunSpec("s", 8.0, 20, 256, 64, shared_prefix_tokens=2048, seed=1)
+    ps = serve_plan.make_prompts(run, 32768)
     assert len(ps) == 20 and all(len(p) == 2304 for p in ps)
     assert min(min(p) for p in ps) >= 3 and max(max(p) for p in ps) < 32768
     assert all(p[:2048] == ps[0][:2048] for p in ps)
     assert len({tuple(p[2048:2064]) for p in ps}) == 20  # unique parts differ from their first block
-    other = sp.make_prompts(sp.RunSpec("t", 8.0, 2, 256, 64, shared_prefix_tokens=2048, seed=2), 32768)
+    other = serve_plan.make_prompts(serve_plan.RunSpec("t", 8.0, 2, 256, 64, shared_prefix_tokens=2048, seed=2), 32768)
     assert other[0][:16] != ps[0][:16]  # another run never hits this run's cached prefix
-    plain = sp.make_prompts(sp.RunSpec("u", 8.0, 3, 512, 8, seed=1), 32768)
+    plain = serve_plan.make_prompts(serve_plan.RunSpec("u", 8.0, 3, 512, 8, seed=1), 32768)
     assert plain[0][:16] != plain[1][:16]
 
 
 def test_token_stats_by_hand():
     """Sent at 1.0 s; tokens at 1.2, 1.3, 1.3, 1.5: TTFT 0.2, TPOT (1.5 − 1.2)/3 = 0.1, E2E 0.5."""
-    s = sp.token_stats(1.0, [1.2, 1.3, 1.3, 1.5])
+    s = serve_plan.token_stats(1.0, [1.2, 1.3, 1.3, 1.5])
     assert s["ttft_s"] == pytest.approx(0.2) and s["tpot_s"] == pytest.approx(0.1)
     assert s["e2e_s"] == pytest.approx(0.5) and s["num_output_tokens"] == 4
-    assert sp.token_stats(0.0, [0.3])["tpot_s"] is None
-    assert sp.token_stats(0.0, [])["ttft_s"] is None
+    assert serve_plan.token_stats(0.0, [0.3])["tpot_s"] is None
+    assert serve_plan.token_stats(0.0, [])["ttft_s"] is None
 
 
 def test_engine_metrics_intervals():
     m = SimpleNamespace(queued_ts=10.0, scheduled_ts=10.5, first_token_ts=10.6, last_token_ts=11.6,
                         num_generation_tokens=11, arrival_time=1.7e9, first_token_latency=0.7)
-    e = sp.engine_metrics(m)
+    e = serve_plan.engine_metrics(m)
     assert e["engine_queue_s"] == pytest.approx(0.5) and e["engine_prefill_s"] == pytest.approx(0.1)
     assert e["engine_tpot_s"] == pytest.approx(0.1)
-    assert sp.engine_metrics(None) == {}
+    assert serve_plan.engine_metrics(None) == {}
 
 
 def _dry(tmp_path, *extra):

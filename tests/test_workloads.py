@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from planner.serving import EngineConfig
-from planner.workloads import agentic, batch, chat, load_trace, make_requests, rag, synthetic
+from planner.traces import load_trace
+from planner.workloads import agentic, batch, chat, make_requests, rag, synthetic
 
 
 def test_presets_shapes():
