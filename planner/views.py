@@ -151,7 +151,7 @@ class LatencyFrames:
 
 def latency_frames(p: Planned) -> LatencyFrames:
     d, w, report = p.deployment, p.workload, p.report
-    mc, hw = roofline.model_costs(p.model, d), roofline.hw_coeffs(p.gpu, d.weight_dtype, p.profile)
+    mc, hw = roofline.model_costs(p.model, d), roofline.hw_coeffs(p.gpu, d.weight_dtype, p.profile, p.model)
     m_tok = d.max_num_batched_tokens
     prompts = np.unique(np.geomspace(16, max(131072, w.prompt_tokens * 2), 48).astype(int))
     pre = phases.prefill_time_costs(mc, hw, prompts, 1, m_tok)
@@ -203,7 +203,7 @@ def roofline_view(p: Planned) -> RooflineView:
     peaks = [{"label": dtype, "flops_per_s": peak}]
     if dtype != "bf16" and "bf16" in g.peak_flops_per_s:
         peaks.append({"label": "bf16", "flops_per_s": g.peak_flops_per_s["bf16"]})
-    mc, hw = roofline.model_costs(p.model, d), roofline.hw_coeffs(g, d.weight_dtype, p.profile)
+    mc, hw = roofline.model_costs(p.model, d), roofline.hw_coeffs(g, d.weight_dtype, p.profile, p.model)
     dctx = batching.decode_context_tokens(p.workload)
     pts = [("prefill", r.ttft)]
     pts.append(("decode, batch 1", phases.decode_step_costs(mc, hw, 1, dctx)))
