@@ -487,6 +487,9 @@ for _mod in ("planner.cli_calibrate", "planner.cli_simulate"):
         if e.name != _mod:
             raise
 
+# --- `planner deploy` (issue #11): its command module registers on `app` when imported -----------------
+importlib.import_module("planner.cli_deploy")
+
 if __name__ == "__main__":  # pragma: no cover - `python -m planner.cli`: run the imported module's app,
     from planner.cli import app as _app  # which is the one the plug-in modules registered on
 
