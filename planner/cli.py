@@ -487,8 +487,10 @@ for _mod in ("planner.cli_calibrate", "planner.cli_simulate"):
         if e.name != _mod:
             raise
 
-# --- `planner deploy` (issue #11): its command module registers on `app` when imported -----------------
-importlib.import_module("planner.cli_deploy")
+# --- `planner deploy` (issue #11): planner/cli_deploy.py registers on `app` when imported.  Like the modules
+# above it takes its shared helpers from this module (a cli <-> module cycle) until they move to cli_common.
+for _mod in ("planner.cli_deploy",):
+    importlib.import_module(_mod)
 
 if __name__ == "__main__":  # pragma: no cover - `python -m planner.cli`: run the imported module's app,
     from planner.cli import app as _app  # which is the one the plug-in modules registered on

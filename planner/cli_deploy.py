@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from planner.cli import (
+    _FLAG_OF_FIELD,
     ContextOpt,
     JsonOpt,
     KvDtypeOpt,
@@ -135,8 +136,9 @@ def deploy_cmd(
                               spec_preset=spec_preset, spec_model=spec_model, model_path=model_path,
                               namespace=namespace, name=name, disaggregated=disaggregated,
                               network_bytes_per_s_per_gpu=network_gbps * GBIT_PER_S)
-    except DeployRefused as e:
-        raise error_exit(e.field, e.reason, code=1) from None
+    except DeployRefused as e:  # startup_check names fields (tensor_parallel); say the flag (--tp)
+        flag = e.field if e.field.startswith("--") else _FLAG_OF_FIELD.get(e.field, "--" + e.field.replace("_", "-"))
+        raise error_exit(flag, e.reason, code=1) from None
     written = b.write(out) if out is not None else []
     if json_out:
         d = b.to_dict()

@@ -37,7 +37,16 @@ from planner.deploy.disagg import NETWORK_BYTES_PER_S_PER_GPU, DisaggPlan, plan_
 from planner.deploy.disagg_k8s import NIXL_KV_TRANSFER_CONFIG, disaggregated_objects
 from planner.deploy.flags import parse_serve_args
 from planner.deploy.helm import production_stack_router_values, production_stack_values
-from planner.deploy.k8s import DEFAULT_IMAGE, PREFIX, cache_size, deployment, engine_container, k8s_name, service, to_yaml
+from planner.deploy.k8s import (
+    DEFAULT_IMAGE,
+    PREFIX,
+    cache_size,
+    deployment,
+    engine_container,
+    k8s_name,
+    service,
+    to_yaml,
+)
 from planner.deploy.layout import (
     ProbeTimes,
     ReplicaLayout,
@@ -157,6 +166,11 @@ def _choose(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload: Workload
             profile: CalibrationProfile, auto_layout: bool) -> tuple[ReplicaLayout, Deployment, SizingReport]:
     """The first layout that starts and serves the workload under its SLO (in :func:`layout_candidates`
     order when ``auto_layout``); DeployRefused with the startup or SLO problem otherwise."""
+    if max_model_len > model.max_context_tokens or base.max_num_batched_tokens < base.max_num_seqs:
+        # no layout fixes these: say so at once instead of after trying every layout
+        first = startup_check(model, gpu, base, max_model_len, profile).problems
+        p = next(x for x in first if x.field in ("max_model_len", "max_num_batched_tokens"))
+        raise DeployRefused(p.field, p.reason)
     layouts = (layout_candidates(model, gpu) if auto_layout
                else [replica_layout(gpu, base.tensor_parallel, base.pipeline_parallel)])
     problem: StartupProblem | None = None
@@ -206,8 +220,8 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
     if disaggregated and layout.multi_node:
         raise ValueError("--disaggregated: replicas spanning nodes are not written for disaggregated serving "
                          f"(TP {layout.tensor_parallel} × PP {layout.pipeline_parallel} > {gpu.max_gpus_per_node} GPUs)")
-    common = dict(max_model_len=mml, profile=profile, enable_prefix_caching=enable_prefix_caching,
-                  speculative_config=spec_cfg, model_path=model_path)
+    common = {"max_model_len": mml, "profile": profile, "enable_prefix_caching": enable_prefix_caching,
+              "speculative_config": spec_cfg, "model_path": model_path}
     cmd = serve_command(model, gpu, dep, distributed_executor_backend="ray" if layout.multi_node else None, **common)
     parse_serve_args(cmd.serve_args())  # every flag is one of vLLM 0.26.0's (raises otherwise)
     ckpt = checkpoint_bytes(model)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
-
 from planner.deploy.command import ServeCommand
 from planner.deploy.disagg_k8s import PROXY_SCRIPT, PROXY_SOURCE
 from planner.deploy.helm import CHART, CHART_COMMIT, CHART_DATE
@@ -19,11 +17,11 @@ def serve_script(model: ModelSpec, gpu: GpuSpec, layout: ReplicaLayout, cmd: Ser
     lines = [
         "#!/bin/sh",
         f"# {model.name} on {gpu.name}: one replica, {layout.describe()}.",
-        f"# Predicted KV pool: {fmt_gb(cmd.predicted_kv_pool_bytes_per_gpu, 2)} = "
-        f"{fmt_gib(cmd.predicted_kv_pool_bytes_per_gpu, 2)} per GPU, {cmd.predicted_kv_capacity_tokens:,} tokens; "
-        f"max concurrency at max_model_len {max_model_len:,}: {cmd.predicted_max_concurrency:,} requests.",
-        f"# Predicted TTFT {fmt_ms(float(report.ttft.time_s))} (idle), TPOT {fmt_ms(float(report.tpot_effective_s))} "
-        f"at batch {report.slo.batch_size:,} ({report.profile_mode} model).",
+        (f"# Predicted KV pool: {fmt_gb(cmd.predicted_kv_pool_bytes_per_gpu, 2)} = "
+         f"{fmt_gib(cmd.predicted_kv_pool_bytes_per_gpu, 2)} per GPU, {cmd.predicted_kv_capacity_tokens:,} tokens; "
+         f"max concurrency at max_model_len {max_model_len:,}: {cmd.predicted_max_concurrency:,} requests."),
+        (f"# Predicted TTFT {fmt_ms(float(report.ttft.time_s))} (idle), TPOT {fmt_ms(float(report.tpot_effective_s))} "
+         f"at batch {report.slo.batch_size:,} ({report.profile_mode} model)."),
     ]
     if layout.multi_node:
         lines.append(f"# Runs on the Ray head once all {layout.nodes} nodes have joined one Ray cluster "
@@ -66,17 +64,17 @@ def bundle_readme(bundle, pd_cmd: ServeCommand | None = None) -> str:
              f"{fmt_ms(float(r.tpot_effective_s))} ({fmt_ms(float(r.tpot.time_s))})"),
         _row("throughput", f"{float(r.throughput.requests_per_s):,.3f} requests/s, "
              f"{float(r.throughput.output_tokens_per_s):,.0f} output tokens/s"),
-        _row("boot to /health (estimate)", f"{b.probes.boot_estimate_s:,.0f} s; startup probe allows "
-             f"{b.probes.startup_budget_s:,} s"),
+        _row("boot to /health (estimate)",
+             f"{b.probes.boot_estimate_s:,.0f} s; startup probe allows {b.probes.startup_budget_s:,} s"),
         "",
-        "vLLM logs its own numbers at start-up (`Available KV cache memory`, `GPU KV cache size`, "
-        "`Maximum concurrency`): compare them with the table.",
+        ("vLLM logs its own numbers at start-up (`Available KV cache memory`, `GPU KV cache size`, "
+         "`Maximum concurrency`): compare them with the table."),
         "",
         "## Fleet",
         "",
-        f"For {target}: **{f.replicas:,} replica(s) = {f.num_gpus:,} GPUs**, "
-        f"{fmt_usd(f.num_gpus * r.price_usd_per_hour)}/hour at {fmt_usd(r.price_usd_per_hour)}/GPU-hour "
-        f"({r.price_source}, {r.price_date}).",
+        (f"For {target}: **{f.replicas:,} replica(s) = {f.num_gpus:,} GPUs**, "
+         f"{fmt_usd(f.num_gpus * r.price_usd_per_hour)}/hour at {fmt_usd(r.price_usd_per_hour)}/GPU-hour "
+         f"({r.price_source}, {r.price_date})."),
         "",
         "## Files",
         "",
@@ -100,9 +98,9 @@ def bundle_readme(bundle, pd_cmd: ServeCommand | None = None) -> str:
                    f"({PROXY_SOURCE}; first `kubectl create configmap <name>-pd-proxy --from-file={PROXY_SCRIPT}`).")
     out += [
         "",
-        "Before applying: for gated models create the token Secret "
-        "(`kubectl create secret generic hf-token --from-literal=token=hf_...`); the model cache is an emptyDir, "
-        "swap it for a PersistentVolumeClaim to keep the weights across restarts.",
+        ("Before applying: for gated models create the token Secret "
+         "(`kubectl create secret generic hf-token --from-literal=token=hf_...`); the model cache is an emptyDir, "
+         "swap it for a PersistentVolumeClaim to keep the weights across restarts."),
     ]
     if b.disaggregated is not None:
         out += _disagg_section(b.disaggregated, pd_cmd)
@@ -117,8 +115,8 @@ def _disagg_section(d, pd_cmd: ServeCommand | None) -> list[str]:
         "",
         "## Disaggregated prefill/decode (planning option, NOT measured)",
         "",
-        "No 1P1D pair was booted on our GPU machine: its vLLM 0.26 bundle has no NIXL, and 0.26 has no "
-        "NCCL-based KV connector. Every number below is the model's.",
+        ("No 1P1D pair was booted on our GPU machine: its vLLM 0.26 bundle has no NIXL, and 0.26 has no "
+         "NCCL-based KV connector. Every number below is the model's."),
         "",
         "| | co-located | disaggregated |",
         "| --- | --- | --- |",
@@ -128,11 +126,12 @@ def _disagg_section(d, pd_cmd: ServeCommand | None) -> list[str]:
         f"| TTFT | {fmt_ms(col.ttft_s)} | {fmt_ms(dis.ttft_s)} |",
         f"| TPOT | {fmt_ms(col.tpot_s)} | {fmt_ms(dis.tpot_s)} |",
         "",
-        f"KV hand-off per request: {fmt_gb(d.kv_network.bytes_per_request, 3)} from {d.kv_network.sending_gpus} "
-        f"GPU(s): {fmt_ms(d.kv_network.time_s, 2)} over the network ({d.kv_network.bandwidth_bytes_per_s_per_gpu / GBIT_PER_S:,.0f} "
-        f"Gb/s per GPU), {fmt_ms(d.kv_nvlink.time_s, 3)} over NVLink within a node. Prefill replicas run "
-        f"{d.prefill.utilization:.0%} busy (queue wait {fmt_ms(d.prefill.queue_wait_s)}); decode replicas hold "
-        f"{d.decode.batch_per_replica:,} requests at a {fmt_ms(d.decode.step_s)} step.",
+        (f"KV hand-off per request: {fmt_gb(d.kv_network.bytes_per_request, 3)} from {d.kv_network.sending_gpus} "
+         f"GPU(s): {fmt_ms(d.kv_network.time_s, 2)} over the network "
+         f"({d.kv_network.bandwidth_bytes_per_s_per_gpu / GBIT_PER_S:,.0f} Gb/s per GPU), "
+         f"{fmt_ms(d.kv_nvlink.time_s, 3)} over NVLink within a node. Prefill replicas run "
+         f"{d.prefill.utilization:.0%} busy (queue wait {fmt_ms(d.prefill.queue_wait_s)}); decode replicas hold "
+         f"{d.decode.batch_per_replica:,} requests at a {fmt_ms(d.decode.step_s)} step."),
     ]
     if pd_cmd is not None:
         out += ["", "Both pools run:", "", "```sh", pd_cmd.shell(), "```"]

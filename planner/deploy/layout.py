@@ -122,4 +122,4 @@ def probe_times(boot_s: float) -> ProbeTimes:
     start = int(MIN_BOOT_S)
     period = 10
     threshold = max(1, math.ceil((BOOT_MARGIN * boot_s - start) / period))
-    return ProbeTimes(float(boot_s), start, period, threshold, start, int(math.ceil(boot_s)))
+    return ProbeTimes(float(boot_s), start, period, threshold, start, math.ceil(boot_s))
