@@ -84,7 +84,7 @@ def deploy_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """One replica's exact `vllm serve` command with its predicted KV pool, max concurrency and latency, and
-    manifests for the fleet.  A plan that would not start is refused (exit 1, `error: <field>: <reason>`).
+    manifests for the fleet.  A plan that would not start is refused (exit 1, one line `error: <flag>: <reason>`; bad input exits 2).
 
     Files written with --out DIR:
 

@@ -8,10 +8,11 @@ Use from the dashboard (no file system needed)::
     from planner.specs import Deployment, Workload
 
     gpu = catalog.gpu("h200-sxm")
+    profile, note = catalog.resolve_profile("auto", gpu.id)     # calibrated where a profile exists
     base = Deployment.for_gpu(gpu, weight_dtype="bf16")          # TP/PP are chosen unless auto_layout=False
     wl = Workload(prompt_tokens=4096, output_tokens=512, request_rate_per_s=20, ttft_slo_s=0.5, tpot_slo_s=0.05)
     try:
-        b = deployment_bundle(catalog.model("llama-3.1-8b"), gpu, base, wl, profile=profile)
+        b = deployment_bundle(catalog.model("llama-3.1-8b"), gpu, base, wl, profile=profile, calibration_note=note)
     except DeployRefused as e:          # the plan would not start (or cannot meet its SLO): show e.field, e.reason
         ...
     st.code(b.serve_command, language="bash")          # one replica's exact `vllm serve`
