@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -178,3 +180,15 @@ def test_disaggregated_manifests(single):
     assert proxy["command"][proxy["command"].index("--prefiller-hosts") + 1] == f"{inst}-prefill"
     assert any(x["kind"] == "Service" and x["metadata"]["name"] == inst for x in docs)
     assert "NOT measured" in single.files["README.md"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_shell_texts_are_valid_shell(multinode, single, tmp_path):
+    """The Ray head's script and serve.sh parse as shell (bash -n)."""
+    rc = next(d for d in yaml.safe_load_all(multinode.files["k8s-raycluster.yaml"]) if d["kind"] == "RayCluster")
+    texts = [rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["args"][0],
+             multinode.files["serve.sh"], single.files["serve.sh"]]
+    for i, text in enumerate(texts):
+        p = tmp_path / f"s{i}.sh"
+        p.write_text(text)
+        assert subprocess.run(["bash", "-n", str(p)], capture_output=True).returncode == 0, text

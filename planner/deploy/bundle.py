@@ -30,8 +30,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from planner.deploy.bundle_text import bundle_readme, serve_script
 from planner.deploy.command import ServeCommand, serve_command
 from planner.deploy.disagg import NETWORK_BYTES_PER_S_PER_GPU, DisaggPlan, plan_disaggregated
@@ -43,6 +41,7 @@ from planner.deploy.k8s import (
     PREFIX,
     cache_size,
     deployment,
+    dump_yaml,
     engine_container,
     k8s_name,
     service,
@@ -259,7 +258,7 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
                                          cache_size=cache_size(ckpt), prefix_caching=enable_prefix_caching)
     files["helm-values-production-stack.yaml"] = "".join(
         f"# {h}\n" for h in _header(model, gpu, layout, replicas, "vLLM production-stack Helm values")
-    ) + yaml.safe_dump(values, sort_keys=False, width=1000)
+    ) + dump_yaml(values)
     pd_cmd = None
     if disagg is not None:
         pd_cmd = serve_command(model, gpu, dep, kv_transfer_config=NIXL_KV_TRANSFER_CONFIG, **common)

@@ -181,8 +181,26 @@ def service(name: str, namespace: str | None, instance: str, component: str, por
     }
 
 
+class _Dumper(yaml.SafeDumper):
+    """Safe YAML without anchors/aliases (a list shared by two containers is written twice) and with
+    multi-line strings (shell scripts) as literal blocks."""
+
+    def ignore_aliases(self, data):
+        return True
+
+
+def _str(dumper: yaml.SafeDumper, data: str):
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump_yaml(doc: dict) -> str:
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=1000)
+
+
 def to_yaml(docs: list[dict], header: list[str] = ()) -> str:
     """YAML documents separated by ``---``, after ``# `` comment lines."""
     head = "".join(f"# {h}\n" if h else "#\n" for h in header)
-    body = "---\n".join(yaml.safe_dump(d, sort_keys=False, width=1000) for d in docs)
-    return head + body
+    return head + "---\n".join(dump_yaml(d) for d in docs)

@@ -40,12 +40,12 @@ RAY_PORTS = [{"name": "gcs-server", "containerPort": 6379}, {"name": "dashboard"
 
 def head_script(cmd: ServeCommand, gpus: int) -> str:
     """The head container's shell script: Ray in the background, wait for ``gpus`` GPUs, exec vllm serve."""
-    wait = ("import ray, sys; ray.init(address='auto', logging_level='ERROR'); "
-            f"sys.exit(0 if ray.cluster_resources().get('GPU', 0) >= {gpus} else 1)")
+    wait = ('import ray, sys; ray.init(address="auto", logging_level="ERROR"); '
+            f'sys.exit(0 if ray.cluster_resources().get("GPU", 0) >= {gpus} else 1)')
     return "\n".join([
         "ulimit -n 65536",
         "$KUBERAY_GEN_RAY_START_CMD &",
-        f"until python3 -c {shlex.quote(wait)}; do echo 'waiting for {gpus} GPUs in the Ray cluster'; sleep 5; done",
+        f"until python3 -c {shlex.quote(wait)}; do echo waiting for {gpus} GPUs in the Ray cluster; sleep 5; done",
         "exec " + shlex.join(cmd.argv),
     ])
 
