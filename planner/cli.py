@@ -8,6 +8,7 @@ in the order ``planner --help`` lists them:
     cli_size       size, sweep
     cli_calibrate  calibrate (imports calibration -- torch, vLLM -- inside the command), validate
     cli_simulate   simulate, slo-search
+    cli_deploy     deploy (a vllm serve command and Kubernetes/Helm/Ray manifests for a plan)
 
 Exit codes: 0 ok, 2 bad input (one line ``error: <field>: <reason>`` on stderr), 1 internal error.
 Every command takes ``--json`` for machine-readable output on stdout.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import typer
 
-from planner import cli_calibrate, cli_catalog, cli_simulate, cli_size
+from planner import cli_calibrate, cli_catalog, cli_deploy, cli_simulate, cli_size
 from planner.cli_common import OneLineErrorGroup
 
 app = typer.Typer(
@@ -41,6 +42,7 @@ COMMANDS = (
     ("validate", cli_calibrate.validate_cmd),
     ("simulate", cli_simulate.simulate_cmd),
     ("slo-search", cli_simulate.slo_search_cmd),
+    ("deploy", cli_deploy.deploy_cmd),
 )
 for _name, _fn in COMMANDS:
     app.command(_name)(_fn)

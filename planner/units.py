@@ -21,6 +21,7 @@ GiB = 2**30
 TFLOPS = 1e12  # FLOP/s
 PFLOPS = 1e15
 GB_PER_S = 1e9  # bytes/s
+GBIT_PER_S = 1e9 / 8  # bytes/s in one gigabit per second (network line rates)
 TB_PER_S = 1e12
 
 MS = 1e-3  # seconds

@@ -1,0 +1,180 @@
+"""``planner deploy``: a plan as a ``vllm serve`` command known to boot, and manifests for the fleet.
+
+Registered by :mod:`planner.cli`; the work is :func:`planner.deploy.deployment_bundle`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from planner.cli_common import (
+    FLAG_OF_FIELD,
+    ContextOpt,
+    JsonOpt,
+    KvDtypeOpt,
+    OutputOpt,
+    ProfileOpt,
+    TpotOpt,
+    TtftOpt,
+    build,
+    cli_errors,
+    error_exit,
+    finite,
+)
+from planner.units import GBIT_PER_S, MS, fmt_gb, fmt_gib, fmt_ms, fmt_usd
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+@cli_errors
+def deploy_cmd(
+    model: Annotated[str, typer.Option("--model", "-m", help="Model id (see `planner models`).")],
+    gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU id (see `planner gpus`).")],
+    tp: Annotated[int | None, typer.Option("--tp", min=1, help="Tensor-parallel GPUs per replica (default: chosen "
+                                           "with --pp: the smallest layout that starts and meets the SLO).")] = None,
+    pp: Annotated[int | None, typer.Option("--pp", min=1, help="Pipeline stages per replica (nodes, for a replica "
+                                           "larger than a node).")] = None,
+    weight_dtype: Annotated[str | None, typer.Option("--weight-dtype", help="bf16, fp16, fp8, int8, int4, nf4, mxfp4 "
+                                                     "(default: the checkpoint's own dtype).")] = None,
+    kv_dtype: KvDtypeOpt = "bf16",
+    context: ContextOpt = 4096,
+    output_tokens: OutputOpt = 512,
+    max_model_len: Annotated[int | None, typer.Option("--max-model-len", min=1, help="vLLM --max-model-len (default: "
+                                                      "--context + --output-tokens).")] = None,
+    ttft_slo_ms: TtftOpt = None,
+    tpot_slo_ms: TpotOpt = None,
+    rate: Annotated[float | None, typer.Option("--rate", callback=finite("--rate"),
+                                               help="Target request rate, requests/s (sizes the fleet).")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1,
+                                                    help="Target requests in flight (sizes the fleet).")] = None,
+    gpu_memory_utilization: Annotated[float, typer.Option(
+        "--gpu-memory-utilization", callback=finite("--gpu-memory-utilization"),
+        help="Fraction of GPU memory vLLM may use (0-1].")] = 0.92,
+    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", min=1,
+                                                               help="Default: vLLM serve's for the GPU.")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", min=1,
+                                                     help="Default: vLLM serve's for the GPU.")] = None,
+    profile: ProfileOpt = "auto",
+    no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching",
+                                                    help="Write --no-enable-prefix-caching.")] = False,
+    spec_preset: Annotated[str | None, typer.Option("--spec-preset", help="Speculative decoding: draft-model, eagle "
+                                                    "or medusa (needs --spec-model).")] = None,
+    spec_model: Annotated[str | None, typer.Option("--spec-model", help="Draft model / EAGLE or Medusa head to load "
+                                                   "(Hugging Face repository or path).")] = None,
+    model_path: Annotated[str | None, typer.Option("--model-path", help="What vllm serve loads (default: the "
+                                                   "catalog's Hugging Face repository).")] = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", help="Kubernetes namespace of every object "
+                                                  "(default: none written: kubectl's current one).")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Kubernetes name of the deployment (default: "
+                                             "vllm-<model>).")] = None,
+    disaggregated: Annotated[bool, typer.Option("--disaggregated", help="Also plan disaggregated prefill/decode "
+                                                "pools (needs --rate) and write k8s-disaggregated.yaml.")] = False,
+    network_gbps: Annotated[float, typer.Option("--network-gbps", callback=finite("--network-gbps"),
+                                                help="Inter-node bandwidth per GPU for the KV hand-off, Gb/s.")] = 400.0,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the files into this directory.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """One replica's exact `vllm serve` command with its predicted KV pool, max concurrency and latency, and
+    manifests for the fleet.  A plan that would not start is refused (exit 1, one line `error: <flag>: <reason>`; bad input exits 2).
+
+    Files written with --out DIR:
+
+    serve.sh: the one-replica command (env + vllm serve, vLLM 0.26 flags), predictions in its comments.
+
+    predictions.json: every prediction and the full sizing report (what --json prints, without file texts).
+
+    k8s-deployment.yaml: Deployment (replicas = the fleet) + Service: nvidia.com/gpu requests, /health
+    startup/readiness/liveness probes timed from the model size, /dev/shm for TP, NVLink multicast off.
+
+    k8s-raycluster.yaml (instead, when a replica spans nodes): one KubeRay RayCluster per replica, TP
+    inside a node and PP across nodes on Ray (--distributed-executor-backend ray), and Services.
+
+    helm-values-production-stack.yaml: values for the vLLM production-stack chart (engines + router;
+    the router alone in front of RayClusters).
+
+    k8s-disaggregated.yaml (with --disaggregated): prefill and decode pools with NixlConnector and the
+    proxy from vLLM's examples; a planning option, not measured.
+
+    README.md: what each file is, the predictions, how to apply them.
+    """
+    from planner import catalog
+    from planner.deploy import DeployRefused, deployment_bundle
+    from planner.specs import Deployment, Workload
+
+    if namespace is not None and not _DNS_LABEL.match(namespace):
+        raise error_exit("--namespace", f"'{namespace}' is not a DNS-1123 label (lowercase letters, digits, '-')")
+    m = catalog.model(model)
+    g = catalog.gpu(gpu)
+    auto = tp is None and pp is None
+    t, p = tp or 1, pp or 1
+    base = build(functools.partial(Deployment.for_gpu, g), {
+        "num_gpus": t * p, "tensor_parallel": t, "pipeline_parallel": p,
+        "weight_dtype": weight_dtype or m.native_dtype, "kv_cache_dtype": kv_dtype,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        **({"max_num_batched_tokens": max_num_batched_tokens} if max_num_batched_tokens is not None else {}),
+        **({"max_num_seqs": max_num_seqs} if max_num_seqs is not None else {}),
+    }, "--tp")
+    wl = build(Workload, {
+        "prompt_tokens": context, "output_tokens": output_tokens, "concurrency": concurrency,
+        "request_rate_per_s": rate,
+        "ttft_slo_s": ttft_slo_ms * MS if ttft_slo_ms is not None else None,
+        "tpot_slo_s": tpot_slo_ms * MS if tpot_slo_ms is not None else None,
+    }, "--context")
+    prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
+    try:
+        b = deployment_bundle(m, g, base, wl, profile=prof, calibration_note=mode_line, auto_layout=auto,
+                              max_model_len=max_model_len, enable_prefix_caching=not no_prefix_caching,
+                              spec_preset=spec_preset, spec_model=spec_model, model_path=model_path,
+                              namespace=namespace, name=name, disaggregated=disaggregated,
+                              network_bytes_per_s_per_gpu=network_gbps * GBIT_PER_S)
+    except DeployRefused as e:  # startup_check names fields (tensor_parallel); say the flag (--tp)
+        flag = e.field if e.field.startswith("--") else FLAG_OF_FIELD.get(e.field, "--" + e.field.replace("_", "-"))
+        raise error_exit(flag, e.reason, code=1) from None
+    written = b.write(out) if out is not None else []
+    if json_out:
+        d = b.to_dict()
+        d["out_dir"] = str(out) if out is not None else None
+        d["file_texts"] = dict(b.files)
+        typer.echo(json.dumps(d, indent=2, allow_nan=False, default=str))
+        return
+    typer.echo(_text(b, out, written))
+
+
+def _text(b, out: Path | None, written: list[Path]) -> str:
+    r, s, f = b.report, b.serve, b.report.fleet
+    lines = [
+        f"{b.model.name} on {b.gpu.name}: {b.layout.describe()}",
+        f"Mode: {b.calibration_note or r.profile_mode}",
+        "",
+        "One replica:",
+        f"  {s.shell()}",
+        (f"  KV pool {fmt_gb(s.predicted_kv_pool_bytes_per_gpu, 2)} = {fmt_gib(s.predicted_kv_pool_bytes_per_gpu, 2)} "
+         f"per GPU, {s.predicted_kv_capacity_tokens:,} tokens; max concurrency at max_model_len "
+         f"{b.max_model_len:,}: {s.predicted_max_concurrency:,} requests"),
+        (f"  TTFT {fmt_ms(float(r.ttft.time_s))} idle, {fmt_ms(float(r.slo.ttft_s))} joining the batch; TPOT "
+         f"{fmt_ms(float(r.tpot_effective_s))} at batch {r.slo.batch_size:,} (decode step {fmt_ms(float(r.tpot.time_s))})"),
+        f"  boot to /health ≈ {b.probes.boot_estimate_s:,.0f} s (startup probe allows {b.probes.startup_budget_s:,} s)",
+        (f"Fleet: {f.replicas:,} replica(s) = {f.num_gpus:,} GPUs, {fmt_usd(f.num_gpus * r.price_usd_per_hour)}/hour"
+         + (f" for {f.request_rate_per_s:g} req/s" if f.request_rate_per_s else "")
+         + (f" and {f.concurrency:,} in flight" if f.concurrency else "")),
+    ]
+    d = b.disaggregated
+    if d is not None:
+        dis, col = d.disaggregated, d.colocated
+        lines.append(
+            f"Disaggregated (not measured): {d.prefill.replicas:,} prefill + {d.decode.replicas:,} decode = "
+            f"{dis.gpus:,} GPUs, {fmt_usd(dis.usd_per_hour)}/hour, TTFT {fmt_ms(dis.ttft_s)}, TPOT {fmt_ms(dis.tpot_s)}; "
+            f"KV hand-off {fmt_ms(d.kv_network.time_s, 2)} per request | co-located: {col.gpus:,} GPUs, "
+            f"{fmt_usd(col.usd_per_hour)}/hour, TTFT {fmt_ms(col.ttft_s)}, TPOT {fmt_ms(col.tpot_s)}")
+    if out is not None:
+        lines.append(f"Wrote {len(written)} files to {out}: {', '.join(p.name for p in written)}")
+    else:
+        lines.append(f"Files (write them with --out DIR): {', '.join(sorted(b.files))}")
+    lines += [f"  note: {n}" for n in b.notes]
+    return "\n".join(lines)

@@ -1,0 +1,138 @@
+"""The human-readable files of a deployment bundle: ``serve.sh`` and the bundle's ``README.md``."""
+
+from __future__ import annotations
+
+from planner.deploy.command import ServeCommand
+from planner.deploy.disagg_k8s import PROXY_SCRIPT, PROXY_SOURCE
+from planner.deploy.helm import CHART, CHART_COMMIT, CHART_DATE
+from planner.deploy.layout import ReplicaLayout
+from planner.report import SizingReport
+from planner.specs import GpuSpec, ModelSpec
+from planner.units import GBIT_PER_S, fmt_gb, fmt_gib, fmt_ms, fmt_usd
+
+
+def serve_script(model: ModelSpec, gpu: GpuSpec, layout: ReplicaLayout, cmd: ServeCommand, report: SizingReport,
+                 max_model_len: int) -> str:
+    """``serve.sh``: comment lines with the predictions, then one line: ``[ENV=… ]vllm serve …``."""
+    lines = [
+        "#!/bin/sh",
+        f"# {model.name} on {gpu.name}: one replica, {layout.describe()}.",
+        (f"# Predicted KV pool: {fmt_gb(cmd.predicted_kv_pool_bytes_per_gpu, 2)} = "
+         f"{fmt_gib(cmd.predicted_kv_pool_bytes_per_gpu, 2)} per GPU, {cmd.predicted_kv_capacity_tokens:,} tokens; "
+         f"max concurrency at max_model_len {max_model_len:,}: {cmd.predicted_max_concurrency:,} requests."),
+        (f"# Predicted TTFT {fmt_ms(float(report.ttft.time_s))} (idle), TPOT {fmt_ms(float(report.tpot_effective_s))} "
+         f"at batch {report.slo.batch_size:,} ({report.profile_mode} model)."),
+    ]
+    if layout.multi_node:
+        lines.append(f"# Runs on the Ray head once all {layout.nodes} nodes have joined one Ray cluster "
+                     "(ray start --head / ray start --address=<head>:6379); k8s-raycluster.yaml does that.")
+    lines.append(cmd.shell())
+    return "\n".join(lines) + "\n"
+
+
+def _row(label: str, value: str) -> str:
+    return f"| {label} | {value} |"
+
+
+def bundle_readme(bundle, pd_cmd: ServeCommand | None = None) -> str:
+    """README.md of a :class:`planner.deploy.bundle.DeployBundle`: what each file is, the predictions, how to apply."""
+    b, r, s, lay = bundle, bundle.report, bundle.serve, bundle.layout
+    f = r.fleet
+    w = r.workload
+    target = ", ".join(x for x in (f"{w.request_rate_per_s:g} requests/s" if w.request_rate_per_s else "",
+                                   f"{w.concurrency:,} in flight" if w.concurrency else "") if x) or "one replica"
+    out = [
+        f"# {b.model.name} on {b.gpu.name}: deployment bundle",
+        "",
+        f"Written by `planner deploy` for vLLM 0.26.0. Latency model: {b.calibration_note or r.profile_mode}.",
+        "",
+        "## One replica",
+        "",
+        lay.describe() + ".",
+        "",
+        "```sh",
+        s.shell(),
+        "```",
+        "",
+        "| predicted | value |",
+        "| --- | --- |",
+        _row("KV pool per GPU", f"{fmt_gb(s.predicted_kv_pool_bytes_per_gpu, 2)} = "
+             f"{fmt_gib(s.predicted_kv_pool_bytes_per_gpu, 2)} ({s.predicted_kv_capacity_tokens:,} tokens)"),
+        _row(f"max concurrency at max_model_len {b.max_model_len:,}", f"{s.predicted_max_concurrency:,} requests"),
+        _row("TTFT, idle / joining the batch", f"{fmt_ms(float(r.ttft.time_s))} / {fmt_ms(float(r.slo.ttft_s))}"),
+        _row(f"TPOT at batch {r.slo.batch_size:,} (decode step alone)",
+             f"{fmt_ms(float(r.tpot_effective_s))} ({fmt_ms(float(r.tpot.time_s))})"),
+        _row("throughput", f"{float(r.throughput.requests_per_s):,.3f} requests/s, "
+             f"{float(r.throughput.output_tokens_per_s):,.0f} output tokens/s"),
+        _row("boot to /health (estimate)",
+             f"{b.probes.boot_estimate_s:,.0f} s; startup probe allows {b.probes.startup_budget_s:,} s"),
+        "",
+        ("vLLM logs its own numbers at start-up (`Available KV cache memory`, `GPU KV cache size`, "
+         "`Maximum concurrency`): compare them with the table."),
+        "",
+        "## Fleet",
+        "",
+        (f"For {target}: **{f.replicas:,} replica(s) = {f.num_gpus:,} GPUs**, "
+         f"{fmt_usd(f.num_gpus * r.price_usd_per_hour)}/hour at {fmt_usd(r.price_usd_per_hour)}/GPU-hour "
+         f"({r.price_source}, {r.price_date})."),
+        "",
+        "## Files",
+        "",
+        "- `serve.sh`: the one-replica command above (run it where the GPUs are).",
+        "- `predictions.json`: every number here and the full sizing report, machine-readable.",
+    ]
+    if "k8s-deployment.yaml" in b.files:
+        out.append("- `k8s-deployment.yaml`: a Deployment of the fleet's replicas and its Service "
+                   "(`kubectl apply -f k8s-deployment.yaml`).")
+    if "k8s-raycluster.yaml" in b.files:
+        out.append(f"- `k8s-raycluster.yaml`: one KubeRay RayCluster per replica ({lay.nodes} nodes each: TP inside "
+                   "a node, PP across nodes on Ray), a Service per replica's head and one for all of them; needs "
+                   "the KubeRay operator (`helm install kuberay-operator kuberay/kuberay-operator`).")
+    out.append(f"- `helm-values-production-stack.yaml`: values for the vLLM production-stack chart ({CHART}, "
+               f"checked against its values.schema.json at {CHART_COMMIT[:7]}, {CHART_DATE}): "
+               "`helm repo add vllm https://vllm-project.github.io/production-stack && "
+               "helm install vllm vllm/vllm-stack -f helm-values-production-stack.yaml`"
+               + (" (router only, in front of the RayClusters)." if lay.multi_node else "."))
+    if "k8s-disaggregated.yaml" in b.files:
+        out.append(f"- `k8s-disaggregated.yaml`: prefill and decode pools with NixlConnector and the proxy "
+                   f"({PROXY_SOURCE}; first `kubectl create configmap <name>-pd-proxy --from-file={PROXY_SCRIPT}`).")
+    out += [
+        "",
+        ("Before applying: for gated models create the token Secret "
+         "(`kubectl create secret generic hf-token --from-literal=token=hf_...`); the model cache is an emptyDir, "
+         "swap it for a PersistentVolumeClaim to keep the weights across restarts."),
+    ]
+    if b.disaggregated is not None:
+        out += _disagg_section(b.disaggregated, pd_cmd)
+    if b.notes:
+        out += ["", "## Notes", ""] + [f"- {n}" for n in b.notes]
+    return "\n".join(out) + "\n"
+
+
+def _disagg_section(d, pd_cmd: ServeCommand | None) -> list[str]:
+    dis, col = d.disaggregated, d.colocated
+    out = [
+        "",
+        "## Disaggregated prefill/decode (planning option, NOT measured)",
+        "",
+        ("No 1P1D pair was booted on our GPU machine: its vLLM 0.26 bundle has no NIXL, and 0.26 has no "
+         "NCCL-based KV connector. Every number below is the model's."),
+        "",
+        "| | co-located | disaggregated |",
+        "| --- | --- | --- |",
+        f"| replicas | {col.replicas:,} | {d.prefill.replicas:,} prefill + {d.decode.replicas:,} decode |",
+        f"| GPUs | {col.gpus:,} | {dis.gpus:,} |",
+        f"| $/hour | {fmt_usd(col.usd_per_hour)} | {fmt_usd(dis.usd_per_hour)} |",
+        f"| TTFT | {fmt_ms(col.ttft_s)} | {fmt_ms(dis.ttft_s)} |",
+        f"| TPOT | {fmt_ms(col.tpot_s)} | {fmt_ms(dis.tpot_s)} |",
+        "",
+        (f"KV hand-off per request: {fmt_gb(d.kv_network.bytes_per_request, 3)} from {d.kv_network.sending_gpus} "
+         f"GPU(s): {fmt_ms(d.kv_network.time_s, 2)} over the network "
+         f"({d.kv_network.bandwidth_bytes_per_s_per_gpu / GBIT_PER_S:,.0f} Gb/s per GPU), "
+         f"{fmt_ms(d.kv_nvlink.time_s, 3)} over NVLink within a node. Prefill replicas run "
+         f"{d.prefill.utilization:.0%} busy (queue wait {fmt_ms(d.prefill.queue_wait_s)}); decode replicas hold "
+         f"{d.decode.batch_per_replica:,} requests at a {fmt_ms(d.decode.step_s)} step."),
+    ]
+    if pd_cmd is not None:
+        out += ["", "Both pools run:", "", "```sh", pd_cmd.shell(), "```"]
+    return out

@@ -1,0 +1,110 @@
+"""One replica's exact ``vllm serve`` command (:func:`serve_command`), flags in vLLM 0.26's spelling.
+
+Every flag written here is one of vLLM 0.26.0's own option strings: ``tests/test_deploy_flags.py`` parses
+each generated command with a parser built from the pinned list in ``planner/data`` (see
+:mod:`planner.deploy.flags`), and with vLLM's own parser where vLLM is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from dataclasses import dataclass, field
+
+from planner.deploy.startup import StartupCheck, startup_check
+from planner.memory import request_kv_bytes_per_gpu
+from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.specs import Deployment, GpuSpec, ModelSpec
+
+#: vLLM 0.26 ``--kv-cache-dtype`` / ``--quantization`` spellings of the planner's dtypes.
+KV_CACHE_DTYPE_FLAG = {"bf16": "auto", "fp16": "auto", "fp8": "fp8"}
+#: Weight formats vLLM can quantise a 16-bit checkpoint into at load time; the others need a
+#: pre-quantised checkpoint whose config.json carries its quantization_config (vLLM reads it).
+ONLINE_QUANTIZATION = {"fp8": "fp8"}
+PREQUANTIZED = {"int4": "a GPTQ/AWQ int4 checkpoint", "int8": "a GPTQ int8 or W8A8 checkpoint",
+                "nf4": "a bitsandbytes nf4 checkpoint", "mxfp4": "an MXFP4 checkpoint (e.g. gpt-oss)"}
+
+#: NVLink multicast off for engines on more than one GPU (NCCL NVLS, PyTorch symmetric memory, NVSHMEM):
+#: on shared hosts a program that uses it can take the GPUs out of service.  The same table as
+#: ``calibration.probes.MULTICAST_OFF``, which our GPU runs used.
+MULTICAST_OFF_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+#: vLLM's OpenAI server port when ``--port`` is not given (vLLM 0.26).
+DEFAULT_PORT = 8000
+
+
+@dataclass(frozen=True)
+class ServeCommand:
+    """One replica's ``vllm serve`` command and what the planner predicts it will do."""
+
+    argv: tuple[str, ...]
+    env: dict = field(default_factory=dict)
+    check: StartupCheck | None = None
+    notes: tuple[str, ...] = ()
+    predicted_kv_pool_bytes_per_gpu: float = math.nan
+    predicted_kv_capacity_tokens: int = 0
+    predicted_max_concurrency: int = 0
+
+    def shell(self) -> str:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        return (env + " " if env else "") + shlex.join(self.argv)
+
+    def serve_args(self) -> list[str]:
+        """The arguments after ``vllm serve`` (what vLLM's own parser takes)."""
+        return list(self.argv[2:])
+
+
+def json_arg(obj: dict) -> str:
+    """A JSON flag value (``--speculative-config``, ``--kv-transfer-config``): compact, keys sorted."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def serve_command(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, *, max_model_len: int,
+                  profile: CalibrationProfile = IDEAL_PROFILE, enable_prefix_caching: bool = True,
+                  speculative_config: dict | None = None, model_path: str | None = None,
+                  served_model_name: str | None = None, port: int = DEFAULT_PORT,
+                  kv_cache_memory_bytes: int | None = None, kv_transfer_config: dict | None = None,
+                  distributed_executor_backend: str | None = None,
+                  extra_args: tuple[str, ...] = ()) -> ServeCommand:
+    """``vllm serve`` for one replica of ``deployment`` (TP × PP GPUs), flags in vLLM 0.26's spelling.
+
+    ``model_path`` defaults to the catalog's Hugging Face repository.  ``kv_cache_memory_bytes`` pins the
+    KV pool per GPU instead of letting vLLM size it from ``gpu_memory_utilization``.
+    ``kv_transfer_config`` (disaggregated prefill/decode) and ``distributed_executor_backend`` ('ray'
+    for a replica across nodes) are written as given."""
+    check = startup_check(model, gpu, deployment, max_model_len, profile)
+    notes: list[str] = []
+    argv = ["vllm", "serve", model_path or model.hf_repo or model.id,
+            "--served-model-name", served_model_name or model.id,
+            "--tensor-parallel-size", str(deployment.tensor_parallel),
+            "--pipeline-parallel-size", str(deployment.pipeline_parallel),
+            "--max-model-len", str(int(max_model_len)),
+            "--max-num-seqs", str(deployment.max_num_seqs),
+            "--max-num-batched-tokens", str(deployment.max_num_batched_tokens),
+            "--block-size", str(deployment.block_size_tokens),
+            "--kv-cache-dtype", KV_CACHE_DTYPE_FLAG[deployment.kv_cache_dtype]]
+    if kv_cache_memory_bytes is not None:
+        argv += ["--kv-cache-memory-bytes", str(int(kv_cache_memory_bytes))]
+    else:
+        argv += ["--gpu-memory-utilization", f"{deployment.gpu_memory_utilization:g}"]
+    wd = deployment.weight_dtype
+    if wd in ONLINE_QUANTIZATION and model.native_dtype in ("bf16", "fp16"):
+        argv += ["--quantization", ONLINE_QUANTIZATION[wd]]
+    elif wd in PREQUANTIZED and model.native_dtype != wd:
+        notes.append(f"weights {wd}: point the command at {PREQUANTIZED[wd]} of {model.name}; vLLM reads its "
+                     f"quantization_config (no --quantization flag needed)")
+    argv.append("--enable-prefix-caching" if enable_prefix_caching else "--no-enable-prefix-caching")
+    if speculative_config:
+        argv += ["--speculative-config", json_arg(speculative_config)]
+    if kv_transfer_config:
+        argv += ["--kv-transfer-config", json_arg(kv_transfer_config)]
+    if distributed_executor_backend:
+        argv += ["--distributed-executor-backend", distributed_executor_backend]
+    argv += ["--port", str(int(port))]
+    argv += list(extra_args)
+    env = dict(MULTICAST_OFF_ENV) if deployment.tensor_parallel * deployment.pipeline_parallel > 1 else {}
+    per_req = request_kv_bytes_per_gpu(model, deployment, max_model_len) if max_model_len > 0 else 0.0
+    conc = int(check.kv_pool_bytes_per_gpu // per_req) if check.ok and per_req > 0 else 0
+    return ServeCommand(tuple(argv), env, check, tuple(notes), check.kv_pool_bytes_per_gpu,
+                        check.kv_capacity_tokens, conc)

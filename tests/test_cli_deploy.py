@@ -1,0 +1,77 @@
+"""``planner deploy`` through the CLI: files written, --json, --help naming every file, bad input exit 2."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+from deploy_validation import validate_manifest_text
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.deploy.flags import parse_serve_args
+
+EXAMPLE = ["deploy", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--rate", "20", "--ttft-slo-ms", "500",
+           "--tpot-slo-ms", "50"]
+FILES = {"serve.sh", "predictions.json", "k8s-deployment.yaml", "helm-values-production-stack.yaml", "README.md"}
+
+
+def run(args):
+    return CliRunner().invoke(app, args)
+
+
+def test_writes_the_bundle(tmp_path):
+    r = run(EXAMPLE + ["--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert {p.name for p in tmp_path.iterdir()} == FILES
+    assert "vllm serve meta-llama/Llama-3.1-8B" in r.output and "Fleet: 4 replica(s) = 4 GPUs" in r.output
+    line = (tmp_path / "serve.sh").read_text().strip().splitlines()[-1]
+    assert parse_serve_args(shlex.split(line)[2:])["--max-model-len"] == "4608"
+    assert (tmp_path / "serve.sh").stat().st_mode & 0o111
+    validate_manifest_text((tmp_path / "k8s-deployment.yaml").read_text())
+    pred = json.loads((tmp_path / "predictions.json").read_text())
+    assert pred["replicas"] == 4 and pred["max_model_len"] == 4608 and pred["files"] == sorted(FILES)
+    assert pred["sizing"]["model_id"] == "llama-3.1-8b"
+
+
+def test_json_prints_everything():
+    r = run(EXAMPLE + ["--json", "--disaggregated"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    for key in ("serve_command", "serve_argv", "kv_pool_bytes_per_gpu", "kv_capacity_tokens",
+                "max_concurrency_at_max_model_len", "ttft_idle_s", "tpot_s", "replicas", "usd_per_hour",
+                "disaggregated", "sizing", "file_texts"):
+        assert key in d, key
+    assert set(d["file_texts"]) == FILES | {"k8s-disaggregated.yaml"}
+    assert d["disaggregated"]["measured"] is False and d["out_dir"] is None
+
+
+def test_help_documents_every_output_file():
+    r = run(["deploy", "--help"])
+    assert r.exit_code == 0
+    text = " ".join(r.output.split())
+    for name in sorted(FILES | {"k8s-raycluster.yaml", "k8s-disaggregated.yaml"}):
+        assert name in text, name
+
+
+def test_multinode_choice_in_the_output():
+    r = run(["deploy", "--model", "llama-3.1-405b", "--gpu", "h100-sxm"])
+    assert r.exit_code == 0, r.output
+    assert "TP 8 × PP 2 = 16 GPU(s) per replica on 2 nodes × 8 GPUs" in r.output
+    assert "--distributed-executor-backend ray" in r.output and "k8s-raycluster.yaml" in r.output
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--max-model-len", "100"], "--max-model-len"),              # below prompt + output
+    (["--disaggregated"], "--rate"),                               # pools are sized from a rate
+    (["--namespace", "Bad_NS"], "--namespace"),
+    (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization"),
+    (["--spec-preset", "eagle"], "--spec-model"),
+    (["--spec-preset", "nope", "--spec-model", "x"], "--spec-preset"),
+    (["--tp", "4", "--pp", "3"], "--pp"),                          # 12 GPUs are not whole 8-GPU nodes
+])
+def test_bad_input_exits_2(args, flag):
+    r = run(["deploy", "-m", "llama-3.1-8b", "-g", "h200-sxm", *args])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith(f"error: {flag}"), r.output

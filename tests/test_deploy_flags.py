@@ -1,0 +1,136 @@
+"""Every ``vllm serve`` command the planner writes parses with vLLM 0.26.0's options (the pinned list; vLLM's own
+parser where vLLM is installed), and the commands that booted on the H200s are the ones serve_command writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from planner import catalog
+from planner.deploy import deployment_bundle, serve_command
+from planner.deploy.flags import UnknownServeFlag, parse_serve_args, pinned_option_strings
+from planner.deploy.ray import serve_argv_of_head
+from planner.specs import Deployment, Workload
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOTS = sorted((ROOT / "calibration" / "data" / "h200x2-2026-11-30").glob("serve-*/serve_bench.jsonl"))
+
+
+def records(path: Path, kind: str) -> list[dict]:
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r.get("type") == kind]
+
+
+def test_pinned_list_is_vllm_0_26s():
+    """372 option strings, with the 0.26 spellings the planner relies on (and not the old ones)."""
+    opts = pinned_option_strings()
+    assert len(opts) == 372
+    for o in ("--kv-cache-memory-bytes", "--enable-prefix-caching", "--no-enable-prefix-caching", "--speculative-config",
+              "-tp", "--tensor-parallel-size", "-pp", "--pipeline-parallel-size", "--kv-transfer-config",
+              "--distributed-executor-backend", "--port", "--max-model-len", "--kv-cache-dtype", "--quantization"):
+        assert o in opts, o
+    assert "--kv-cache-memory" not in opts and "--disable-log-requests" not in opts
+
+
+def test_unknown_and_abbreviated_flags_fail():
+    with pytest.raises(UnknownServeFlag, match="--kv-cache-memory"):
+        parse_serve_args(["m", "--kv-cache-memory", "123"])  # 0.26 spells it --kv-cache-memory-bytes
+    with pytest.raises(UnknownServeFlag, match="--max-model"):
+        parse_serve_args(["m", "--max-model", "4096"])  # no abbreviations
+    with pytest.raises(UnknownServeFlag):
+        parse_serve_args(["m", "--tensor-parallel", "2"])
+    ok = parse_serve_args(["m", "--gpu_memory_utilization", "0.9", "--enable-prefix-caching", "--port=8001"])
+    assert ok == {"model_tag": "m", "--gpu-memory-utilization": "0.9", "--enable-prefix-caching": True,
+                  "--port": "8001"}
+
+
+@pytest.mark.parametrize("path", BOOTS, ids=[p.parent.name for p in BOOTS])
+def test_serve_command_writes_the_commands_that_booted(path):
+    """The three planner-generated commands booted on the H200s (vLLM 0.26.0, 2026-11-30) are exactly what
+    serve_command writes for the same inputs (serve_bench adds only a local model path, its port and
+    ``--load-format dummy --seed 0``); and vLLM logged a KV pool within 3 % of our prediction (+0.23 %,
+    +0.03 %, +2.36 % when committed)."""
+    dep_rec, boot = records(path, "deploy")[0], records(path, "boot")[0]
+    argv = dep_rec["argv"]
+    parse_serve_args(argv[2:])
+    m, g = catalog.model(dep_rec["model"]), catalog.gpu(dep_rec["gpu"])
+    tp = int(argv[argv.index("--tensor-parallel-size") + 1])
+    dep = Deployment.for_gpu(g, num_gpus=tp, tensor_parallel=tp, weight_dtype=dep_rec["weight_dtype"],
+                             kv_cache_dtype=dep_rec["kv_cache_dtype"])
+    port = int(argv[argv.index("--port") + 1])
+    prof, _ = catalog.resolve_profile("auto", g.id)
+    cmd = serve_command(m, g, dep, max_model_len=int(argv[argv.index("--max-model-len") + 1]), profile=prof,
+                        model_path=argv[2], port=port, extra_args=tuple(argv[argv.index("--load-format"):]))
+    assert list(cmd.argv) == argv
+    assert cmd.env == dep_rec["env"]
+    assert cmd.predicted_kv_pool_bytes_per_gpu == pytest.approx(boot["kv_available_bytes"], rel=0.03)
+
+
+def _bundles():
+    """A spread of plans: TP 1, TP 2, fp8 weights and KV, no prefix caching, speculative decoding,
+    disaggregated, a replica across nodes."""
+    h200, h100 = catalog.gpu("h200-sxm"), catalog.gpu("h100-sxm")
+    wl = Workload(prompt_tokens=2048, output_tokens=256, request_rate_per_s=10, ttft_slo_s=1.0, tpot_slo_s=0.1)
+    yield deployment_bundle(catalog.model("llama-3.1-8b"), h200, Deployment.for_gpu(h200), wl, disaggregated=True)
+    yield deployment_bundle(catalog.model("qwen2.5-32b"), h200, Deployment.for_gpu(h200, num_gpus=2, tensor_parallel=2),
+                            wl, auto_layout=False, enable_prefix_caching=False)
+    yield deployment_bundle(catalog.model("llama-3.1-70b"), h100,
+                            Deployment.for_gpu(h100, weight_dtype="fp8", kv_cache_dtype="fp8"), wl,
+                            spec_preset="eagle", spec_model="yuhuili/EAGLE-LLaMA3.1-Instruct-70B")
+    yield deployment_bundle(catalog.model("llama-3.1-405b"), h100, Deployment.for_gpu(h100),
+                            Workload(prompt_tokens=2048, output_tokens=256, concurrency=300))
+
+
+BUNDLES = list(_bundles())
+
+
+def all_serve_argvs(b) -> list[list[str]]:
+    """Every vllm serve argv a bundle holds: serve.sh, the manifests' containers (and Ray head scripts)."""
+    import shlex
+
+    import yaml
+
+    out = [list(b.serve.argv)]
+    line = b.files["serve.sh"].strip().splitlines()[-1]
+    words = shlex.split(line)
+    out.append(words[next(i for i, w in enumerate(words) if w == "vllm"):])
+    for name, text in b.files.items():
+        if not name.startswith("k8s-"):
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc["kind"] == "Deployment":
+                c = doc["spec"]["template"]["spec"]["containers"][0]
+                if c["command"][:2] == ["vllm", "serve"]:
+                    out.append(c["command"] + c["args"])
+            elif doc["kind"] == "RayCluster":
+                head = doc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+                out.append(serve_argv_of_head(head["args"][0]))
+    return out
+
+
+@pytest.mark.parametrize("b", BUNDLES, ids=[f"{b.model.id}-tp{b.layout.tensor_parallel}pp{b.layout.pipeline_parallel}"
+                                            for b in BUNDLES])
+def test_every_generated_command_parses_with_the_pinned_flags(b):
+    argvs = all_serve_argvs(b)
+    assert len(argvs) >= 3
+    for argv in argvs:
+        assert argv[:2] == ["vllm", "serve"]
+        parsed = parse_serve_args(argv[2:])
+        assert parsed["model_tag"] == b.serve.argv[2]
+        assert parsed["--max-model-len"] == str(b.max_model_len)
+    assert all(a == argvs[0] for a in argvs[1:2])  # serve.sh is the command
+
+
+def test_vllm_own_parser_accepts_every_generated_command():
+    """Only where vLLM 0.26 is installed (the GPU machine): its own `vllm serve` parser, unknown flags fatal."""
+    cli_args = pytest.importorskip("vllm.entrypoints.openai.cli_args")
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser(prog="vllm serve")
+    parser.add_argument("model_tag", nargs="?")  # `vllm serve` adds its positional before make_arg_parser
+    parser = cli_args.make_arg_parser(parser)
+    for b in BUNDLES:
+        for argv in all_serve_argvs(b):
+            ns = parser.parse_args(argv[2:])
+            assert ns.max_model_len == b.max_model_len
