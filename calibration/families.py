@@ -54,7 +54,7 @@ TP = [("allreduce.custom_latency_s", 0.0, 2e-4, 1e-5), ("allreduce.custom_bandwi
 def format_params(fmt: str) -> list[tuple[str, float, float, float]]:
     f = f"weight_formats.{fmt}"
     return [(f"{f}.weight_bandwidth_efficiency", 0.05, 1.2, 0.6), (f"{f}.matmul_efficiency_max", 0.05, 1.2, 0.6),
-            (f"{f}.matmul_half_tokens", 0.0, 8192.0, 16.0), (f"{f}.dequant_s_per_token_param", 0.0, 2e-14, 3e-15)]
+            (f"{f}.matmul_half_tokens", 0.0, 64.0, 16.0), (f"{f}.dequant_s_per_token_param", 0.0, 2e-14, 3e-15)]
 
 
 #: What vLLM 0.26 ran for each family on the H200 (from the engines' start-up logs).

@@ -2,7 +2,8 @@
 
     python -m calibration.refit
 
-(what produced calibration/profiles/h200-sxm-vllm-0.26.0.yaml and calibration/data/h200-validation.csv;
+(what produced calibration/profiles/h200-sxm-vllm-0.26.0.yaml, calibration/data/h200-validation.csv and
+calibration/data/public/comparison.csv, whose per-GPU errors become the profile's transfer_error_bands;
 the device commands that produced the raw files are in calibration/data/README.md).
 
 Which engines are fitted and which are held out, per family (the held-out ones give the error bands):
@@ -23,6 +24,7 @@ import sys
 from pathlib import Path
 
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml
+from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
 from calibration.serving_points import fit_http_frontend, serving_points
 from planner.validate import write_measurements
@@ -66,6 +68,9 @@ def main() -> int:
     prof, points = fit_profile(records, points=points, extra_validation=extra)
     folder, model_id, run = FRONTEND_FIT
     prof = prof.model_copy(update={"http_frontend_overhead_s": fit_http_frontend(DATA / folder, model_id, prof, run)})
+    # the fit transferred to every GPU of calibration/data/public (also rewrites its comparison.csv)
+    comparisons, transfer = public_check(base=prof)
+    prof = prof.model_copy(update={"transfer_error_bands": transfer})
     prof = prof.model_copy(update={
         "raw_data": [str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]],
         "raw_data_sha256": [sha256_file(p) for p in paths],
@@ -78,8 +83,9 @@ def main() -> int:
     print(f"wrote {out} (fitted on {', '.join(prof.models_used)}) and {DATA / 'h200-validation.csv'} ({len(rows)} rows)")
     for k, v in {**prof.residuals, **prof.validation}.items():
         print(f"  {k:55s} n={v.n:3d}  median |err| {v.median_abs_error_pct:5.1f}%  p90 {v.p90_abs_error_pct:5.1f}%")
-    for k, b in prof.error_bands.items():
+    for k, b in {**prof.error_bands, **prof.transfer_error_bands}.items():
         print(f"  band {k:30s} ±{b.pct:5.1f}% (median {b.median_pct:4.1f}%, n={b.n}, {b.basis})")
+    print(f"  public check: {sum(c.comparable for c in comparisons)} of {len(comparisons)} published rows compared")
     return 0
 
 
