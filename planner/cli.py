@@ -6,8 +6,9 @@ in the order ``planner --help`` lists them:
 
     cli_catalog    models, gpus, import-hf
     cli_size       size, sweep
-    cli_calibrate  calibrate (imports calibration -- torch, vLLM -- inside the command), validate
+    cli_calibrate  calibrate, verify (import calibration -- torch, vLLM -- inside the command), validate
     cli_simulate   simulate, slo-search
+    cli_replay     replay (real load-test results: vllm bench serve, GuideLLM, multi-turn records)
     cli_deploy     deploy (a vllm serve command and Kubernetes/Helm/Ray manifests for a plan)
 
 Exit codes: 0 ok, 2 bad input (one line ``error: <field>: <reason>`` on stderr), 1 internal error.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import typer
 
-from planner import cli_calibrate, cli_catalog, cli_deploy, cli_simulate, cli_size
+from planner import cli_calibrate, cli_catalog, cli_deploy, cli_replay, cli_simulate, cli_size
 from planner.cli_common import OneLineErrorGroup
 
 app = typer.Typer(
@@ -40,8 +41,10 @@ COMMANDS = (
     ("import-hf", cli_catalog.import_hf_cmd),
     ("calibrate", cli_calibrate.calibrate_cmd),
     ("validate", cli_calibrate.validate_cmd),
+    ("verify", cli_calibrate.verify_cmd),
     ("simulate", cli_simulate.simulate_cmd),
     ("slo-search", cli_simulate.slo_search_cmd),
+    ("replay", cli_replay.replay_cmd),
     ("deploy", cli_deploy.deploy_cmd),
 )
 for _name, _fn in COMMANDS:

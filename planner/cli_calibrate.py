@@ -10,7 +10,8 @@ from typing import Annotated
 
 import typer
 
-from planner.cli_common import JsonOpt, cli_errors, emit_json, error_exit, table
+from planner.cli_common import JsonOpt, cli_errors, emit_json, error_exit, finite, table
+from planner.units import MS
 
 
 @cli_errors
@@ -82,3 +83,50 @@ def validate_cmd(
     table(["metric", "n", "median |error|", "p90 |error|"],
           [[k, v["n"], f"{v['median_abs_error_pct']:.1f}%", f"{v['p90_abs_error_pct']:.1f}%"]
            for k, v in result["summary"].items()])
+
+
+@cli_errors
+def verify_cmd(
+    model: Annotated[str, typer.Option("--model", "-m", help="Model id (see `planner models`).")],
+    gpu: Annotated[str, typer.Option("--gpu", "-g", help="Catalog GPU id of this machine's GPU.")],
+    ttft_p99_ms: Annotated[float, typer.Option("--ttft-p99-ms", callback=finite("--ttft-p99-ms"),
+                                               help="p99 time-to-first-token target, ms.")],
+    tpot_p99_ms: Annotated[float, typer.Option("--tpot-p99-ms", callback=finite("--tpot-p99-ms"),
+                                               help="p99 time-per-output-token target, ms.")],
+    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel GPUs per replica.")] = 1,
+    weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="bf16 or fp8 (online).")] = "bf16",
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="bf16 or fp8.")] = "bf16",
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1, help="Prompt tokens per request.")] = 1024,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens per request.")] = 128,
+    duration_s: Annotated[float, typer.Option("--duration-s", callback=finite("--duration-s"),
+                                              help="Seconds of arrivals per load run.")] = 30.0,
+    out: Annotated[Path, typer.Option("--out", help="Folder for the server log, bench results and verify.json.")] = Path(
+        "verify-out"),
+    port: Annotated[int, typer.Option("--port", min=1024, max=65535, help="Port of the vllm serve it starts.")] = 8000,
+    json_out: JsonOpt = False,
+) -> None:
+    """Predict, then verify on this GPU: boot the planned vllm serve (dummy weights), check its KV pool, drive
+    vllm bench serve at 50 % of the predicted knee and at the knee, and report predicted vs measured."""
+    try:
+        import vllm  # noqa: F401 - only to say clearly what is missing
+
+        from calibration.verify import verify
+    except ImportError as err:
+        raise error_exit("verify", f"needs the calibrate extra and a GPU (pip install '.[calibrate]'): {err}") from None
+    summary = verify(model, gpu, ttft_p99_s=ttft_p99_ms * MS, tpot_p99_s=tpot_p99_ms * MS, out=out, tp=tp,
+                     weight_dtype=weight_dtype, kv_dtype=kv_dtype, prompt_tokens=prompt_tokens,
+                     output_tokens=output_tokens, duration_s=duration_s, port=port)
+    if json_out:
+        emit_json(summary)
+        return
+    typer.echo(f"{summary['model']} on {summary['gpu']}: predicted knee {summary['predicted_knee_per_s']:.2f} req/s "
+               f"(saturation {summary['predicted_saturation_per_s']:.2f}, {summary['confidence']} confidence)")
+    for name, r in summary["runs"].items():
+        if "error" in r:
+            typer.echo(f"  {name} at {r['rate_per_s']:.2f} req/s: {r['error']}")
+            continue
+        e = r["error_pct"]
+        typer.echo(f"  {name} at {r['rate_per_s']:.2f} req/s: targets met in reality: {r['meets_targets_measured']}; "
+                   f"error TTFT p50 {e['ttft_p50_s']:+.1f}%, p99 {e['ttft_p99_s']:+.1f}%, TPOT p50 "
+                   f"{e['tpot_p50_s']:+.1f}%, throughput {e['output_tokens_per_s']:+.1f}%")
+    typer.echo(f"records: {out}")

@@ -41,34 +41,36 @@ AGENT_TURNS = 6
 
 def _workload_maker(*, workload: str | None, num_requests: int, prompt_tokens: int, output_tokens: int,
                     shared_prefix_tokens: int, burstiness_cv: float, seed: int):
-    """A function rate -> Requests (rate None: everything at t = 0), fixed seed."""
+    """A function (rate, concurrency, num_requests) -> Requests (rate None: everything at t = 0), fixed seed;
+    ``num_requests`` (default: --num-requests) lets the SLO search run trials long enough for steady state."""
     from planner import workloads as wl
 
+    default_n = num_requests
     if workload is None:
-        def make(rate=None, concurrency=None):
-            return wl.synthetic(num_requests, prompt_tokens, output_tokens, rate_per_s=rate, concurrency=concurrency,
-                                shared_prefix_tokens=shared_prefix_tokens, cv=burstiness_cv, seed=seed)
+        def make(rate=None, concurrency=None, num_requests=None):
+            return wl.synthetic(num_requests or default_n, prompt_tokens, output_tokens, rate_per_s=rate,
+                                concurrency=concurrency, shared_prefix_tokens=shared_prefix_tokens, cv=burstiness_cv,
+                                seed=seed)
         return make
     if workload not in WORKLOADS:
         raise error_exit("--workload", f"unknown workload '{workload}'; known: {', '.join(WORKLOADS)}")
     if workload == "agentic":
-        sessions = max(1, math.ceil(num_requests / AGENT_TURNS))
-
-        def make(rate=None, concurrency=None):
+        def make(rate=None, concurrency=None, num_requests=None):
             if concurrency is not None:
                 raise error_exit("--concurrency", "the agentic workload's sessions arrive at a rate (use --rate)")
+            sessions = max(1, math.ceil((num_requests or default_n) / AGENT_TURNS))
             return wl.agentic(sessions, turns=AGENT_TURNS, rate_per_s=rate, seed=seed)
         return make
     if workload == "batch":
-        def make(rate=None, concurrency=None):
+        def make(rate=None, concurrency=None, num_requests=None):
             if rate is not None or concurrency is not None:
                 raise error_exit("--rate", "the batch workload submits every request at t=0 (drop --rate/--concurrency)")
-            return wl.batch(num_requests, seed=seed)
+            return wl.batch(num_requests or default_n, seed=seed)
         return make
     fn = wl.PRESETS[workload]
 
-    def make(rate=None, concurrency=None):
-        return fn(num_requests, rate_per_s=rate, concurrency=concurrency, cv=burstiness_cv, seed=seed)
+    def make(rate=None, concurrency=None, num_requests=None):
+        return fn(num_requests or default_n, rate_per_s=rate, concurrency=concurrency, cv=burstiness_cv, seed=seed)
     return make
 
 
@@ -291,7 +293,9 @@ def slo_search_cmd(
                                                       help="Fleet target, requests/s: replicas needed.")] = None,
     workload: Annotated[str | None, typer.Option("--workload", help="Preset instead of fixed lengths: chat, rag, "
                                                                     "agentic (rate = sessions/s).")] = None,
-    num_requests: Annotated[int, typer.Option("--num-requests", "-n", min=10, help="Requests per trial.")] = 500,
+    num_requests: Annotated[int, typer.Option("--num-requests", "-n", min=10, help=(
+        "Requests of the burst that sizes the search; each trial runs at least max(rate × 120 s, 2,000) requests "
+        "(at most 20,000) so its queue reaches steady state, the first 10 % left out as warm-up."))] = 500,
     prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1, help="Unique prompt tokens.")] = 512,
     output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens.")] = 128,
     shared_prefix_tokens: Annotated[int, typer.Option("--shared-prefix-tokens", min=0,
@@ -349,15 +353,21 @@ def slo_search_cmd(
                     "target_rate_per_s": target_rate, "candidates": rows})
         return
     typer.echo(f"{m.id}: highest request rate meeting p99 TTFT ≤ {ttft_p99_ms:g} ms and p99 TPOT ≤ "
-               f"{tpot_p99_ms:g} ms ({num_requests} requests per trial, seed {seed})")
-    table(["gpu", "weights", "TP", "req/s per GPU", "concurrency", "p99 TTFT ms", "p99 TPOT ms", "out tok/s",
-           "$/Mtok out", "replicas", "note"],
+               f"{tpot_p99_ms:g} ms (trials of max(rate × 120 s, 2,000) requests after warm-up, seed {seed})")
+    table(["gpu", "weights", "TP", "req/s per GPU", "saturation", "confidence", "concurrency", "p99 TTFT ms",
+           "p99 TPOT ms", "out tok/s", "$/Mtok out", "replicas", "$/hour", "note"],
           [[r["gpu"], r["weight_dtype"], r["tensor_parallel"],
             "—" if not r["fits"] else f"{r['max_rate_per_gpu_per_s']:,.2f}",
+            "—" if not r["fits"] else f"{r['saturation_rate_per_s'] / r['tensor_parallel']:,.2f}",
+            "—" if not r["fits"] else r["confidence"],
             "—" if not r["fits"] else f"{r['concurrency_mean']:,.1f}",
             "—" if r["ttft_p99_s"] is None else f"{r['ttft_p99_s'] / MS:,.0f}",
             "—" if r["tpot_p99_s"] is None else f"{r['tpot_p99_s'] / MS:,.1f}",
             "—" if not r["fits"] else f"{r['output_tokens_per_s']:,.0f}",
             fmt_usd(r["usd_per_million_output_tokens"]) if r["usd_per_million_output_tokens"] is not None else "—",
-            "—" if r["replicas_for_target"] is None else r["replicas_for_target"], r["note"]] for r in rows])
+            "—" if r["replicas_for_target"] is None else r["replicas_for_target"],
+            "—" if r["usd_per_hour_for_target"] is None else fmt_usd(r["usd_per_hour_for_target"]), r["note"]]
+           for r in rows])
+    typer.echo("req/s per GPU stays below the steady-state saturation (per GPU) by construction; confidence: the "
+               "winning trial's p99 TTFT was stable (high) or still rising (low) across its measured window")
 

@@ -250,6 +250,7 @@ FLEET_COLUMNS = (
     "max_rate_per_s", "max_rate_per_gpu_per_s", "concurrency_mean", "running_mean", "ttft_p99_s", "tpot_p99_s",
     "output_tokens_per_s", "output_tokens_per_s_per_gpu", "saturation_rate_per_s", "usd_per_million_output_tokens",
     "price_usd_per_gpu_hour", "kv_capacity_tokens", "target_rate_per_s", "replicas_for_target", "gpus_for_target",
+    "confidence", "trial_requests", "p99_half_ratio", "usd_per_hour_for_target",
 )
 
 
@@ -311,12 +312,15 @@ def _candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_rate
                     "output_tokens_per_s": pt.output_tokens_per_s,
                     "output_tokens_per_s_per_gpu": pt.output_tokens_per_s / t,
                     "saturation_rate_per_s": pt.saturation_rate_per_s,
+                    "confidence": pt.confidence, "trial_requests": pt.trial_requests,
+                    "p99_half_ratio": _finite_or_none(pt.p99_half_ratio),
                     "usd_per_million_output_tokens": _finite_or_none(pt.usd_per_million_output_tokens),
                     "note": "" if pt.max_rate_per_s > 0 else "misses the SLO even at light load",
                 })
                 reps = pt.replicas_for(target_rate)
                 row["replicas_for_target"] = reps
                 row["gpus_for_target"] = reps * t if reps is not None else None
+                row["usd_per_hour_for_target"] = reps * t * g.price_usd_per_hour if reps is not None else None
         if tps is None:  # auto: the smallest TP that fits
             last_note = row["note"] or last_note
             if row["fits"]:

@@ -219,3 +219,26 @@ def replay_load_test(test: LoadTest, cost: StepCost, config: EngineConfig) -> Lo
     predicted["prefix_cache_hit_rate"] = res.prefix_cache_hit_rate
     predicted["preemptions"] = res.num_preemptions
     return LoadTestComparison(test.name, test.tool, n, test.measured(), predicted)
+
+
+def engine_hints(path: str | Path) -> dict:
+    """What a ``serve_bench.jsonl`` beside a load-test file says about the engine that served it: its KV pool
+    (vLLM's block count less the null block), scheduler limits and prefix caching; {} if there is none."""
+    from planner.jsonl import read_jsonl
+
+    rec_path = Path(path).parent / "serve_bench.jsonl"
+    if not rec_path.is_file():
+        return {}
+    recs = read_jsonl(rec_path)
+    out: dict = {}
+    boot = next((r for r in recs if r.get("type") == "boot"), None)
+    if boot and boot.get("num_gpu_blocks"):
+        out["kv_capacity_tokens"] = (int(boot["num_gpu_blocks"]) - 1) * int(boot.get("block_size", 16))
+    deploy = next((r for r in recs if r.get("type") == "deploy"), None)
+    argv = deploy.get("argv", []) if deploy else []
+    for flag, key in (("--max-num-seqs", "max_num_seqs"), ("--max-num-batched-tokens", "max_num_batched_tokens")):
+        if flag in argv:
+            out[key] = int(argv[argv.index(flag) + 1])
+    if argv:
+        out["prefix_caching"] = "--no-enable-prefix-caching" not in argv
+    return out

@@ -1,0 +1,98 @@
+"""Real load-test results in, predicted vs measured out (planner.serving.loadtests, planner replay,
+planner verify's plumbing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from planner import catalog
+from planner.cli import app
+from planner.serving.loadtests import engine_hints, read_guidellm, read_load_test, read_multiturn, read_vllm_bench
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVE = ROOT / "calibration" / "data" / "h200x2-2026-11-30" / "serve-llama-3.1-8b"
+GUIDELLM = Path(__file__).resolve().parent / "data" / "loadtests" / "guidellm-mock-fixed.json"
+
+
+def test_vllm_bench_serve_result_is_read_with_its_per_request_timings():
+    t = read_vllm_bench(SERVE / "bench-r26.json")
+    d = json.loads((SERVE / "bench-r26.json").read_text())
+    assert t.arrival_s.size == d["num_prompts"] == 468 and t.arrival_s.min() == 0.0
+    i = 7  # E2E = TTFT + the request's inter-token gaps; TPOT = their sum / (output - 1)
+    assert t.e2e_s[i] == pytest.approx(d["ttfts"][i] + sum(d["itls"][i]))
+    assert t.tpot_s[i] == pytest.approx(sum(d["itls"][i]) / (d["output_lens"][i] - 1))
+    assert t.closed_loop == 0 and t.info["request_rate"] == 26.0
+
+
+def test_guidellm_report_is_read():
+    (t,) = read_guidellm(GUIDELLM)
+    assert t.tool == "guidellm" and t.arrival_s.size >= 10 and np.all(t.prompt_tokens > 0)
+    assert np.median(np.diff(t.arrival_s)) == pytest.approx(1 / 5.0, rel=0.05)  # constant rate 5/s
+    assert np.all(t.ttft_s > 0) and np.all(t.e2e_s >= t.ttft_s) and t.info["rate"] == 5.0
+
+
+def test_multiturn_records_keep_their_parents():
+    t = read_multiturn(SERVE / "serve_bench.jsonl")
+    assert t.arrival_s.size == 96  # 24 sessions x 4 turns
+    first = t.parent < 0
+    assert first.sum() == 24 and np.all(t.think_s[first] == 0.0)
+    child = np.flatnonzero(~first)[0]  # a later turn's prompt holds its parent's prompt and reply
+    assert t.prompt_tokens[child] > t.prompt_tokens[t.parent[child]] + t.output_tokens[t.parent[child]]
+
+
+@pytest.mark.parametrize("text,why", [("{", "not a JSON"), ('{"a": 1}', "--save-detailed"),
+                                      ('{"benchmarks": []}', "no successful requests")])
+def test_bad_files_are_one_clear_error(tmp_path, text, why):
+    f = tmp_path / "x.json"
+    f.write_text(text)
+    with pytest.raises(ValueError, match=why):
+        read_load_test(f)
+
+
+def test_engine_hints_come_from_the_boot_record():
+    h = engine_hints(SERVE / "bench-r26.json")
+    assert h == {"kv_capacity_tokens": (57489 - 1) * 16, "max_num_seqs": 1024, "max_num_batched_tokens": 8192,
+                 "prefix_caching": True}
+
+
+def test_replay_of_the_real_h200_runs():
+    """Held-out real runs (vLLM 0.26 serve + bench serve, Llama-3.1-8B, 1,024/128 tokens at 26 req/s; the
+    24-session agentic run): the issue's targets below saturation are throughput 3 %, TPOT p50 7 %,
+    TTFT p50 10 %, TTFT p99 20 %.  The simulator reuses the whole previous turn as vLLM's prefix cache does:
+    89.9 % hit rate simulated, 89.9 % reported by vLLM."""
+    r = CliRunner().invoke(app, ["replay", str(SERVE / "bench-r26.json"), str(SERVE / "serve_bench.jsonl"),
+                                 "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--json"])
+    assert r.exit_code == 0, r.output
+    runs = {x["name"]: x for x in json.loads(r.output)["runs"]}
+    for name in ("bench-r26", "serve_bench"):
+        e = runs[name]["error_pct"]
+        assert abs(e["output_tokens_per_s"]) <= 3.0 and abs(e["tpot_p50_s"]) <= 7.0, name
+        assert abs(e["ttft_p50_s"]) <= 10.0 and abs(e["ttft_p99_s"]) <= 20.0, name
+    assert runs["serve_bench"]["predicted"]["prefix_cache_hit_rate"] == pytest.approx(0.899, abs=0.02)
+
+
+def test_replay_names_a_missing_file():
+    r = CliRunner().invoke(app, ["replay", "/nonexistent.json", "--model", "llama-3.1-8b", "--gpu", "h200-sxm"])
+    assert r.exit_code == 2 and "/nonexistent.json" in r.output
+
+
+def test_verify_plumbing_against_a_stand_in_server(tmp_path):
+    """planner verify end to end against tests/fake_vllm's stand-in server (no GPU): it predicts the knee,
+    boots the planned command, runs the two loads and replays them (the stand-in's timings mean nothing)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "tests" / "fake_vllm"), str(ROOT)]))
+    r = subprocess.run([sys.executable, "-m", "planner.cli", "verify", "--model", "llama-3.1-8b", "--gpu", "h200-sxm",
+                        "--ttft-p99-ms", "500", "--tpot-p99-ms", "50", "--duration-s", "1", "--out", str(tmp_path),
+                        "--port", "8187", "--json"], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads(r.stdout)
+    assert s["predicted_knee_per_s"] < s["predicted_saturation_per_s"]
+    assert set(s["runs"]) == {"half-knee", "knee"} and all("measured" in x for x in s["runs"].values())
+    assert (tmp_path / "verify.json").exists() and (tmp_path / "serve.log").exists()
