@@ -335,8 +335,8 @@ def view_memory(sc: Scenario, o: Planned, r, fa) -> None:
     fits = _fits(sc)
     st.markdown(f"**Fits per GPU** at {sc.context_tokens:,} tokens (TP {sc.tensor_parallel}, {sc.weight_dtype} "
                 f"weights, KV {sc.kv_cache_dtype}):")
-    st.dataframe(fits.assign(fits=fits["fits"].map({True: "✅ fits", False: "❌ does not fit"}))[
-        ["gpu", "fits", "sentence"]], hide_index=True, width="stretch")
+    st.table(fits.assign(fits=fits["fits"].map({True: "✅ fits", False: "❌ does not fit"}))[
+        ["gpu", "fits", "sentence"]].set_index("gpu"))
 
 
 def view_latency(sc: Scenario, o: Planned, r, fa) -> None:
@@ -484,7 +484,7 @@ def view_deploy(sc: Scenario, o: Planned, r, fa) -> None:
     left, right = st.columns([3, 2])
     left.markdown(f"One replica of **{b.layout.describe()}**; {b.replicas:,} replica(s) for the demand above:")
     left.code(b.serve_command, language="bash", wrap_lines=True)
-    right.dataframe(deploy_view.deploy_predictions(b), hide_index=True, width="stretch")
+    right.table(deploy_view.deploy_predictions(b).set_index("predicted"))
     c = st.container(horizontal=True)
     c.download_button("Download every file (zip)", deploy_view.files_zip(b.files), file_name=f"deploy-{o.model.id}.zip",
                       mime="application/zip", key="dl-zip", on_click="ignore", type="primary")

@@ -180,7 +180,7 @@ def scenario_speed_point(r) -> dict:
 
 
 
-def pareto_frame(sw: pd.DataFrame, max_points: int = 200) -> pd.DataFrame:
+def pareto_frame(sw: pd.DataFrame, max_points: int = 150) -> pd.DataFrame:
     """Cost against per-user speed: per configuration (GPU × weights × KV × TP), its rows that meet every
     target, each with ``per_user_tokens_per_s`` (1 / TPOT) and the all-in $/Mtok; ``pareto`` marks the rows
     no other row beats on both (faster for each user and cheaper).  At most ``max_points`` rows: the front,

@@ -298,7 +298,7 @@ def triangle_frame(sw: pd.DataFrame, output_tokens: int) -> tuple[pd.DataFrame, 
     return df, pd.DataFrame(corners)
 
 
-def triangle_points(df: pd.DataFrame, max_points: int = 250) -> pd.DataFrame:
+def triangle_points(df: pd.DataFrame, max_points: int = 200) -> pd.DataFrame:
     """What the triangle draws: the whole Pareto front, and the other candidates thinned to one per cell of a
     grid on the chart's log axes (the cloud keeps its shape; a browser draws thousands of points slowly)."""
     front, rest = df[df["pareto"]], df[~df["pareto"]]

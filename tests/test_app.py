@@ -120,6 +120,14 @@ def test_fleet_headline_follows_the_demand(app):
     assert "20,000 users × 1 request per (10 s think" in " ".join(c.value for c in app.caption)
 
 
+def test_memory_view_says_whether_the_model_fits_each_gpu():
+    at = run(new_app(model="llama-3.1-70b"), "Memory")
+    [fits] = [t.value for t in at.table]
+    assert fits.loc["NVIDIA H200 SXM 141GB", "fits"] == "❌ does not fit"  # 70B bf16 on one GPU
+    assert fits.loc["AMD Instinct MI300X 192GB", "fits"] == "✅ fits"
+    assert fits["sentence"].str.contains("needs").all()
+
+
 def test_memory_view_answers_the_seeds_160_user_question(app):
     text = " ".join(m.value for m in app.markdown)
     assert "For **160 concurrent users**" in text and "tokens**" in text
@@ -480,8 +488,8 @@ def test_deploy_view_shows_the_command_with_its_predictions_and_files():
     at = run(new_app(), "Deploy")
     code = " ".join(c.value for c in nodes(at, "code"))
     assert "vllm serve" in code and "--gpu-memory-utilization" in code
-    pred = next(d for d in nodes(at, "dataframe") if "predicted" in d.value.columns).value
-    assert {"KV cache pool per GPU", "max concurrency at max-model-len", "TPOT"} <= set(pred["predicted"])
+    [pred] = [t.value for t in at.table]
+    assert {"KV cache pool per GPU", "max concurrency at max-model-len", "TPOT"} <= set(pred.index)
     labels = [b.label for b in at.get("download_button")]
     assert labels[0] == "Download every file (zip)" and "serve.sh" in labels and "predictions.json" in labels
 
