@@ -88,8 +88,7 @@ def _latency_frames(sc: Scenario) -> views.LatencyFrames:
 
 
 def _ranked_sweep(sc: Scenario, same_dtypes: bool) -> pd.DataFrame:
-    """The sweep of the ranked views: what `planner sweep` computes for cost_view.sweep_command, with the
-    sidebar's price override (scenario GPU) and memory utilisation; cached on what it depends on only."""
+    """The ranked views' rows (cost_view.ranking_sweep: `planner sweep`'s), cached on what they depend on only."""
     return _sweep_cached(cost_view.sweep_key(sc, same_dtypes), same_dtypes)
 
 
@@ -131,8 +130,7 @@ def _load_results() -> dict:
 
 
 def num(where, key: str, step: float, help: str) -> float:
-    """A number input bound to the URL, without bounds in the browser (so nothing typed is dropped or
-    misread); planner.inputs clamps it and says so."""
+    """A number bound to the URL, unbounded in the browser (nothing typed is dropped); planner.inputs clamps it."""
     spec = inputs.NUMBERS[key]
     raw = where.number_input(f"{spec.label}{f' ({spec.unit})' if spec.unit else ''}", value=float(spec.default),
                              step=float(step), format="%.0f" if spec.integer else "%g", key=key, help=help, **BIND)
@@ -153,8 +151,10 @@ def _check_url(models: dict, gpus: dict) -> None:
     choices = {"model": [*models, UPLOAD], "gpu": list(gpus), "tp": TP_CHOICES, "wdtype": list(WEIGHT_BITS),
                "kvdtype": list(KV_BYTES), "calib": CALIB_CHOICES, "demand": headline.DEMAND_MODES,
                "view": list(VIEWS), "cost_same_dtypes": [True, False], "report_only_slo": [True, False]}
-    s["url_warnings"] = inputs.url_warnings({k: q[k] for k in q if k != "pin"}, choices, DEFAULTS, inputs.URL_LABELS)
+    s["url_warnings"] = inputs.url_warnings({k: q[k] for k in q if k not in ("pin", "preset")}, choices, DEFAULTS,
+                                            inputs.URL_LABELS)
     s["pins"], why = compare.read_pins(q.get_all("pin"))
+    s["preset_applied"] = q.get("preset") if q.get("preset") in PRESETS else None
     if why:
         s["url_warnings"]["pin"] = (why, None)
 
@@ -290,15 +290,11 @@ def _demand() -> headline.Demand:
                    help="What the fleet must serve: a request rate, or people who each wait for an answer, read "
                         "for a while and ask again", **BIND)
     if mode == headline.DEMAND_MODES[0]:
-        return headline.Demand(mode, rate_per_s=num(c.container(width=170), "rate", 1, "Requests per second, all users"))
+        rate = num(c.container(width=170), "rate", 1, "Requests per second, all users")
+        return headline.Demand(mode, rate_per_s=rate)
     users = num(c.container(width=150), "active_users", 100, "People using the service at the same time")
     think = num(c.container(width=150), "think_s", 5, "Seconds a user reads/types between answers")
     return headline.Demand(mode, active_users=users, think_s=think)
-
-
-def _pin(token: str) -> None:
-    pins = [p for p in st.session_state.get("pins", []) if p != token]
-    st.session_state["pins"] = (pins + [token])[-compare.MAX_PINS:]
 
 
 def headline_section(sc: Scenario, o: Planned, r, demand: headline.Demand) -> headline.FleetAnswer:
@@ -317,7 +313,9 @@ def headline_section(sc: Scenario, o: Planned, r, demand: headline.Demand) -> he
                f"{sc.prompt_tokens:,} prompt + {sc.output_tokens:,} output tokens; latency model: "
                f"{views.latency_model_label(r.profile_mode)}. Memory: {r.memory.explain()}."
                + (" " + ". ".join(notes) + "." if notes else ""))
-    st.button("Pin this scenario", icon=":material/push_pin:", key="pin_btn", on_click=_pin, args=(compare.encode(sc),),
+    s, token = st.session_state, compare.encode(sc)
+    st.button("Pin this scenario", icon=":material/push_pin:", key="pin_btn",
+              on_click=lambda: s.update(pins=compare.add_pin(s.get("pins", []), token)),
               help=f"Keep it for the Compare view (up to {compare.MAX_PINS}; the pins travel in the URL)")
     return fa
 
@@ -514,9 +512,9 @@ def main() -> None:
     if sc is None:
         st.info("Upload a Hugging Face config.json in the sidebar (or pick a catalog model) to see the plan.")
         st.stop()
-    pins = st.session_state.get("pins", [])
-    if st.query_params.get_all("pin") != pins:
-        st.query_params["pin"] = pins
+    for key, vals in (("pin", st.session_state.get("pins", [])), ("preset", [st.session_state.get("preset_applied")])):
+        if st.query_params.get_all(key) != [v for v in vals if v]:  # pins and the applied preset travel in the URL
+            st.query_params[key] = [v for v in vals if v]
     warn_box = st.empty()
     problems = scenario_problems(sc)
     if problems:

@@ -45,12 +45,14 @@ _LAYOUT = {
 }
 
 
-def _fig(title: str, x_title: str, y_title: str, **layout) -> go.Figure:
-    fig = go.Figure()
-    fig.update_layout(title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}}, **{**_LAYOUT, **layout})
-    fig.update_xaxes(title_text=x_title)
-    fig.update_yaxes(title_text=y_title)
-    return fig
+def _fig(title: str, x_title: str, y_title: str, xaxis_type: str | None = None, yaxis_type: str | None = None,
+         **layout) -> go.Figure:
+    """A figure with its title, axis titles and the common layout, built in one go (each plotly ``update_*``
+    call validates the whole layout again: the dashboard builds several figures per widget change)."""
+    axes = {f"{a}axis": {"title": {"text": t}, **({"type": k} if k else {})}
+            for a, t, k in (("x", x_title, xaxis_type), ("y", y_title, yaxis_type))}
+    return go.Figure(layout={"title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
+                             **_LAYOUT, **axes, **layout})
 
 
 def _finite(x) -> bool:
@@ -114,14 +116,14 @@ def _axis_pos(fig: go.Figure, axis: str, value: float) -> float:
 
 def _vline(fig: go.Figure, x: float, text: str, color: str, top: bool = True) -> None:
     """A dotted vertical line with a label that also works on log axes."""
-    fig.add_vline(x=x, line={"color": color, "dash": "dot"})
+    fig.add_shape(type="line", x0=x, x1=x, y0=0, y1=1, yref="paper", line={"color": color, "dash": "dot"})
     fig.add_annotation(x=_axis_pos(fig, "x", x), y=1.0 if top else 0.0, yref="paper", text=text, showarrow=False,
                        xanchor="left", yanchor="top" if top else "bottom", font={"color": color, "size": 11})
 
 
 def _hline(fig: go.Figure, y: float, text: str, color: str, dash: str = "dash") -> None:
     """A horizontal line with a label that also works on log axes."""
-    fig.add_hline(y=y, line={"color": color, "dash": dash})
+    fig.add_shape(type="line", x0=0, x1=1, xref="paper", y0=y, y1=y, line={"color": color, "dash": dash})
     fig.add_annotation(x=0.0, xref="paper", y=_axis_pos(fig, "y", y), text=text, showarrow=False, xanchor="left",
                        yanchor="bottom", font={"color": color, "size": 11})
 
@@ -263,7 +265,8 @@ def throughput_vs_batch(df: pd.DataFrame, feasible_max_batch: float | None = Non
                xaxis_type="log")
     if _finite(feasible_max_batch) and feasible_max_batch >= 1 and len(df):
         x0 = float(df["batch_size"].min())
-        fig.add_vrect(x0=x0, x1=max(float(feasible_max_batch), x0), fillcolor=COLORS["feasible"], line_width=0)
+        fig.add_shape(type="rect", x0=x0, x1=max(float(feasible_max_batch), x0), y0=0, y1=1, yref="paper",
+                      fillcolor=COLORS["feasible"], line_width=0, layer="below")
         fig.add_annotation(x=_axis_pos(fig, "x", x0), y=1.0, yref="paper", xanchor="left", yanchor="top",
                            showarrow=False, text="SLO-feasible: meets TTFT + TPOT, fits the KV cache",
                            font={"size": 11, "color": "#2E7D32"})
@@ -306,7 +309,8 @@ def roofline(peaks: pd.DataFrame, bandwidth_bytes_per_s: float, points: pd.DataF
                         line={"color": "black" if i == 0 else COLORS["candidate"],
                               "dash": "solid" if i == 0 else "dash"},
                         hovertemplate="%{x:,.1f} FLOP/B: %{y:,.0f} TFLOP/s<extra></extra>")
-        fig.add_vline(x=ridge, line={"color": "lightgray", "dash": "dot"})  # shapes use data coordinates
+        fig.add_shape(type="line", x0=ridge, x1=ridge, y0=0, y1=1, yref="paper",  # shapes use data coordinates
+                      line={"color": "lightgray", "dash": "dot"})
     colors = {"prefill": COLORS["prefill"], "decode": COLORS["decode"]}
     for row in points.itertuples():
         color = next((c for k, c in colors.items() if str(row.label).startswith(k)), COLORS["chosen"])

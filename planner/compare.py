@@ -59,6 +59,11 @@ def decode(token: str) -> Scenario | None:
     return Scenario(**out)
 
 
+def add_pin(pins: Sequence[str], token: str) -> list[str]:
+    """``pins`` with ``token`` last (moved there if already pinned), the oldest dropped beyond :data:`MAX_PINS`."""
+    return ([p for p in pins if p != token] + [token])[-MAX_PINS:]
+
+
 def read_pins(tokens: Sequence[str]) -> tuple[list[str], str | None]:
     """The pins a URL carries that can be read (at most :data:`MAX_PINS`), and a sentence if any was left out."""
     pins = [t for t in tokens if decode(t)][:MAX_PINS]

@@ -160,7 +160,8 @@ def fits_per_gpu(model: ModelSpec, gpus: Iterable[GpuSpec], base: Deployment, co
         users = kv_pool_concurrency(m.kv_pool_bytes, per_req, m.fits)
         needs = m.weight_bytes + m.overhead_bytes + per_req
         if users >= 1:
-            text = f"fits: {users:,} requests per replica (needs {fmt_gib(needs)} for one, has {fmt_gib(m.usable_bytes)})"
+            text = (f"fits: {users:,} requests per replica (needs {fmt_gib(needs)} for one, has "
+                    f"{fmt_gib(m.usable_bytes)})")
         else:
             text = f"does not fit: needs {fmt_gib(needs)} per GPU, has {fmt_gib(m.usable_bytes)}"
         rows.append({"gpu_id": g.id, "gpu": g.name, "fits": users >= 1, "max_users_per_replica": int(users),
@@ -189,7 +190,8 @@ def fleet_metrics(fa: FleetAnswer, gpu_name: str, price_url: str) -> list[tuple[
     return [
         ("Replicas", f"{fa.replicas:,}", why),
         ("GPUs", f"{fa.gpus:,}", f"replicas × {fa.gpus_per_replica} GPU(s).{band}"),
-        ("$ / hour", fmt_usd(fa.usd_per_hour, 0), f"GPUs × {fmt_usd(fa.price_usd_per_gpu_hour)}/GPU-hour ({price_url})"),
+        ("$ / hour", fmt_usd(fa.usd_per_hour, 0),
+         f"GPUs × {fmt_usd(fa.price_usd_per_gpu_hour)}/GPU-hour ({price_url})"),
         ("$ / month", fmt_usd(fa.usd_per_month, 0), f"$/hour × {HOURS_PER_MONTH:g} hours (8,760 a year ÷ 12)"),
     ]
 

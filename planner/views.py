@@ -39,7 +39,8 @@ def latency_model_label(profile_mode: str) -> str:
 def profile_caption(p: CalibrationProfile) -> str:
     """Provenance and error of the latency model in use, in one caption (the ideal roofline says so)."""
     def errs(table, most: int = 4) -> str:
-        rows = [f"{k} {r.median_abs_error_pct:.1f}% (p90 {r.p90_abs_error_pct:.1f}%)" for k, r in table.items() if r.n > 1]
+        rows = [f"{k} {r.median_abs_error_pct:.1f}% (p90 {r.p90_abs_error_pct:.1f}%)"
+                for k, r in table.items() if r.n > 1]
         return ", ".join(rows[:most]) + (f" and {len(rows) - most} more (planner.bands)" if len(rows) > most else "")
     if p.mode == "ideal":
         return ("Ideal roofline (speed of light): datasheet peak FLOP/s and bandwidth, no measurement; no error "

@@ -326,7 +326,8 @@ def test_url_query_params_reopen_a_scenario():
 
 def test_links_from_before_the_context_input_still_open():
     at = run(new_app(prompt=16384, output=512))
-    assert at.session_state["context"] == 16896 and "= **16,384** prompt" in " ".join(c.value for c in at.sidebar.caption)
+    assert at.session_state["context"] == 16896
+    assert "= **16,384** prompt" in " ".join(c.value for c in at.sidebar.caption)
 
 
 def test_every_input_that_changes_an_answer_is_bound_to_the_url(app):
@@ -445,11 +446,13 @@ def test_hostile_url_values_are_replaced_and_said():
                      gpus="-3"))
     assert at.session_state["gpu"] == "h200-sxm" and at.session_state["model"] == "mistral-7b-v0.3"
     w = warnings(at)
-    for fragment in ("URL parameter gpu=no-such-gpu: gpu 'no-such-gpu' is not one of the 11 in the catalog; using "
-                     "h200-sxm", "URL parameter util=7: gpu_memory_utilization must lie in 0.10–1.00; using 0.92",
+    for fragment in ("URL parameter gpu=no-such-gpu: gpu 'no-such-gpu' is not one of the 11 in the catalog",
+                     "using h200-sxm",
+                     "URL parameter util=7: gpu_memory_utilization must lie in 0.10–1.00; using 0.92",
                      "URL parameter tp=3: tensor parallel '3' is not one of 1, 2, 4, 8, 16; using 1",
-                     "URL parameter model=../../etc/passwd: model", "URL parameter view=Nope: view 'Nope' is not one "
-                     "of", "Context length: -5 tokens is below the minimum 2 tokens; using 2 tokens",
+                     "URL parameter model=../../etc/passwd: model",
+                     "URL parameter view=Nope: view 'Nope' is not one of",
+                     "Context length: -5 tokens is below the minimum 2 tokens; using 2 tokens",
                      "GPUs: -3 is below the minimum 1; using 1"):
         assert fragment in w, (fragment, w)
     assert not at.exception
@@ -656,3 +659,17 @@ def test_preset_resolution_falls_back_when_a_model_is_missing():
     assert vals["model_id"] == "mistral-7b-v0.3" and vals["gpu_id"] == "a100-sxm-80gb"
     none = resolve(PRESETS["premium chat"], [], [])
     assert none["model_id"] is None and none["gpu_id"] is None
+
+
+def test_premium_preset_landing_on_int4_is_warned_and_the_preset_travels_in_the_url():
+    at = run(new_app())
+    at.button(key="preset-premium chat").click()
+    run(at)
+    assert at.query_params["preset"] in ("premium chat", ["premium chat"])
+    assert "keeps quality" not in warnings(at)
+    at.selectbox(key="wdtype").set_value("int4")
+    run(at)
+    assert "The premium chat preset keeps quality, but this configuration serves int4 weights" in warnings(at)
+    shared = run(new_app(preset="premium chat", wdtype="int4", model="llama-3.1-70b", gpus=4, tp=4))
+    assert "The premium chat preset keeps quality" in warnings(shared)
+    assert "URL parameter preset" not in warnings(run(new_app(preset="nonsense")))

@@ -224,6 +224,19 @@ def test_every_view_at_desktop_and_phone_size(browser, server, view, viewport):
         page.close()
 
 
+@pytest.mark.parametrize("width", [1440, 1024])
+def test_metric_values_are_never_cut_off(browser, server, width):
+    """#13 defect 9: metric values were cut off ("1,075.7 ms" at 1440 px with 4,096 GPUs and a 30,000-token
+    prompt; "114.0 GiB" at 1024 px): the headline's metrics take the width their value needs, and wrap."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    try:
+        for query in ("?gpus=4096&prompt=30000&output=512", ""):
+            open_app(page, server, query)
+            assert not page.evaluate(LAYOUT_JS)["clipped"], (width, query)
+    finally:
+        page.close()
+
+
 def test_phone_headline_fits_in_one_screen(browser, server):
     """#13 defect 9: on a phone four banners and six metrics filled 1.5 screens.  The fleet answer, the replica's
     numbers and the tab bar now fit in the first screen of 390×844."""
@@ -325,16 +338,21 @@ def test_a_model_that_does_not_fit_gets_a_sentence_in_every_view(page, server, q
 
 def test_load_view_with_a_huge_prompt_says_why(page, server):
     """Defect 6: "rate: must be a finite number > 0, got np.float64(0.0)" in the Load tab with a huge prompt."""
-    open_app(page, server, "?context=1000512&view=Load")
-    assert "Nothing to simulate: one request of 1,000,512 tokens needs" in page_text(page)
+    open_app(page, server, "?prompt=1000000&output=512&view=Load")  # an old link: prompt + output = the context
+    simulate = page.get_by_role("button", name="Simulate", exact=True)
+    if simulate.count():  # (the old page offered to simulate it)
+        simulate.click()
+        wait_idle(page)
     no_internal_texts(page)
+    assert "Nothing to simulate: one request of 1,000,512 tokens needs" in page_text(page)
 
 
 def test_typed_values_that_are_changed_are_said(page, server):
     """Defect 7: 1e9 prompt tokens became 1 (the browser read '1e9' as 1); −5 GPUs kept 1 GPU behind a red
     icon.  The value typed reaches the planner, and a warning names the input and the value used instead."""
     open_app(page, server)
-    set_number(page, "context", "1e9")
+    # (the page before the one context input had a prompt box: typing 1e9 there gave 1 prompt token, unsaid)
+    set_number(page, "context" if page.locator(".st-key-context").count() else "prompt", "1e9")
     assert ("Context length: 1,000,000,000 tokens is above the limit 10,000,000 tokens; using 10,000,000 tokens"
             in warnings_text(page))
     set_number(page, "context", "4608")
@@ -465,16 +483,21 @@ def test_fleet_headline_answers_a_demand(page, server):
 
 def test_picking_a_point_on_the_cost_speed_chart_applies_it(page, server):
     open_app(page, server, "?view=Cost")
-    points = page.locator(".st-key-pareto .scatterlayer .trace .points path")
-    points.nth(5).click(force=True)
+    # a point of the second trace: a configuration on another GPU (the first trace is the calibrated H200)
+    points = page.locator(".st-key-pareto .scatterlayer .trace:nth-of-type(2) .points path")
+    points.nth(2).click(force=True)
     page.get_by_text("to the scenario.").wait_for()
     wait_idle(page)
     applied = re.search(r"Applied (\d+) × (\S+) TP (\d+), (\S+) / KV (\S+), batch", page_text(page))
     assert applied, page_text(page)[:2000]
     n, gpu, tp, wd, kv = applied.groups()
-    q = page.url.split("?", 1)[1]
-    assert f"tp={tp}" in q or tp == "1"
-    assert f"gpu={gpu}" in q or gpu == "h200-sxm"
+    assert gpu != "h200-sxm"
+    # the bound sidebar widgets took the point's values: the URL carries each one that is not the default
+    query = dict(p.split("=", 1) for p in page.url.split("?", 1)[1].split("&"))
+    defaults = {"gpu": "h200-sxm", "tp": "1", "wdtype": "bf16", "kvdtype": "bf16"}
+    for key, want in (("gpu", gpu), ("tp", tp), ("wdtype", wd), ("kvdtype", kv)):
+        assert query.get(key, defaults[key]) == want, (key, want, query)
+    assert float(page.locator(".st-key-gpus input").input_value()) == float(n)  # one replica of TP GPUs
     no_internal_texts(page)
 
 

@@ -344,7 +344,7 @@ def test_load_view_says_why_nothing_can_be_simulated():
 def test_load_view_reports_progress(two_gpus):
     seen = []
     views.load_view(two_gpus, 200, progress=lambda f, rate: seen.append(f))
-    assert seen[0] > 0 and seen[-1] == 1.0 and all(a <= b for a, b in zip(seen, seen[1:]))
+    assert seen[0] > 0 and seen[-1] == 1.0 and seen == sorted(seen)
     assert len(seen) > 5
 
 
@@ -396,8 +396,8 @@ def test_profile_caption_follows_the_chosen_latency_model():
 
 @pytest.mark.parametrize("key,raw,used,fragment", [
     ("gpus", -5, 1, "GPUs: -5 is below the minimum 1; using 1"),
-    ("context", 1e9, 10_000_000, "Context length: 1,000,000,000 tokens is above the limit 10,000,000 tokens; "
-                                 "using 10,000,000 tokens"),
+    ("context", 1e9, 10_000_000,
+     "Context length: 1,000,000,000 tokens is above the limit 10,000,000 tokens; using 10,000,000 tokens"),
     ("gpus", 2.5, 3, "GPUs: 2.5 is not a whole number; using 3"),
     ("tpot_ms", float("nan"), 50, "TPOT target: 'nan' is not a number; using 50 ms"),
     ("ttft_ms", 0, 0.1, "TTFT target: 0 ms is below the minimum 0.1 ms; using 0.1 ms"),
@@ -426,8 +426,8 @@ def test_url_warnings_name_the_parameter_and_what_was_used():
                              "cost_same_dtypes": "false", "gpu": "ignored-not-checked"}, choices, defaults,
                             inputs.URL_LABELS)
     assert set(w) == {"model", "tp", "util", "gpus"}
-    assert w["model"] == ("URL parameter model=gpt-5: model 'gpt-5' is not one of mistral-7b-v0.3, llama-3.1-8b; "
-                          "using mistral-7b-v0.3", "mistral-7b-v0.3")
+    why = "URL parameter model=gpt-5: model 'gpt-5' is not one of mistral-7b-v0.3, llama-3.1-8b; using mistral-7b-v0.3"
+    assert w["model"] == (why, "mistral-7b-v0.3")
     assert w["tp"][0].startswith("URL parameter tp=3: tensor parallel '3' is not one of 1, 2, 4, 8, 16; using 1")
     assert w["util"] == ("URL parameter util=5: gpu_memory_utilization must lie in 0.10–1.00; using 0.92", 0.92)
     assert w["gpus"][0] == "URL parameter gpus=abc: GPUs is not a number; using 1"
@@ -481,7 +481,8 @@ def test_fleet_band_brackets_the_answer_and_says_when_there_is_no_basis():
     assert fa.band.pct == b
     lo, hi = fa.replicas_range
     per = fa.requests_per_s_per_replica
-    assert lo == int(np.ceil(50 / (per * (1 + b / 100)))) <= fa.replicas <= hi == int(np.ceil(50 / (per * (1 - b / 100))))
+    assert lo == int(np.ceil(50 / (per * (1 + b / 100)))) <= fa.replicas
+    assert fa.replicas <= hi == int(np.ceil(50 / (per * (1 - b / 100))))
     assert f"±{b:.0f} %" in fa.band_sentence() and "per month" in fa.band_sentence()
     ideal = headline.fleet_answer(planned(scenario(calibrated=False)).report, headline.Demand("requests/s", 50.0))
     assert ideal.replicas_range is None and "no measured basis" in ideal.band_sentence()
@@ -593,3 +594,10 @@ def test_picked_state_keeps_the_number_of_replicas():
         "gpu": "l40s", "wdtype": "fp8", "kvdtype": "bf16", "tp": 2, "gpus": 6.0,
         "picked": "2 × l40s TP 2, fp8 / KV bf16, batch 64"}
     assert cost_view.picked_state([], 1.0, 1) is None and cost_view.picked_state([{"x": 1}], 1.0, 1) is None
+
+
+def test_add_pin_moves_a_repeat_last_and_keeps_three():
+    assert compare.add_pin(["a", "b"], "a") == ["b", "a"]
+    assert compare.add_pin(["a", "b", "c"], "d") == ["b", "c", "d"]
+    why = "URL parameter pin: a pinned scenario could not be read (or more than 3); left out"
+    assert compare.read_pins(["bad"]) == ([], why)
