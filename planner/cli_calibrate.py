@@ -17,7 +17,12 @@ from planner.units import MS
 @cli_errors
 def calibrate_cmd(
     gpu: Annotated[str, typer.Option("--gpu", help="Catalog GPU id of this machine's GPU, e.g. h200-sxm.")],
-    model: Annotated[list[str], typer.Option("--model", help="Catalog model(s) to fit on (repeatable).")] = None,
+    model: Annotated[list[str], typer.Option("--model", help=(
+        "MODEL[:KV][@WEIGHTS][+mixed] to fit on (repeatable), e.g. llama-3.1-8b@fp8 (fp8 weights), "
+        "mistral-7b-v0.3:fp8 (fp8 KV cache), qwen3-30b-a3b (MoE), +mixed adds mixed prefill/decode steps.  Default: "
+        "one engine per kernel family — dense bf16 (with mixed steps), MoE, fp8 weights, int4 weights, fp8 KV — "
+        "about 10 minutes of GPU time on an H200 (each engine: start 50-95 s + 60 s of probes; "
+        "calibration/data/README.md has the measured times)."))] = None,
     validate_model: Annotated[list[str], typer.Option(
         "--validate-model", help="Held-out model(s) measured for validation, not fitted (repeatable).")] = None,
     fp8_kv_model: Annotated[list[str], typer.Option(
@@ -30,7 +35,9 @@ def calibrate_cmd(
     model_dir: Annotated[list[str], typer.Option(
         "--model-dir", help="ID=PATH: measure that catalog model from a local directory with real weights "
                             "instead of dummy weights (repeatable).")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="A smaller sweep (about 2 minutes per GPU).")] = False,
+    quick: Annotated[bool, typer.Option("--quick/--full", help=(
+        "The quick grid per engine (7 prompt lengths, 10 decode points, mixed steps), or the full one "
+        "(14 prompt lengths, 24 decode points; about twice the probe time)."))] = True,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a raw file: skip points already measured.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Run even if the device name does not match --gpu.")] = False,
     out: Annotated[Path, typer.Option("--out", help="Folder for the raw JSONL, logs and the fitted profile.")] = Path(
@@ -46,7 +53,9 @@ def calibrate_cmd(
         raise error_exit("calibrate", f"needs the calibrate extra (pip install '.[calibrate]'): {err}") from None
     try:
         dirs = parse_model_dirs(list(model_dir or []))
-        summary = calibrate(gpu, list(model or ["mistral-7b-v0.3"]), out, validate_models=list(validate_model or []),
+        from calibration.run import DEFAULT_PLAN
+
+        summary = calibrate(gpu, list(model or DEFAULT_PLAN), out, validate_models=list(validate_model or []),
                             fp8_kv_models=list(fp8_kv_model or []), fit_kv_dtypes=tuple(fit_kv_dtype or ["auto"]),
                             quick=quick, resume=resume, force=force, time_budget_s=time_budget_s,
                             tensor_parallel=tensor_parallel, model_dirs=dirs)
