@@ -249,7 +249,7 @@ def _print_sim(d: dict, mode_line: str, cfg) -> None:
                f"max_num_seqs {cfg.max_num_seqs}, max_num_batched_tokens {cfg.max_num_batched_tokens}, "
                f"prefix caching {'on' if d['prefix_caching'] else 'off'}")
     rows = []
-    for name, key, scale, digits in (("TTFT ms", "ttft_s", 1e3, 1), ("TPOT ms", "tpot_s", 1e3, 2),
+    for name, key, scale, digits in (("TTFT ms", "ttft_s", 1 / MS, 1), ("TPOT ms", "tpot_s", 1 / MS, 2),
                                      ("E2E s", "e2e_s", 1.0, 2)):
         p = d[key]
         rows.append([name] + [f(p[q], scale, digits) for q in ("mean", "p50", "p90", "p99")])
