@@ -324,7 +324,7 @@ def report_text(r: SizingReport, mode_line: str = "") -> str:
     ]
     s = r.slo
     limit_text = {"memory": "memory (max concurrency)", "max_num_seqs": "--max-num-seqs",
-                  "concurrency": "--concurrency", "tpot": "TPOT target", "ttft": "TTFT target",
+                  "concurrency": "the requests in flight (--users)", "tpot": "TPOT target", "ttft": "TTFT target",
                   "tpot+ttft": "TPOT and TTFT targets", "none": "nothing fits"}.get(s.binding, s.binding)
     lines.append(f"  Batch (requests in flight)       {s.batch_size:>12,}   limited by {limit_text}")
     if s.batch_size:
@@ -352,10 +352,6 @@ def report_text(r: SizingReport, mode_line: str = "") -> str:
             f"  $ per million tokens (blended) {fmt_usd(float(c.usd_per_million_tokens_blended), 4):>14}",
             f"  prefill share of GPU time      {float(t.prefill_time_share):>14.1%}",
         ]
-        if w.request_rate_per_s or w.concurrency:
-            target = ", ".join(x for x in (f"{w.request_rate_per_s:g} req/s" if w.request_rate_per_s else "",
-                                           f"{w.concurrency:,} in flight" if w.concurrency else "") if x)
-            lines.append(f"  fleet for {target}: {r.fleet.replicas:,} replica(s) = {r.fleet.num_gpus:,} GPUs")
         lines.append("")
     q = r.quality
     if q.benchmark:

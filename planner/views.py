@@ -297,7 +297,7 @@ def cost_table(best: pd.DataFrame) -> pd.DataFrame:
 
 def sweep_command(sc: Scenario, model_id: str) -> str:
     """The ``planner sweep`` command that writes the Sizing report's CSV."""
-    return (f"planner sweep -m {model_id} --context {sc.prompt_tokens} --output-tokens {sc.output_tokens} "
+    return (f"planner sweep -m {model_id} --prompt-tokens {sc.prompt_tokens} --output-tokens {sc.output_tokens} "
             f"--ttft-slo-ms {sc.ttft_slo_s / MS:g} --tpot-slo-ms {sc.tpot_slo_s / MS:g} "
             f"--profile {'auto' if sc.calibrated else 'none'} --csv sweep.csv")
 

@@ -187,7 +187,7 @@ def test_cheapest_per_gpu_matches_the_plan_on_the_scenario_gpu(sweep_frame):
 
 def test_sweep_command_is_the_cli_call():
     assert views.sweep_command(scenario(calibrated=False), MODEL) == (
-        "planner sweep -m mistral-7b-v0.3 --context 4096 --output-tokens 512 --ttft-slo-ms 2000 "
+        "planner sweep -m mistral-7b-v0.3 --prompt-tokens 4096 --output-tokens 512 --ttft-slo-ms 2000 "
         "--tpot-slo-ms 50 --profile none --csv sweep.csv")
 
 
