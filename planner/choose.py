@@ -18,8 +18,9 @@ from planner.profile import CalibrationProfile
 from planner.ranking import batch_grid, cheapest, describe, meets_targets
 from planner.specs import GpuSpec, ModelSpec, Workload
 from planner.sweep import sweep
+from planner.units import MS
 
-__all__ = ["Choice", "choose_configuration"]
+__all__ = ["Choice", "choose_configuration", "question_command"]
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,22 @@ def choose_configuration(model: ModelSpec, workload: Workload, *, gpus: Sequence
                tensor_parallels=tensor_parallels, contexts=[workload.prompt_tokens], batch_sizes=batch_grid(users),
                profile_for=profile_for, deployment_defaults=deployment_defaults)
     return Choice(cheapest(df, users), df, users)
+
+
+def question_command(command: str, model_id: str, *, prompt_tokens: int, output_tokens: int,
+                     ttft_slo_s: float | None, tpot_slo_s: float | None, users: int | None, weight_dtype: str,
+                     kv_dtype: str, calibrated: bool = True) -> str:
+    """The ``planner sweep`` / ``size`` / ``report`` call that asks this question (every GPU × TP at these dtypes,
+    every batch up to the users): its rank 1, or the configuration it chooses, is the dashboard Cost view's
+    cheapest (``tests/test_consistency.py``).  E.g. for the dashboard to show beside the Cost view."""
+    if command not in ("sweep", "size", "report"):
+        raise ValueError(f"command: expected sweep, size or report, got '{command}'")
+    parts = ["planner", command, "-m", model_id, "--prompt-tokens", str(prompt_tokens), "--output-tokens",
+             str(output_tokens)]
+    for flag, v in (("--ttft-slo-ms", ttft_slo_s), ("--tpot-slo-ms", tpot_slo_s)):
+        if v is not None:
+            parts += [flag, f"{v / MS:g}"]
+    if users is not None:
+        parts += ["--users", str(users)]
+    parts += ["--weight-dtype", weight_dtype, "--kv-dtype", kv_dtype, "--profile", "auto" if calibrated else "none"]
+    return " ".join(parts)

@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from planner import catalog, views
+from planner.choose import question_command
 from planner.cli import app
 from planner.ranking import config_key
 from planner.scenario import Scenario, scenario_gpu, scenario_profile
@@ -59,10 +60,12 @@ def cost_view_cheapest(sc: Scenario) -> tuple:
 
 
 def question_flags(sc: Scenario) -> list[str]:
-    return ["-m", sc.model_key, "--prompt-tokens", str(sc.prompt_tokens), "--output-tokens", str(sc.output_tokens),
-            "--ttft-slo-ms", f"{sc.ttft_slo_s / MS:g}", "--tpot-slo-ms", f"{sc.tpot_slo_s / MS:g}",
-            "--users", str(sc.target_users), "--weight-dtype", sc.weight_dtype, "--kv-dtype", sc.kv_cache_dtype,
-            "--profile", "auto"]
+    """The flags of planner.choose.question_command (what the dashboard can show beside its Cost view)."""
+    cmd = question_command("sweep", sc.model_key, prompt_tokens=sc.prompt_tokens, output_tokens=sc.output_tokens,
+                           ttft_slo_s=sc.ttft_slo_s, tpot_slo_s=sc.tpot_slo_s, users=sc.target_users,
+                           weight_dtype=sc.weight_dtype, kv_dtype=sc.kv_cache_dtype, calibrated=sc.calibrated)
+    assert cmd.startswith("planner sweep ")
+    return cmd.split()[2:]
 
 
 def invoke(*args: str):
