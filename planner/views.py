@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from planner import batching, memory, phases, roofline, serving
+from planner import batching, memory, phases, ranking, roofline, serving
 from planner import cost as cost_mod
 from planner.charts import pareto_mask
 from planner.profile import CalibrationProfile
@@ -265,35 +265,29 @@ def scenario_point(report: SizingReport, output_tokens: int) -> dict | None:
 
 # ============================================================================================= cost
 
-#: batch sizes for cost and triangle: every size to 16, then ~12 % steps to 1,024
-FINE_BATCHES = tuple(int(b) for b in np.unique(np.r_[np.arange(1, 17), np.geomspace(16, 1024, 36).astype(int)]))
-
-
 def cost_grid(sc: Scenario, same_dtypes: bool) -> dict:
-    """The sweep grid of the Cost view: every batch size up to the target users with the scenario's
-    dtypes (what plan() searches), or a ~12 % grid with any dtype."""
-    top = max(1, min(sc.target_users, 1024))
+    """The sweep grid of the Cost view: every batch size up to the target users
+    (:func:`planner.ranking.batch_grid`, what plan() searches), with the scenario's dtypes or with any dtype."""
+    grid = {"batch_sizes": ranking.batch_grid(sc.target_users)}
     if same_dtypes:
-        return {"batch_sizes": tuple(range(1, top + 1)), "weight_dtypes": (sc.weight_dtype,),
-                "kv_dtypes": (sc.kv_cache_dtype,)}
-    return {"batch_sizes": tuple(sorted({b for b in FINE_BATCHES if b <= top} | {top}))}
+        grid.update(weight_dtypes=(sc.weight_dtype,), kv_dtypes=(sc.kv_cache_dtype,))
+    return grid
 
 
 def cheapest_per_gpu(sw: pd.DataFrame, target_users: int) -> pd.DataFrame:
-    """Per GPU type, the cheapest configuration meeting the targets at a batch ≤ the target users."""
-    ok = sw[sw["meets_slo"] & ~sw["context_exceeds_model_limit"] & (sw["batch_size"] <= target_users)]
-    if ok.empty:
-        return ok
-    best = ok.sort_values("cost_usd_per_million_output_tokens").groupby("gpu_id", observed=True).head(1)
-    best = best.assign(label=best["num_gpus"].astype(str) + " × " + best["gpu_id"].astype(str))
-    return best.reset_index(drop=True)
+    """Per GPU type, the cheapest configuration meeting every target at a batch ≤ the target users, in the one
+    ranking order (:func:`planner.ranking.cheapest_per`): the first row is the cheapest of all."""
+    best = ranking.cheapest_per(sw, "gpu_id", users=target_users)
+    return best.assign(label=best["num_gpus"].astype(str) + " × " + best["gpu_id"].astype(str))
 
 
 def cost_table(best: pd.DataFrame) -> pd.DataFrame:
-    """:func:`cheapest_per_gpu`'s rows, formatted, with their price sources."""
+    """:func:`cheapest_per_gpu`'s rows, formatted, with their price sources; the first money column is the
+    ranking key (:data:`planner.ranking.RANK_LABEL`)."""
     return pd.DataFrame({
         "configuration": best["label"], "weights": best["weight_dtype"].astype(str),
         "KV": best["kv_cache_dtype"].astype(str), "batch": best["batch_size"],
+        ranking.RANK_LABEL: best[ranking.RANK_KEY].map(fmt_usd),
         "$/M output": best["cost_usd_per_million_output_tokens"].map(fmt_usd),
         "$/M blended": best["cost_usd_per_million_tokens_blended"].map(fmt_usd),
         "TPOT": best["tpot_s"].map(fmt_ms), "TTFT": best["ttft_s"].map(fmt_ms),
@@ -303,7 +297,7 @@ def cost_table(best: pd.DataFrame) -> pd.DataFrame:
 
 def sweep_command(sc: Scenario, model_id: str) -> str:
     """The ``planner sweep`` command that writes the Sizing report's CSV."""
-    return (f"planner sweep -m {model_id} --context {sc.prompt_tokens} --output-tokens {sc.output_tokens} "
+    return (f"planner sweep -m {model_id} --prompt-tokens {sc.prompt_tokens} --output-tokens {sc.output_tokens} "
             f"--ttft-slo-ms {sc.ttft_slo_s / MS:g} --tpot-slo-ms {sc.tpot_slo_s / MS:g} "
             f"--profile {'auto' if sc.calibrated else 'none'} --csv sweep.csv")
 

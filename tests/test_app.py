@@ -142,7 +142,7 @@ def test_sizing_report_offers_the_cli_csv():
     [button] = at.get("download_button")
     assert button.label == "Download the sweep as CSV"
     code = " ".join(c.value for c in nodes(at, "code"))
-    assert "planner sweep -m mistral-7b-v0.3 --context 4096 --output-tokens 512" in code
+    assert "planner sweep -m mistral-7b-v0.3 --prompt-tokens 4096 --output-tokens 512" in code
     assert len(nodes(at, "dataframe")[0].value) > 100
 
 

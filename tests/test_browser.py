@@ -186,7 +186,7 @@ def test_downloaded_csv_is_what_planner_sweep_csv_writes(page, server, tmp_path)
     got = tmp_path / "download.csv"
     info.value.save_as(got)
     want = tmp_path / "cli.csv"
-    res = CliRunner().invoke(cli, ["sweep", "-m", "mistral-7b-v0.3", "--context", "4096", "--output-tokens", "512",
+    res = CliRunner().invoke(cli, ["sweep", "-m", "mistral-7b-v0.3", "--prompt-tokens", "4096", "--output-tokens", "512",
                                    "--ttft-slo-ms", "2000", "--tpot-slo-ms", "50", "--profile", "auto",
                                    "--csv", str(want)])
     assert res.exit_code == 0, res.output

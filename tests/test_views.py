@@ -12,6 +12,7 @@ from planner import catalog, views
 from planner.cost import with_price
 from planner.hf_import import model_from_config_bytes
 from planner.profile import CalibrationProfile, Residuals
+from planner.ranking import RANK_KEY
 from planner.report import csv_bytes, write_csv
 from planner.scenario import Planned, Scenario, plan_scenario, scenario_gpu, scenario_problems, scenario_profile
 from planner.specs import Source
@@ -166,25 +167,27 @@ def test_cost_grid():
     sc = scenario(target_users=20)
     assert views.cost_grid(sc, True) == {"batch_sizes": tuple(range(1, 21)), "weight_dtypes": ("bf16",),
                                          "kv_dtypes": ("bf16",)}
-    assert views.cost_grid(sc, False)["batch_sizes"] == tuple(range(1, 17)) + (18, 20)
+    # any dtype: the same every-size grid (a coarser one could name another cheapest configuration than plan())
+    assert views.cost_grid(sc, False) == {"batch_sizes": tuple(range(1, 21))}
     assert views.cost_grid(scenario(target_users=5000), True)["batch_sizes"][-1] == 1024
 
 
 def test_cheapest_per_gpu_matches_the_plan_on_the_scenario_gpu(sweep_frame):
     best = views.cheapest_per_gpu(sweep_frame, 160)
     assert best["gpu_id"].is_unique and best["meets_slo"].all() and (best["batch_size"] <= 160).all()
-    assert best["cost_usd_per_million_output_tokens"].is_monotonic_increasing
+    assert best[RANK_KEY].is_monotonic_increasing  # the one ranking key: all-in $/M output tokens
     r = planned(scenario()).report
     row = best[best["gpu_id"] == GPU].iloc[0]
     assert int(row["batch_size"]) == r.batch_size
     assert row["cost_usd_per_million_output_tokens"] == pytest.approx(float(r.cost.usd_per_million_output_tokens))
+    assert row[RANK_KEY] == pytest.approx(float(r.cost.usd_per_million_output_tokens_all_in))
     table = views.cost_table(best)
     assert list(table["configuration"]) == list(best["label"]) and table["$/M output"].str.startswith("$").all()
 
 
 def test_sweep_command_is_the_cli_call():
     assert views.sweep_command(scenario(calibrated=False), MODEL) == (
-        "planner sweep -m mistral-7b-v0.3 --context 4096 --output-tokens 512 --ttft-slo-ms 2000 "
+        "planner sweep -m mistral-7b-v0.3 --prompt-tokens 4096 --output-tokens 512 --ttft-slo-ms 2000 "
         "--tpot-slo-ms 50 --profile none --csv sweep.csv")
 
 
