@@ -99,13 +99,13 @@ def _sweep_cached(key: Scenario, same_dtypes: bool) -> pd.DataFrame:
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _triangle(key: Scenario) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    df, corners = views.triangle_frame(_sweep_cached(key, False), key.output_tokens)
+    df, corners = views.triangle_frame(cost_view.triangle_sweep(_model(key.model_key), key), key.output_tokens)
     return df, corners, views.triangle_points(df)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _pareto(key: Scenario, same_dtypes: bool) -> pd.DataFrame:
-    return cost_view.pareto_frame(_sweep_cached(key, same_dtypes))
+    return cost_view.pareto_frame(_sweep_cached(key, same_dtypes), key.target_users)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -113,6 +113,11 @@ def _fits(sc: Scenario) -> pd.DataFrame:
     """Does the model fit each catalog GPU at this context (the scenario's TP, dtypes, utilisation)?"""
     return headline.fits_per_gpu(_model(sc.model_key), catalog.gpus().values(), _planned(sc).deployment,
                                  sc.context_tokens, lambda g: scenario_profile(g, sc.calibrated))
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _demand_answer(sc: Scenario, demand: headline.Demand) -> headline.DemandAnswer:
+    return headline.demand_fleet(_planned(sc), demand)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -297,33 +302,28 @@ def _demand() -> headline.Demand:
     return headline.Demand(mode, active_users=users, think_s=think)
 
 
-def headline_section(sc: Scenario, o: Planned, r, demand: headline.Demand) -> headline.FleetAnswer:
-    fa = headline.fleet_answer(r, demand)
-    tp, g = sc.tensor_parallel, o.gpu.name
-    if not fa.reason:
+def headline_section(sc: Scenario, o: Planned, r, demand: headline.Demand) -> headline.DemandAnswer:
+    da = _demand_answer(sc, demand)
+    if da.fleet.batch_size_per_replica:
         row = st.container(horizontal=True, gap="small")
-        for label, value, help in headline.fleet_metrics(fa, g, o.gpu.price_source.url):
+        for label, value, help in headline.fleet_metrics(da.fleet, o.gpu.price_source.url):
             row.metric(label, value, help=help, width="content")
-    st.caption(headline.fleet_sentence(fa, g))
+    st.caption(f"{headline.fleet_sentence(da.fleet, demand)} The same: `{headline.fleet_command(sc, o.model.id, demand)}`")
     row = st.container(horizontal=True, gap="small")
     for label, value, help in headline.detail_metrics(r, o.deployment.replicas, views.mem):
         row.metric(label, value, help=help, width="content")
-    notes = [n[0].upper() + n[1:] for n in r.notes + views.scenario_notes(o)]
-    st.caption(f"{o.model.name} on {sc.num_gpus} × {g} (TP {tp}), weights {sc.weight_dtype}, KV {sc.kv_cache_dtype}; "
-               f"{sc.prompt_tokens:,} prompt + {sc.output_tokens:,} output tokens; latency model: "
-               f"{views.latency_model_label(r.profile_mode)}. Memory: {r.memory.explain()}."
-               + (" " + ". ".join(notes) + "." if notes else ""))
+    st.caption(view_text.scenario_caption(o, views.latency_model_label(r.profile_mode), views.scenario_notes(o)))
     s, token = st.session_state, compare.encode(sc)
     st.button("Pin this scenario", icon=":material/push_pin:", key="pin_btn",
               on_click=lambda: s.update(pins=compare.add_pin(s.get("pins", []), token)),
               help=f"Keep it for the Compare view (up to {compare.MAX_PINS}; the pins travel in the URL)")
-    return fa
+    return da
 
 
 # =========================================================================================== views
 
 
-def view_memory(sc: Scenario, o: Planned, r, fa) -> None:
+def view_memory(sc: Scenario, o: Planned, r, da) -> None:
     curve, max_ctx = _users_vs_context(sc)
     left, right = st.columns([1, 2])
     left.plotly_chart(charts.memory_stack(views.memory_bar(r, o.gpu.name)), key="mem-stack")
@@ -337,7 +337,7 @@ def view_memory(sc: Scenario, o: Planned, r, fa) -> None:
         ["gpu", "fits", "sentence"]].set_index("gpu"))
 
 
-def view_latency(sc: Scenario, o: Planned, r, fa) -> None:
+def view_latency(sc: Scenario, o: Planned, r, da) -> None:
     f = _latency_frames(sc)
     c1, c2 = st.columns(2)
     c1.plotly_chart(charts.ttft_vs_prompt(f.ttft, sc.ttft_slo_s, sc.prompt_tokens), key="lat-ttft")
@@ -351,15 +351,15 @@ def view_latency(sc: Scenario, o: Planned, r, fa) -> None:
                f"TPOT {r.bands['tpot'].text()} — {f.band_basis}.")
 
 
-def view_roofline(sc: Scenario, o: Planned, r, fa) -> None:
+def view_roofline(sc: Scenario, o: Planned, r, da) -> None:
     rv = views.roofline_view(o)
     st.plotly_chart(charts.roofline(rv.peaks, o.gpu.hbm_bandwidth_bytes_per_s, rv.points, o.gpu.name), key="roof")
     st.markdown(views.ridge_sentence(o.gpu, rv))
     st.dataframe(rv.table, hide_index=True, width="stretch")
 
 
-def view_triangle(sc: Scenario, o: Planned, r, fa) -> None:
-    df, corners, pts = _triangle(cost_view.sweep_key(sc, False))
+def view_triangle(sc: Scenario, o: Planned, r, da) -> None:
+    df, corners, pts = _triangle(cost_view.sweep_key(sc, None))
     if df.empty:
         st.warning("No configuration of this model fits any catalog GPU at this context length.")
         return
@@ -383,9 +383,9 @@ def _apply_pick() -> None:
         s.update(new)
 
 
-def view_cost(sc: Scenario, o: Planned, r, fa) -> None:
+def view_cost(sc: Scenario, o: Planned, r, da) -> None:
     same = _same_dtypes_toggle()
-    best = cost_view.cheapest_per_gpu(_ranked_sweep(sc, same))
+    best = views.cheapest_per_gpu(_ranked_sweep(sc, same), sc.target_users)
     names = {k: g.name for k, g in catalog.gpus().items()}
     if best.empty:
         st.warning(cost_view.nothing_meets_sentence(sc))
@@ -393,7 +393,7 @@ def view_cost(sc: Scenario, o: Planned, r, fa) -> None:
     st.success(cost_view.first_sentence(best, names))
     st.caption(cost_view.RANKING_DEFINITION + " " + (cost_view.overrides_note(sc, o.gpu.name) or ""))
     st.plotly_chart(charts_cost.cost_bars(best), key="cost")
-    st.dataframe(cost_view.cost_table(best, names), hide_index=True, width="stretch")
+    st.dataframe(views.cost_table(best, names), hide_index=True, width="stretch")
     missing = sorted(set(names) - set(best["gpu_id"].astype(str)))
     if missing:
         st.caption("No configuration meets the targets on: " + ", ".join(names[g] for g in missing) + ".")
@@ -404,9 +404,9 @@ def view_cost(sc: Scenario, o: Planned, r, fa) -> None:
     st.caption((f"Applied **{picked}** to the scenario. " if picked else "") + cost_view.PARETO_CAPTION)
 
 
-def view_report(sc: Scenario, o: Planned, r, fa) -> None:
+def view_report(sc: Scenario, o: Planned, r, da) -> None:
     same = _same_dtypes_toggle()
-    sw = cost_view.ranked(_ranked_sweep(sc, same))
+    sw = _ranked_sweep(sc, same)  # in the ranking's order (planner.sweep ranks with planner.ranking)
     only = st.toggle("Only rows that meet the targets", value=False, key="report_only_slo", **BIND)
     shown = sw[sw["meets_slo"]] if only else sw
     cfg = {c: st.column_config.NumberColumn(c, help=f"unit: {c.rsplit('_', 1)[-1]}", format="%.4g")
@@ -419,16 +419,14 @@ def view_report(sc: Scenario, o: Planned, r, fa) -> None:
     # both files are built only when clicked (formatting ~7,000 rows takes a few hundred ms)
     c.download_button("Download the sweep as CSV", lambda: csv_bytes(sw), file_name=f"sweep-{o.model.id}.csv",
                       mime="text/csv", key="dl-csv", on_click="ignore")
-    cmd = cost_view.sweep_command(sc, o.model.id, same)
-    first = cost_view.first_sentence(cost_view.cheapest_per_gpu(sw), {k: g.name for k, g in catalog.gpus().items()})
-    c.download_button("Download the plan report (Markdown)", lambda: deploy_view.plan_report_markdown(
-        o, fa, fa.demand_text(), first, cmd, views.latency_model_label(r.profile_mode)),
+    cmd = views.sweep_command(sc, o.model.id, same)
+    c.download_button("Download the plan report (Markdown)", lambda: deploy_view.plan_report_markdown(o, da),
         file_name=f"plan-{o.model.id}-{o.gpu.id}.md", mime="text/markdown", key="dl-plan", on_click="ignore")
     st.caption("The same CSV as:")
     st.code(cmd, language="bash")
 
 
-def view_load(sc: Scenario, o: Planned, r, fa) -> None:
+def view_load(sc: Scenario, o: Planned, r, da) -> None:
     problem = views.load_problem(r)
     if problem:
         st.warning(problem)
@@ -456,16 +454,16 @@ def view_load(sc: Scenario, o: Planned, r, fa) -> None:
     st.caption(view_text.LOAD_CAPTION)
 
 
-def view_compare(sc: Scenario, o: Planned, r, fa) -> None:
+def view_compare(sc: Scenario, o: Planned, r, da) -> None:
     pins = st.session_state.get("pins", [])
     if not pins:
         st.info("Nothing pinned yet: press **Pin this scenario** under the headline, change the sidebar, pin again.")
         return
-    items = [("now", o, fa, views.latency_model_label(r.profile_mode))]
+    items = [("now", o, da.fleet, views.latency_model_label(r.profile_mode))]
     for i, token in enumerate(pins, 1):
         pin = compare.decode(token)
         p = _planned(pin)
-        items.append((f"{i}. {compare.pin_name(pin)}", p, headline.fleet_answer(p.report, fa.demand),
+        items.append((f"{i}. {compare.pin_name(pin)}", p, _demand_answer(pin, da.demand).fleet,
                       views.latency_model_label(p.report.profile_mode)))
     st.dataframe(compare.compare_frame(items), hide_index=True, width="stretch", height=35 * 19)
     c = st.container(horizontal=True)
@@ -473,8 +471,8 @@ def view_compare(sc: Scenario, o: Planned, r, fa) -> None:
         c.button(f"Unpin {i}", key=f"unpin-{i}", on_click=lambda t=token: st.session_state["pins"].remove(t))
 
 
-def view_deploy(sc: Scenario, o: Planned, r, fa) -> None:
-    panel = _deploy(sc, 0.0 if fa.reason else fa.rate_per_s)
+def view_deploy(sc: Scenario, o: Planned, r, da) -> None:
+    panel = _deploy(sc, da.fleet.request_rate_per_s or 0.0)
     if panel.bundle is None:
         st.warning(panel.refusal)
         return
@@ -529,11 +527,12 @@ def main() -> None:
     r = o.report
     if r.reasons:
         st.error("Infeasible: " + "; ".join(r.reasons) + ".")
-    fa = headline_section(sc, o, r, _demand())
+    da = headline_section(sc, o, r, _demand())
     preset = st.session_state.get("preset_applied")
     qw = headline.quality_warning(PRESETS[preset].corner if preset else None, sc.weight_dtype, r.quality.retention,
                                   preset or "")
-    shown = inputs.still_shown(st.session_state.get("url_warnings", {}), st.session_state) + WARNINGS + [qw] * bool(qw)
+    shown = [*inputs.still_shown(st.session_state.get("url_warnings", {}), st.session_state), *WARNINGS,
+             *[qw] * bool(qw), *(w[0].upper() + w[1:] for w in r.warnings)]
     if shown:
         warn_box.warning("\n".join(f"- {w.rstrip('.')}." for w in shown))
     tabs = st.tabs(list(VIEWS), key="view", bind="query-params")
@@ -542,7 +541,7 @@ def main() -> None:
             if tab.open:
                 st.caption(blurb)
                 with guard(name):
-                    VIEW_FUNCS[name](sc, o, r, fa)
+                    VIEW_FUNCS[name](sc, o, r, da)
 
 
 main()

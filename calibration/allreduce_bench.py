@@ -28,6 +28,7 @@ if str(REPO) not in sys.path:
 
 from calibration.probes import MULTICAST_OFF  # noqa: E402
 from calibration.records import append_record  # noqa: E402
+from planner.units import GB_PER_S, MS, US  # noqa: E402
 
 SIZES_BYTES = [2**k for k in range(11, 29)]  # 2 KiB .. 256 MiB
 
@@ -55,7 +56,7 @@ def _worker(rank: int, world: int, port: int, queue, iters: int) -> None:
                 dist.all_reduce(x)
             end.record()
             torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / 1e3 / n)
+            times.append(start.elapsed_time(end) * MS / n)  # CUDA events report ms
         t = statistics.median(times)
         # bus bandwidth as nccl-tests defines it for all-reduce: bytes × 2(n−1)/n / time
         rows.append({"message_bytes": size, "time_s": t, "samples_s": times,
@@ -88,8 +89,8 @@ def run(out: Path, gpus: int, gpu_id: str, iters: int = 50) -> dict:
            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     append_record(out, rec)
     for r in rows:
-        print(f"ALLREDUCE {r['message_bytes']:>10d} B: {r['time_s'] * 1e6:9.1f} us  "
-              f"bus {r['bus_bandwidth_bytes_per_s'] / 1e9:7.1f} GB/s", flush=True)
+        print(f"ALLREDUCE {r['message_bytes']:>10d} B: {r['time_s'] / US:9.1f} us  "
+              f"bus {r['bus_bandwidth_bytes_per_s'] / GB_PER_S:7.1f} GB/s", flush=True)
     return rec
 
 

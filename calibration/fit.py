@@ -193,11 +193,19 @@ def fit_profile(records: list[dict], *, source: str = "", points: list[Point] | 
     return prof, points
 
 
+def _rounded(v):
+    """Floats to 12 significant digits, at any depth (the profile's nested coefficient sections too)."""
+    if isinstance(v, float):
+        return float(f"{v:.12g}")
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_rounded(x) for x in v]
+    return v
+
+
 def profile_to_yaml(profile: CalibrationProfile) -> str:
-    data = profile.model_dump(mode="json")
-    for k, v in list(data.items()):
-        if isinstance(v, float):
-            data[k] = float(f"{v:.12g}")
+    data = _rounded(profile.model_dump(mode="json"))
     header = (
         "# Calibration profile fitted by calibration/fit.py from the raw records named in raw_data.\n"
         "# Efficiencies are fractions of the datasheet roofs in hardware/<gpu_id>.yaml; times in seconds;\n"

@@ -41,7 +41,7 @@ def verify(model_id: str, gpu_id: str, *, ttft_p99_s: float, tpot_p99_s: float, 
 
     knee = max_rate_under_slo(make, cost, cfg, ttft_p99_s, tpot_p99_s)
     if knee.max_rate_per_s <= 0:
-        raise ValueError("--ttft-p99-ms/--tpot-p99-ms: the plan meets the targets at no rate; nothing to verify")
+        raise ValueError("--ttft-slo-ms/--tpot-slo-ms: the plan meets the targets at no rate; nothing to verify")
     rates = {"half-knee": 0.5 * knee.max_rate_per_s, "knee": knee.max_rate_per_s}
     runs = [f"{name}:input={prompt_tokens},output={output_tokens},n={max(20, math.ceil(r * duration_s))},rate={r:.4g}"
             for name, r in rates.items()]

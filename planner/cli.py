@@ -5,27 +5,29 @@ errors, option types, JSON and table output), never this module; the commands ar
 in the order ``planner --help`` lists them:
 
     cli_catalog    models, gpus, import-hf
-    cli_size       size, sweep
+    cli_size       size, sweep (cli_plan: the flags -> a plan for a demand, shared with report)
+    cli_report     report (the plan report: Markdown, HTML, CSV in human units)
     cli_calibrate  calibrate, verify (import calibration -- torch, vLLM -- inside the command), validate
     cli_simulate   simulate, slo-search
     cli_replay     replay (real load-test results: vllm bench serve, GuideLLM, multi-turn records)
     cli_deploy     deploy (a vllm serve command and Kubernetes/Helm/Ray manifests for a plan)
 
-Exit codes: 0 ok, 2 bad input (one line ``error: <field>: <reason>`` on stderr), 1 internal error.
-Every command takes ``--json`` for machine-readable output on stdout.
+Exit codes: 0 ok, 2 bad input (one line ``error: <flag>: <reason>`` on stderr), 1 an infeasible plan
+(``error: infeasible: <reason>``, after the plan is printed) or an internal error.  Every command takes
+``--json`` for machine-readable output on stdout; the flags' vocabulary is :mod:`planner.cli_options`.
 """
 
 from __future__ import annotations
 
 import typer
 
-from planner import cli_calibrate, cli_catalog, cli_deploy, cli_replay, cli_simulate, cli_size
-from planner.cli_common import OneLineErrorGroup
+from planner import cli_calibrate, cli_catalog, cli_deploy, cli_replay, cli_report, cli_simulate, cli_size
+from planner.cli_options import PlannerGroup
 
 app = typer.Typer(
     name="planner",
     help="LLM inference capacity planner: memory, latency, throughput and cost of serving a model.",
-    cls=OneLineErrorGroup,
+    cls=PlannerGroup,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -38,6 +40,7 @@ COMMANDS = (
     ("gpus", cli_catalog.gpus_cmd),
     ("size", cli_size.size_cmd),
     ("sweep", cli_size.sweep_cmd),
+    ("report", cli_report.report_cmd),
     ("import-hf", cli_catalog.import_hf_cmd),
     ("calibrate", cli_calibrate.calibrate_cmd),
     ("validate", cli_calibrate.validate_cmd),

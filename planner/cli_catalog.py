@@ -122,8 +122,11 @@ def import_hf_cmd(
     d = hf_config_to_model_dict(cfg, model_id, name, params, hf_repo=hf_repo)
     text = model_dict_to_yaml(d)
     if out is not None:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(text, encoding="utf-8")
+        try:
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            Path(out).write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise error_exit("--out", f"cannot write '{out}': {err.strerror or err}") from None
     if json_out:
         emit_json(d)
     elif out is not None:

@@ -124,13 +124,13 @@ def finite(name: str, positive: bool = True, allow_zero: bool = False):
 
 #: Spec field -> the flag that sets it, so a validation error names what the user typed.
 FLAG_OF_FIELD = {
-    "prompt_tokens": "--context",
+    "prompt_tokens": "--prompt-tokens",
     "output_tokens": "--output-tokens",
     "ttft_slo_s": "--ttft-slo-ms",
     "tpot_slo_s": "--tpot-slo-ms",
     "request_rate_per_s": "--rate",
-    "concurrency": "--concurrency",
-    "num_gpus": "--gpus",
+    "concurrency": "--users",
+    "num_gpus": "--num-gpus",
     "tensor_parallel": "--tp",
     "pipeline_parallel": "--pp",
     "weight_dtype": "--weight-dtype",
@@ -162,23 +162,7 @@ def today() -> str:
 # --------------------------------------------------------------------------------- shared options
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of a table.")]
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model id (see `planner models`).")]
-GpuOpt = Annotated[str, typer.Option("--gpu", "-g", help="GPU id (see `planner gpus`).")]
-TpOpt = Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel GPUs per replica.")]
-WeightDtypeOpt = Annotated[str, typer.Option("--weight-dtype", help="bf16, fp16, fp8, int8, int4, nf4, mxfp4.")]
-KvDtypeOpt = Annotated[str, typer.Option("--kv-dtype", help="KV-cache dtype: bf16, fp16, fp8.")]
-ContextOpt = Annotated[int, typer.Option("--context", min=1, help="Prompt (input) tokens per request.")]
-OutputOpt = Annotated[int, typer.Option("--output-tokens", min=1, help="Generated tokens per request.")]
-TtftOpt = Annotated[float | None, typer.Option("--ttft-slo-ms", callback=finite("--ttft-slo-ms"),
-                                               help="Time-to-first-token target, milliseconds.")]
-TpotOpt = Annotated[float | None, typer.Option("--tpot-slo-ms", callback=finite("--tpot-slo-ms"),
-                                               help="Time-per-output-token target, milliseconds.")]
-GpuMemoryUtilizationOpt = Annotated[float, typer.Option(
-    "--gpu-memory-utilization", callback=finite("--gpu-memory-utilization"),
-    help="Fraction of GPU memory vLLM may use (0-1].")]
-ProfileOpt = Annotated[str, typer.Option(
-    "--profile", help="Calibration: 'auto' (the committed profile for the GPU, else the ideal roofline), "
-    "'none' (ideal roofline) or a profile YAML path.")]
+# Every other shared option (one name per concept) is in planner.cli_options.
 
 
 # ------------------------------------------------------------------------------------------ output

@@ -7,25 +7,33 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from planner.cli_common import (
-    FLAG_OF_FIELD,
-    ContextOpt,
-    JsonOpt,
+from planner.cli_common import FLAG_OF_FIELD, JsonOpt, build, cli_errors, error_exit, finite
+from planner.cli_options import (
+    DEFAULT_OUTPUT_TOKENS,
+    DEFAULT_PROMPT_TOKENS,
+    STEADY,
+    GpuMemoryUtilizationOpt,
+    GpuOpt,
     KvDtypeOpt,
-    OutputOpt,
+    MaxNumBatchedTokensOpt,
+    MaxNumSeqsOpt,
+    ModelOpt,
+    OutputTokensOpt,
     ProfileOpt,
-    TpotOpt,
-    TtftOpt,
-    build,
-    cli_errors,
-    error_exit,
-    finite,
+    PromptTokensOpt,
+    RateOpt,
+    ThinkTimeOpt,
+    UsersOpt,
+    make_dir,
+    tpot_help,
+    ttft_help,
 )
 from planner.units import GBIT_PER_S, MS, fmt_gb, fmt_gib, fmt_ms, fmt_usd
 
@@ -34,8 +42,8 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 @cli_errors
 def deploy_cmd(
-    model: Annotated[str, typer.Option("--model", "-m", help="Model id (see `planner models`).")],
-    gpu: Annotated[str, typer.Option("--gpu", "-g", help="GPU id (see `planner gpus`).")],
+    model: ModelOpt,
+    gpu: GpuOpt,
     tp: Annotated[int | None, typer.Option("--tp", min=1, help="Tensor-parallel GPUs per replica (default: chosen "
                                            "with --pp: the smallest layout that starts and meets the SLO).")] = None,
     pp: Annotated[int | None, typer.Option("--pp", min=1, help="Pipeline stages per replica (nodes, for a replica "
@@ -43,26 +51,24 @@ def deploy_cmd(
     weight_dtype: Annotated[str | None, typer.Option("--weight-dtype", help="bf16, fp16, fp8, int8, int4, nf4, mxfp4 "
                                                      "(default: the checkpoint's own dtype).")] = None,
     kv_dtype: KvDtypeOpt = "bf16",
-    context: ContextOpt = 4096,
-    output_tokens: OutputOpt = 512,
+    prompt_tokens: PromptTokensOpt = DEFAULT_PROMPT_TOKENS,
+    output_tokens: OutputTokensOpt = DEFAULT_OUTPUT_TOKENS,
     max_model_len: Annotated[int | None, typer.Option("--max-model-len", min=1, help="vLLM --max-model-len (default: "
-                                                      "--context + --output-tokens).")] = None,
-    ttft_slo_ms: TtftOpt = None,
-    tpot_slo_ms: TpotOpt = None,
-    rate: Annotated[float | None, typer.Option("--rate", callback=finite("--rate"),
-                                               help="Target request rate, requests/s (sizes the fleet).")] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1,
-                                                    help="Target requests in flight (sizes the fleet).")] = None,
-    gpu_memory_utilization: Annotated[float, typer.Option(
-        "--gpu-memory-utilization", callback=finite("--gpu-memory-utilization"),
-        help="Fraction of GPU memory vLLM may use (0-1].")] = 0.92,
-    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", min=1,
-                                                               help="Default: vLLM serve's for the GPU.")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", min=1,
-                                                     help="Default: vLLM serve's for the GPU.")] = None,
+                                                      "--prompt-tokens + --output-tokens).")] = None,
+    ttft_slo_ms: Annotated[float | None, typer.Option("--ttft-slo-ms", callback=finite("--ttft-slo-ms"),
+                                                      help=ttft_help(STEADY))] = None,
+    tpot_slo_ms: Annotated[float | None, typer.Option("--tpot-slo-ms", callback=finite("--tpot-slo-ms"),
+                                                      help=tpot_help(STEADY))] = None,
+    rate: RateOpt = None,
+    users: UsersOpt = None,
+    think_time_s: ThinkTimeOpt = 0.0,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = 0.92,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
     profile: ProfileOpt = "auto",
-    no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching",
-                                                    help="Write --no-enable-prefix-caching.")] = False,
+    prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching",
+                                                 help="vLLM automatic prefix caching (off: --no-enable-prefix-caching)."
+                                                 )] = True,
     spec_preset: Annotated[str | None, typer.Option("--spec-preset", help="Speculative decoding: draft-model, eagle "
                                                     "or medusa (needs --spec-model).")] = None,
     spec_model: Annotated[str | None, typer.Option("--spec-model", help="Draft model / EAGLE or Medusa head to load "
@@ -104,6 +110,7 @@ def deploy_cmd(
     README.md: what each file is, the predictions, how to apply them.
     """
     from planner import catalog
+    from planner.cli_plan import check_demand
     from planner.deploy import DeployRefused, deployment_bundle
     from planner.specs import Deployment, Workload
 
@@ -120,23 +127,35 @@ def deploy_cmd(
         **({"max_num_batched_tokens": max_num_batched_tokens} if max_num_batched_tokens is not None else {}),
         **({"max_num_seqs": max_num_seqs} if max_num_seqs is not None else {}),
     }, "--tp")
+    check_demand(rate, users, think_time_s)
     wl = build(Workload, {
-        "prompt_tokens": context, "output_tokens": output_tokens, "concurrency": concurrency,
+        "prompt_tokens": prompt_tokens, "output_tokens": output_tokens, "concurrency": users,
         "request_rate_per_s": rate,
         "ttft_slo_s": ttft_slo_ms * MS if ttft_slo_ms is not None else None,
         "tpot_slo_s": tpot_slo_ms * MS if tpot_slo_ms is not None else None,
-    }, "--context")
+    }, "--prompt-tokens")
     prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
-    try:
-        b = deployment_bundle(m, g, base, wl, profile=prof, calibration_note=mode_line, auto_layout=auto,
-                              max_model_len=max_model_len, enable_prefix_caching=not no_prefix_caching,
-                              spec_preset=spec_preset, spec_model=spec_model, model_path=model_path,
-                              namespace=namespace, name=name, disaggregated=disaggregated,
-                              network_bytes_per_s_per_gpu=network_gbps * GBIT_PER_S)
-    except DeployRefused as e:  # startup_check names fields (tensor_parallel); say the flag (--tp)
-        flag = e.field if e.field.startswith("--") else FLAG_OF_FIELD.get(e.field, "--" + e.field.replace("_", "-"))
-        raise error_exit(flag, e.reason, code=1) from None
-    written = b.write(out) if out is not None else []
+
+    def bundle(workload):
+        try:
+            return deployment_bundle(m, g, base, workload, profile=prof, calibration_note=mode_line, auto_layout=auto,
+                                     max_model_len=max_model_len, enable_prefix_caching=prefix_caching,
+                                     spec_preset=spec_preset, spec_model=spec_model, model_path=model_path,
+                                     namespace=namespace, name=name, disaggregated=disaggregated,
+                                     network_bytes_per_s_per_gpu=network_gbps * GBIT_PER_S)
+        except DeployRefused as e:  # startup_check names fields (tensor_parallel); say the flag (--tp)
+            flag = e.field if e.field.startswith("--") else FLAG_OF_FIELD.get(e.field, "--" + e.field.replace("_", "-"))
+            raise error_exit(flag, e.reason, code=1) from None
+
+    b = bundle(wl)
+    if users is not None and think_time_s and b.report.batch_size:  # users who think: the rate and in flight they make
+        from planner.fleet import e2e_s, users_rate_per_s
+
+        e2e = e2e_s(b.report)
+        u_rate = users_rate_per_s(users, think_time_s, e2e)
+        b = bundle(Workload(**{**wl.model_dump(), "request_rate_per_s": u_rate,
+                               "concurrency": max(1, min(users, math.ceil(u_rate * e2e - 1e-9)))}))
+    written = b.write(make_dir(out)) if out is not None else []
     if json_out:
         d = b.to_dict()
         d["out_dir"] = str(out) if out is not None else None
@@ -161,7 +180,7 @@ def _text(b, out: Path | None, written: list[Path]) -> str:
          f"{fmt_ms(float(r.tpot_effective_s))} at batch {r.slo.batch_size:,} (decode step {fmt_ms(float(r.tpot.time_s))})"),
         f"  boot to /health ≈ {b.probes.boot_estimate_s:,.0f} s (startup probe allows {b.probes.startup_budget_s:,} s)",
         (f"Fleet: {f.replicas:,} replica(s) = {f.num_gpus:,} GPUs, {fmt_usd(f.num_gpus * r.price_usd_per_hour)}/hour"
-         + (f" for {f.request_rate_per_s:g} req/s" if f.request_rate_per_s else "")
+         + (f" for {f.request_rate_per_s:,.3g} req/s" if f.request_rate_per_s else "")
          + (f" and {f.concurrency:,} in flight" if f.concurrency else "")),
     ]
     d = b.disaggregated

@@ -11,19 +11,17 @@ from typing import Annotated
 
 import typer
 
-from planner.cli_common import (
+from planner.cli_common import JsonOpt, build, cli_errors, emit_json, error_exit, table
+from planner.cli_options import (
     GpuOpt,
-    JsonOpt,
     KvDtypeOpt,
+    MaxNumBatchedTokensOpt,
+    MaxNumSeqsOpt,
     ModelOpt,
     ProfileOpt,
     TpOpt,
     WeightDtypeOpt,
-    build,
-    cli_errors,
-    emit_json,
-    error_exit,
-    table,
+    infeasible_exit,
 )
 from planner.units import MS
 
@@ -44,9 +42,8 @@ def replay_cmd(
     kv_capacity_tokens: Annotated[int | None, typer.Option(
         "--kv-capacity-tokens", min=16, help="The engine's KV pool in tokens (default: read from a serve_bench.jsonl "
                                              "beside the file, else the memory model's)")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", min=1, help="Default: vLLM serve's.")] = None,
-    max_num_batched_tokens: Annotated[int | None, typer.Option(
-        "--max-num-batched-tokens", min=1, help="Default: vLLM serve's.")] = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
     prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching")] = True,
     http: Annotated[bool, typer.Option("--http/--in-process", help="Requests went through vLLM's OpenAI server (its "
                                                                     "per-request overhead is added) or in-process")] = True,
@@ -81,7 +78,7 @@ def replay_cmd(
 
             mb = memory_budget(m, g, dep, prof)
             if not mb.fits:
-                raise error_exit("--model", mb.explain())
+                raise infeasible_exit([f"{m.id} on {g.id}: {mb.explain()}"])
             cap = mb.kv_capacity_tokens
         cfg = EngineConfig(int(cap), dep.max_num_seqs, dep.max_num_batched_tokens, dep.block_size_tokens,
                            prefix_caching if "prefix_caching" not in hints else hints["prefix_caching"],

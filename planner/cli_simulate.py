@@ -5,7 +5,7 @@ Command functions only; :mod:`planner.cli` registers them on its app.
 
 from __future__ import annotations
 
-import csv
+import csv as csv_mod
 import io
 import math
 from pathlib import Path
@@ -13,21 +13,28 @@ from typing import Annotated
 
 import typer
 
-from planner.cli_common import (
+from planner.cli_common import JsonOpt, build, cli_errors, emit_json, error_exit, finite, table
+from planner.cli_options import (
+    DEFAULT_OUTPUT_TOKENS,
+    DEFAULT_PROMPT_TOKENS,
+    P99_SIMULATED,
+    CsvOpt,
+    GpuListOpt,
     GpuMemoryUtilizationOpt,
     GpuOpt,
-    JsonOpt,
     KvDtypeOpt,
     ModelOpt,
     ProfileOpt,
+    SeedOpt,
+    TpListOpt,
     TpOpt,
+    WeightDtypeListOpt,
     WeightDtypeOpt,
-    build,
-    cli_errors,
-    emit_json,
-    error_exit,
-    finite,
-    table,
+    infeasible_exit,
+    int_list,
+    tpot_help,
+    ttft_help,
+    write_csv_out,
 )
 from planner.specs import vllm_serve_defaults
 from planner.units import MS, fmt_int, fmt_usd
@@ -128,9 +135,10 @@ def simulate_cmd(
     workload: Annotated[str | None, typer.Option("--workload", help="Preset instead of fixed lengths: chat, rag, "
                                                                     "agentic, batch.")] = None,
     num_requests: Annotated[int, typer.Option("--num-requests", "-n", min=1, help="Requests to simulate.")] = 1000,
-    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1,
-                                               help="Unique prompt tokens per request.")] = 512,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens per request.")] = 128,
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1, help=(
+        "Prompt tokens per request (unique; after --shared-prefix-tokens)."))] = DEFAULT_PROMPT_TOKENS,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1,
+                                               help="Generated tokens per request.")] = DEFAULT_OUTPUT_TOKENS,
     shared_prefix_tokens: Annotated[int, typer.Option(
         "--shared-prefix-tokens", min=0, help="Tokens every prompt shares before its unique part.")] = 0,
     burstiness_cv: Annotated[float, typer.Option(
@@ -156,12 +164,12 @@ def simulate_cmd(
                                                                   "no batching (HF generate).")] = False,
     compare_sequential: Annotated[bool, typer.Option(
         "--compare-sequential", help="Also run the sequential baseline and report the speed-up.")] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed of arrivals and lengths.")] = 0,
+    seed: SeedOpt = 0,
     weight_dtype: WeightDtypeOpt = "bf16",
     kv_dtype: KvDtypeOpt = "bf16",
     tp: TpOpt = 1,
     series_csv: Annotated[Path | None, typer.Option("--series-csv", help="Write the KV-usage/queue time series "
-                                                                         "to this CSV file.")] = None,
+                                                                         "to this CSV file ('-' = stdout).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Simulate serving under load: TTFT/TPOT/E2E percentiles, throughput, KV usage, preemptions."""
@@ -187,6 +195,14 @@ def simulate_cmd(
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
     spec = _spec(spec_preset, spec_k, spec_acceptance, spec_draft_cost)
     prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
+    if kv_capacity_tokens is None:
+        from planner.memory import memory_budget
+
+        mb = memory_budget(m, g, dep, prof)
+        if not mb.fits:
+            raise infeasible_exit([f"{m.id} on {g.id}: {mb.explain()}"])
+    if series_csv is not None and str(series_csv) == "-" and json_out:
+        raise error_exit("--series-csv", "'-' and --json both write stdout; give one")
     cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching, spec=spec,
                              kv_capacity_tokens=kv_capacity_tokens)
     if trace is not None:
@@ -213,7 +229,9 @@ def simulate_cmd(
         out["speedup_vs_sequential"] = (res.output_tokens_per_s / base.output_tokens_per_s
                                         if base.output_tokens_per_s > 0 else None)
     if series_csv is not None:
-        _write_series(series_csv, res)
+        write_csv_out(_series_text(res), series_csv, "--series-csv")
+        if str(series_csv) == "-":
+            return
     if json_out:
         emit_json(out)
         return
@@ -229,13 +247,14 @@ def _jsonable(d: dict) -> dict:
     return out
 
 
-def _write_series(path: Path, res) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["t_s", "kv_usage_fraction", "waiting_requests", "running_requests"])
-        for row in zip(res.series_t_s.tolist(), res.series_kv_usage.tolist(), res.series_waiting.tolist(),
-                       res.series_running.tolist()):
-            w.writerow(row)
+def _series_text(res) -> str:
+    buf = io.StringIO()
+    w = csv_mod.writer(buf, lineterminator="\n")
+    w.writerow(["t_s", "kv_usage_fraction", "waiting_requests", "running_requests"])
+    for row in zip(res.series_t_s.tolist(), res.series_kv_usage.tolist(), res.series_waiting.tolist(),
+                   res.series_running.tolist()):
+        w.writerow(row)
+    return buf.getvalue()
 
 
 def _print_sim(d: dict, mode_line: str, cfg) -> None:
@@ -249,7 +268,7 @@ def _print_sim(d: dict, mode_line: str, cfg) -> None:
                f"max_num_seqs {cfg.max_num_seqs}, max_num_batched_tokens {cfg.max_num_batched_tokens}, "
                f"prefix caching {'on' if d['prefix_caching'] else 'off'}")
     rows = []
-    for name, key, scale, digits in (("TTFT ms", "ttft_s", 1e3, 1), ("TPOT ms", "tpot_s", 1e3, 2),
+    for name, key, scale, digits in (("TTFT ms", "ttft_s", 1 / MS, 1), ("TPOT ms", "tpot_s", 1 / MS, 2),
                                      ("E2E s", "e2e_s", 1.0, 2)):
         p = d[key]
         rows.append([name] + [f(p[q], scale, digits) for q in ("mean", "p50", "p90", "p99")])
@@ -269,35 +288,32 @@ def _print_sim(d: dict, mode_line: str, cfg) -> None:
 # --------------------------------------------------------------------------------------- slo-search
 
 
-def _csv_list(value: str, flag: str) -> list[str]:
-    items = [x.strip() for x in value.split(",") if x.strip()]
-    if not items:
-        raise error_exit(flag, "expected a comma-separated list")
-    return items
+TtftP99Opt = Annotated[float, typer.Option("--ttft-slo-ms", callback=finite("--ttft-slo-ms"),
+                                           help=ttft_help(P99_SIMULATED))]
+TpotP99Opt = Annotated[float, typer.Option("--tpot-slo-ms", callback=finite("--tpot-slo-ms"),
+                                           help=tpot_help(P99_SIMULATED))]
 
 
 @cli_errors
 def slo_search_cmd(
     model: ModelOpt,
-    ttft_p99_ms: Annotated[float, typer.Option("--ttft-p99-ms", callback=finite("--ttft-p99-ms"),
-                                               help="p99 time-to-first-token target, ms.")],
-    tpot_p99_ms: Annotated[float, typer.Option("--tpot-p99-ms", callback=finite("--tpot-p99-ms"),
-                                               help="p99 time-per-output-token target, ms.")],
-    gpus: Annotated[str | None, typer.Option("--gpus", help="Comma-separated GPU ids (default: every GPU "
-                                                            "in the catalog).")] = None,
-    weight_dtypes: Annotated[str, typer.Option("--weight-dtypes", help="Comma-separated weight dtypes.")] = "bf16",
+    ttft_slo_ms: TtftP99Opt,
+    tpot_slo_ms: TpotP99Opt,
+    gpu: GpuListOpt = None,
+    weight_dtype: WeightDtypeListOpt = None,
     kv_dtype: KvDtypeOpt = "bf16",
-    tp: Annotated[str, typer.Option("--tp", help="Comma-separated TP sizes, or 'auto': the smallest of "
-                                                 "1, 2, 4, 8 that fits.")] = "auto",
-    target_rate: Annotated[float | None, typer.Option("--target-rate", callback=finite("--target-rate"),
-                                                      help="Fleet target, requests/s: replicas needed.")] = None,
+    tp: TpListOpt = None,
+    rate: Annotated[float | None, typer.Option("--rate", callback=finite("--rate"), help=(
+        "Request rate to serve, requests/s: the replicas and $/hour each candidate needs for it."))] = None,
     workload: Annotated[str | None, typer.Option("--workload", help="Preset instead of fixed lengths: chat, rag, "
                                                                     "agentic (rate = sessions/s).")] = None,
     num_requests: Annotated[int, typer.Option("--num-requests", "-n", min=10, help=(
         "Requests of the burst that sizes the search; each trial runs at least max(rate × 120 s, 2,000) requests "
         "(at most 20,000) so its queue reaches steady state, the first 10 % left out as warm-up."))] = 500,
-    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1, help="Unique prompt tokens.")] = 512,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens.")] = 128,
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1, help=(
+        "Prompt tokens per request (unique; after --shared-prefix-tokens)."))] = DEFAULT_PROMPT_TOKENS,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1,
+                                               help="Generated tokens per request.")] = DEFAULT_OUTPUT_TOKENS,
     shared_prefix_tokens: Annotated[int, typer.Option("--shared-prefix-tokens", min=0,
                                                       help="Shared prompt prefix tokens.")] = 0,
     burstiness_cv: Annotated[float, typer.Option("--burstiness-cv", callback=finite("--burstiness-cv"),
@@ -307,12 +323,15 @@ def slo_search_cmd(
         "--max-num-seqs", min=1, help="Default: vLLM serve's for each GPU (1024, or 256).")] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option(
         "--max-num-batched-tokens", min=1, help="Default: vLLM serve's for each GPU (8192, or 2048).")] = None,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: SeedOpt = 0,
     profile: ProfileOpt = "auto",
-    csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV (raw SI values, unit-suffixed columns).")] = False,
+    csv: CsvOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Highest request rate per GPU meeting p99 TTFT and p99 TPOT, per GPU/dtype/TP, with $/Mtok."""
+    """Highest request rate per GPU meeting p99 TTFT and p99 TPOT, per GPU/dtype/TP, with $/Mtok.
+
+    --tp left out: for each GPU and dtype the smallest of 1, 2, 4, 8 that fits.  Exits 1 (after printing)
+    when no candidate meets the targets at any rate."""
     from planner import catalog
     from planner.serving import FLEET_COLUMNS, fleet_candidates
 
@@ -321,39 +340,38 @@ def slo_search_cmd(
     make = _workload_maker(workload=workload, num_requests=num_requests, prompt_tokens=prompt_tokens,
                            output_tokens=output_tokens, shared_prefix_tokens=shared_prefix_tokens,
                            burstiness_cv=burstiness_cv, seed=seed)
+    if csv is not None and str(csv) == "-" and json_out:
+        raise error_exit("--csv", "'-' and --json both write stdout; give one")
     m = catalog.model(model)
-    gpu_ids = _csv_list(gpus, "--gpus") if gpus else sorted(catalog.gpus())
-    gs = [catalog.gpu(x) for x in gpu_ids]
-    dtypes = _csv_list(weight_dtypes, "--weight-dtypes")
-    if tp.strip() == "auto":
-        tps = None
-    else:
-        try:
-            tps = [int(x) for x in _csv_list(tp, "--tp")]
-        except ValueError:
-            raise error_exit("--tp", f"expected 'auto' or comma-separated integers, got '{tp}'") from None
-        if any(t < 1 for t in tps):
-            raise error_exit("--tp", "TP sizes must be >= 1")
+    gs = [catalog.gpu(x) for x in (gpu or sorted(catalog.gpus()))]
+    dtypes = weight_dtype or ["bf16"]
+    tps = None if tp in (None, ["auto"]) else int_list(tp, "--tp")
     if max_num_batched_tokens and max_num_seqs and max_num_batched_tokens < max_num_seqs:
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
     rows = fleet_candidates(m, [(g, catalog.resolve_profile(profile, g.id, field="--profile")[0]) for g in gs], dtypes,
-                            kv_dtype, tps, make, ttft_p99_ms * MS, tpot_p99_ms * MS, target_rate_per_s=target_rate,
+                            kv_dtype, tps, make, ttft_slo_ms * MS, tpot_slo_ms * MS, target_rate_per_s=rate,
                             enable_prefix_caching=prefix_caching, max_num_seqs=max_num_seqs,
                             max_num_batched_tokens=max_num_batched_tokens)
-    if csv_out:
+    met = any(r["fits"] and r["max_rate_per_gpu_per_s"] for r in rows)
+    if csv is not None:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=FLEET_COLUMNS, lineterminator="\n")
+        w = csv_mod.DictWriter(buf, fieldnames=FLEET_COLUMNS, lineterminator="\n")
         w.writeheader()
         for r in rows:
             w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in FLEET_COLUMNS})
-        typer.echo(buf.getvalue(), nl=False)
-        return
+        write_csv_out(buf.getvalue(), csv)
     if json_out:
-        emit_json({"model": m.id, "ttft_p99_s": ttft_p99_ms * MS, "tpot_p99_s": tpot_p99_ms * MS,
-                    "target_rate_per_s": target_rate, "candidates": rows})
-        return
-    typer.echo(f"{m.id}: highest request rate meeting p99 TTFT ≤ {ttft_p99_ms:g} ms and p99 TPOT ≤ "
-               f"{tpot_p99_ms:g} ms (trials of max(rate × 120 s, 2,000) requests after warm-up, seed {seed})")
+        emit_json({"model": m.id, "ttft_p99_s": ttft_slo_ms * MS, "tpot_p99_s": tpot_slo_ms * MS,
+                    "target_rate_per_s": rate, "candidates": rows})
+    elif csv is None or str(csv) != "-":
+        _print_search(m.id, rows, ttft_slo_ms, tpot_slo_ms, seed)
+    if not met:
+        raise infeasible_exit(["no candidate meets p99 TTFT and p99 TPOT at any request rate"])
+
+
+def _print_search(model_id: str, rows: list[dict], ttft_slo_ms: float, tpot_slo_ms: float, seed: int) -> None:
+    typer.echo(f"{model_id}: highest request rate meeting p99 TTFT ≤ {ttft_slo_ms:g} ms and p99 TPOT ≤ "
+               f"{tpot_slo_ms:g} ms (trials of max(rate × 120 s, 2,000) requests after warm-up, seed {seed})")
     table(["gpu", "weights", "TP", "req/s per GPU", "saturation", "confidence", "concurrency", "p99 TTFT ms",
            "p99 TPOT ms", "out tok/s", "$/Mtok out", "replicas", "$/hour", "note"],
           [[r["gpu"], r["weight_dtype"], r["tensor_parallel"],

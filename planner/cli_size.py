@@ -1,104 +1,131 @@
-"""``planner size`` (one deployment) and ``planner sweep`` (every configuration, ranked by $/Mtok).
+"""``planner size`` (one deployment, and the fleet a demand needs) and ``planner sweep`` (every configuration,
+in the one ranking order of :mod:`planner.ranking`).
 
 Command functions only; :mod:`planner.cli` registers them on its app."""
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from planner.cli_common import (
-    ContextOpt,
+from planner.cli_common import JsonOpt, build, cli_errors, emit_json, error_exit, finite, table
+from planner.cli_options import (
+    DEFAULT_OUTPUT_TOKENS,
+    DEFAULT_PROMPT_TOKENS,
+    STEADY,
+    CsvOpt,
+    GpuChoiceOpt,
+    GpuListOpt,
     GpuMemoryUtilizationOpt,
-    GpuOpt,
-    JsonOpt,
+    KvDtypeListOpt,
     KvDtypeOpt,
+    MaxNumBatchedTokensOpt,
+    MaxNumSeqsOpt,
     ModelOpt,
-    OutputOpt,
+    NumGpusOpt,
+    OutputTokensOpt,
+    PpOpt,
+    ProfileAutoNoneOpt,
     ProfileOpt,
-    TpOpt,
-    TpotOpt,
-    TtftOpt,
+    PromptTokensListOpt,
+    PromptTokensOpt,
+    RateOpt,
+    ThinkTimeOpt,
+    TpListOpt,
+    UsersOpt,
+    WeightDtypeListOpt,
     WeightDtypeOpt,
-    build,
-    cli_errors,
-    emit_json,
-    error_exit,
-    finite,
-    table,
-    today,
+    infeasible_exit,
+    int_list,
+    tpot_help,
+    ttft_help,
+    write_csv_out,
 )
 from planner.units import MS
 
+TtftOpt = Annotated[float | None, typer.Option("--ttft-slo-ms", callback=finite("--ttft-slo-ms"), help=ttft_help(STEADY))]
+TpotOpt = Annotated[float | None, typer.Option("--tpot-slo-ms", callback=finite("--tpot-slo-ms"), help=tpot_help(STEADY))]
+SizeTpOpt = Annotated[int | None, typer.Option("--tp", min=1, help=(
+    "Tensor-parallel GPUs per replica (default 1; without --gpu, left out: every TP of 1, 2, 4, 8 is a candidate)."))]
+PriceOpt = Annotated[float | None, typer.Option("--price-usd-per-hour", callback=finite("--price-usd-per-hour"),
+                                                help="Override the catalog price per GPU-hour, USD (needs --gpu).")]
+
 # -------------------------------------------------------------------------------------------- size
+
+
+def choice_dict(choice) -> dict | None:
+    """How a configuration was chosen without --gpu (None when --gpu was given), JSON-safe."""
+    from planner.ranking import RANK_DEFINITION, RANK_KEY, config_key
+
+    if choice is None:
+        return None
+    row = choice.row
+    return {"chosen": None if row is None else dict(zip(("gpu_id", "tensor_parallel", "weight_dtype",
+                                                         "kv_cache_dtype", "prompt_tokens", "batch_size"),
+                                                        config_key(row))),
+            "configurations": choice.configurations, "rows_meeting_every_target": choice.meeting,
+            "ranking_key": RANK_KEY, "ranking": RANK_DEFINITION, "sentence": choice.sentence()}
 
 
 @cli_errors
 def size_cmd(
     model: ModelOpt,
-    gpu: GpuOpt,
-    gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs in the deployment (default TP × PP).")] = None,
-    tp: TpOpt = 1,
-    pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel stages per replica.")] = 1,
+    gpu: GpuChoiceOpt = None,
+    num_gpus: NumGpusOpt = None,
+    tp: SizeTpOpt = None,
+    pp: PpOpt = 1,
     weight_dtype: WeightDtypeOpt = "bf16",
     kv_dtype: KvDtypeOpt = "bf16",
-    context: ContextOpt = 4096,
-    output_tokens: OutputOpt = 512,
+    prompt_tokens: PromptTokensOpt = DEFAULT_PROMPT_TOKENS,
+    output_tokens: OutputTokensOpt = DEFAULT_OUTPUT_TOKENS,
     ttft_slo_ms: TtftOpt = None,
     tpot_slo_ms: TpotOpt = None,
-    rate: Annotated[float | None, typer.Option("--rate", callback=finite("--rate"),
-                                               help="Target request rate, requests/s (sizes the fleet).")] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1,
-                                                    help="Target requests in flight (sizes the fleet).")] = None,
+    rate: RateOpt = None,
+    users: UsersOpt = None,
+    think_time_s: ThinkTimeOpt = 0.0,
     gpu_memory_utilization: GpuMemoryUtilizationOpt = 0.92,
-    max_num_batched_tokens: Annotated[int | None, typer.Option(
-        "--max-num-batched-tokens", min=1,
-        help="Chunked-prefill token budget per step (default: vLLM serve's for the GPU: 8192, or 2048 "
-             "below 70 GiB and on A100).")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option(
-        "--max-num-seqs", min=1, help="Max sequences per step (default: vLLM serve's: 1024, or 256).")] = None,
-    price_usd_per_hour: Annotated[float | None, typer.Option(
-        "--price-usd-per-hour", callback=finite("--price-usd-per-hour"),
-        help="Override the catalog price per GPU-hour, USD.")] = None,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
+    price_usd_per_hour: PriceOpt = None,
     profile: ProfileOpt = "auto",
     json_out: JsonOpt = False,
 ) -> None:
-    """Size one deployment: memory breakdown, max concurrency, TTFT, TPOT, throughput, $/Mtok, bound."""
-    from planner import catalog
-    from planner.cost import with_price
-    from planner.plan import plan
-    from planner.report import report_text
-    from planner.specs import Deployment, Source, Workload
+    """The fleet a demand needs (replicas, GPUs, $/hour, $/month with the error band), then one replica:
+    memory breakdown, max concurrency, TTFT, TPOT, throughput, $/Mtok, bound.
 
-    m = catalog.model(model)
-    g = catalog.gpu(gpu)
-    if price_usd_per_hour is not None:
-        g = with_price(g, price_usd_per_hour, Source(url="--price-usd-per-hour (command line)", date=today(),
-                                                     note="user override"))
-    dep = build(functools.partial(Deployment.for_gpu, g), {
-        "num_gpus": gpus if gpus is not None else tp * pp, "tensor_parallel": tp,
-        "pipeline_parallel": pp, "weight_dtype": weight_dtype, "kv_cache_dtype": kv_dtype,
-        "gpu_memory_utilization": gpu_memory_utilization,
-        **({"max_num_batched_tokens": max_num_batched_tokens} if max_num_batched_tokens is not None else {}),
-        **({"max_num_seqs": max_num_seqs} if max_num_seqs is not None else {}),
-    }, "--gpus")
-    wl = build(Workload, {
-        "prompt_tokens": context, "output_tokens": output_tokens, "concurrency": concurrency,
-        "request_rate_per_s": rate,
-        "ttft_slo_s": ttft_slo_ms * MS if ttft_slo_ms is not None else None,
-        "tpot_slo_s": tpot_slo_ms * MS if tpot_slo_ms is not None else None,
-    }, "--context")
-    prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
-    report = plan(m, g, dep, wl, prof)
+    Without --gpu the configuration is chosen: the cheapest GPU × TP of the catalog (the dtypes as given)
+    that meets every target, by all-in $ per million output tokens.  An infeasible plan exits 1 after
+    printing it, with one line `error: infeasible: <reason>` on stderr.
+    """
+    from planner.cli_plan import plan_from_flags
+    from planner.ranking import RANK_DEFINITION, RANK_KEY
+    from planner.report import report_text
+
+    fp = plan_from_flags(model=model, gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, weight_dtype=weight_dtype,
+                         kv_dtype=kv_dtype, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                         ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, rate=rate, users=users,
+                         think_time_s=think_time_s, gpu_memory_utilization=gpu_memory_utilization,
+                         max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+                         price_usd_per_hour=price_usd_per_hour, profile=profile)
+    if fp.report is None:  # no configuration meets every target
+        if json_out:
+            emit_json({"fleet": None, "choice": choice_dict(fp.choice), "feasible": False})
+        else:
+            typer.echo(f"{fp.model.name}: {fp.choice.sentence()}")
+        raise infeasible_exit([fp.choice.sentence()])
+    r = fp.report
     if json_out:
-        d = report.to_dict()
-        d["calibration_note"] = mode_line
-        emit_json(d)
-        return
-    typer.echo(report_text(report, mode_line))
+        emit_json({"fleet": fp.fleet.as_dict(), "choice": choice_dict(fp.choice), **r.to_dict(),
+                   "calibration_note": fp.mode_line, "ranking_key": RANK_KEY, "ranking": RANK_DEFINITION})
+    else:
+        head = fp.fleet.lines() if r.feasible else []
+        if fp.choice is not None:
+            head.append(f"  {fp.choice.sentence()}")
+        head += [f"  warning: {w}" for w in r.warnings]
+        typer.echo("\n".join(head + ([""] if head else []) + [report_text(r, fp.mode_line)]))
+    if not r.feasible:
+        raise infeasible_exit(r.reasons)
 
 
 # ------------------------------------------------------------------------------------------- sweep
@@ -107,62 +134,80 @@ def size_cmd(
 @cli_errors
 def sweep_cmd(
     model: ModelOpt,
-    gpu: Annotated[list[str] | None, typer.Option("--gpu", "-g", help="GPU id; repeat for several (default all).")] = None,
-    weight_dtype: Annotated[list[str] | None, typer.Option("--weight-dtype", help="Repeatable (default all).")] = None,
-    kv_dtype: Annotated[list[str] | None, typer.Option("--kv-dtype", help="Repeatable (default bf16, fp8).")] = None,
-    tp: Annotated[list[int] | None, typer.Option("--tp", min=1, help="Repeatable (default 1, 2, 4, 8).")] = None,
-    context: Annotated[list[int] | None, typer.Option("--context", min=1, help="Prompt tokens; repeatable.")] = None,
-    batch: Annotated[list[int] | None, typer.Option("--batch", min=1, help="Batch sizes; repeatable.")] = None,
-    output_tokens: OutputOpt = 512,
+    gpu: GpuListOpt = None,
+    weight_dtype: WeightDtypeListOpt = None,
+    kv_dtype: KvDtypeListOpt = None,
+    tp: TpListOpt = None,
+    prompt_tokens: PromptTokensListOpt = None,
+    batch: Annotated[list[int] | None, typer.Option("--batch", min=1, help=(
+        "Batch sizes (requests in flight per replica); repeatable (default: every size to --users, else 1, 2, 4, "
+        "… 1024)."))] = None,
+    output_tokens: OutputTokensOpt = DEFAULT_OUTPUT_TOKENS,
     ttft_slo_ms: TtftOpt = None,
     tpot_slo_ms: TpotOpt = None,
-    profile: Annotated[str, typer.Option("--profile", help="'auto' (per-GPU committed profile) or 'none'.")] = "auto",
-    csv: Annotated[Path | None, typer.Option("--csv", help="Write every ranked row to this CSV file.")] = None,
+    users: Annotated[int | None, typer.Option("--users", min=1, help=(
+        "Concurrent users: no replica holds more requests than this (a bigger batch misses the target), and "
+        "every batch size up to it is tried."))] = None,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = 0.92,
+    profile: ProfileAutoNoneOpt = "auto",
+    csv: CsvOpt = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Rows to print (and to emit with --json).")] = 20,
-    only_feasible: Annotated[bool, typer.Option("--only-feasible", help="Keep rows that meet the SLO only.")] = False,
+    only_feasible: Annotated[bool, typer.Option("--only-feasible", help="Keep the rows that meet every target "
+                                                                        "only.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Rank every GPU × weight dtype × KV dtype × TP × context × batch configuration by $/M output tokens.
+    """Rank every GPU × weight dtype × KV dtype × TP × prompt × batch configuration (planner/ranking.py).
 
-    Ranked by the all-in cost (all GPU time, prefill included, over the generated tokens); rows that
-    meet the SLO come first.  With --profile auto each GPU uses its committed calibration profile
-    when it has one (the 'mode' column says which), so ideal and calibrated rows can be mixed.
+    Rows that meet every target come first (they fit in memory, meet the TTFT and TPOT targets, stay
+    within the model's context and hold no more requests than --users), then by all-in $ per million
+    output tokens: all GPU time, prefill included, divided by the generated tokens; ties by fewer GPUs,
+    lower TPOT, then the ids.  Rank 1 is the cheapest configuration that meets every target; when none
+    does the command exits 1 after printing (and writing) the rows.  With --profile auto each GPU uses its
+    committed calibration profile, else the newest one transferred to it (the 'mode' column says which).
     """
     from planner import catalog
-    from planner.report import write_csv
+    from planner.ranking import RANK_DEFINITION, RANK_LABEL, batch_grid, meets_targets
+    from planner.report import frame_json
     from planner.specs import Workload
     from planner.sweep import sweep
 
+    if csv is not None and str(csv) == "-" and json_out:
+        raise error_exit("--csv", "'-' and --json both write stdout; give one")
     m = catalog.model(model)
     gpus = [catalog.gpu(x) for x in gpu] if gpu else None
-    contexts = list(context) if context else [4096]
+    prompts = list(prompt_tokens) if prompt_tokens else [DEFAULT_PROMPT_TOKENS]
     wl = build(Workload, {
-        "prompt_tokens": contexts[0], "output_tokens": output_tokens,
+        "prompt_tokens": prompts[0], "output_tokens": output_tokens, "concurrency": users,
         "ttft_slo_s": ttft_slo_ms * MS if ttft_slo_ms is not None else None,
         "tpot_slo_s": tpot_slo_ms * MS if tpot_slo_ms is not None else None,
-    }, "--context")
+    }, "--prompt-tokens")
     if profile not in ("auto", "none"):
         raise error_exit("--profile", f"expected auto or none, got '{profile}'")
-    df = sweep(m, wl, gpus=gpus, weight_dtypes=weight_dtype or None, kv_dtypes=kv_dtype or None,
-               tensor_parallels=tp or None, contexts=contexts, batch_sizes=batch or None,
-               profile_for=lambda g: catalog.resolve_profile(profile, g)[0])
+    batches = list(batch) if batch else (list(batch_grid(users)) if users else None)
+    df = sweep(m, wl, gpus=gpus, weight_dtypes=weight_dtype, kv_dtypes=kv_dtype,
+               tensor_parallels=int_list(tp, "--tp"), contexts=prompts, batch_sizes=batches,
+               profile_for=lambda g: catalog.resolve_profile(profile, g)[0],
+               deployment_defaults={"gpu_memory_utilization": gpu_memory_utilization})
+    ok = meets_targets(df, users)
     if only_feasible:
-        df = df[df["meets_slo"]].reset_index(drop=True)
+        df, ok = df[ok].reset_index(drop=True), ok[ok].reset_index(drop=True)
+    n_ok = int(ok.sum())
     if csv is not None:
-        write_csv(df, csv)
-    head = df.head(top)
+        write_csv_out(df, csv)
     if json_out:
-        from planner.report import frame_json
-
-        typer.echo(frame_json(head))
-        return
-    typer.echo(f"{len(df):,} configurations of {m.name}; {int(df['meets_slo'].sum()):,} meet the SLO"
-               + (f"; written to {csv}" if csv else ""))
-    table(
-        ["#", "gpu", "w", "kv", "TP", "prompt", "batch", "fits", "SLO", "TTFT ms", "TPOT ms", "tok/s/GPU",
-         "$/M out (all-in)", "mode"],
-        [[int(r.rank), r.gpu_id, r.weight_dtype, r.kv_cache_dtype, int(r.tensor_parallel), f"{r.prompt_tokens:,}",
-          int(r.batch_size), "y" if r.fits else "n", "y" if r.meets_slo else "n", f"{r.ttft_s / MS:,.1f}",
-          f"{r.tpot_s / MS:,.2f}", f"{r.output_tokens_per_s_per_gpu:,.0f}",
-          f"{r.cost_usd_per_million_output_tokens_all_in:,.4f}", r.calibration_mode] for r in head.itertuples()],
-    )
+        typer.echo(frame_json(df.head(top)))
+    elif csv is None or str(csv) != "-":
+        head = df.head(top)
+        typer.echo(f"{len(df):,} configurations of {m.name}; {n_ok:,} meet every target"
+                   + (f"; written to {csv}" if csv else "") + f"\nRanked by {RANK_DEFINITION}.")
+        table(
+            ["#", "gpu", "w", "kv", "TP", "prompt", "batch", "fits", "targets", "TTFT ms", "TPOT ms", "tok/s/GPU",
+             RANK_LABEL, "mode"],
+            [[int(r.rank), r.gpu_id, r.weight_dtype, r.kv_cache_dtype, int(r.tensor_parallel), f"{r.prompt_tokens:,}",
+              int(r.batch_size), "y" if r.fits else "n", "y" if met else "n", f"{r.ttft_s / MS:,.1f}",
+              f"{r.tpot_s / MS:,.2f}", f"{r.output_tokens_per_s_per_gpu:,.0f}",
+              f"{r.cost_usd_per_million_output_tokens_all_in:,.4f}", r.calibration_mode]
+             for r, met in zip(head.itertuples(), ok.head(top))],
+        )
+    if n_ok == 0:
+        raise infeasible_exit(["no configuration of the sweep meets every target"])

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from planner.headline import FleetAnswer
+from planner.fleet import FleetAnswer
 from planner.scenario import Planned, Scenario
 from planner.units import MS, fmt_gib, fmt_int, fmt_ms, fmt_usd
 
@@ -111,8 +111,9 @@ def compare_frame(items: Sequence[tuple[str, Planned, FleetAnswer, str]]) -> pd.
     add("$ / M output tokens (all-in)",
         [fmt_usd(float(p.report.cost.usd_per_million_output_tokens_all_in), 3) if p.report.batch_size else "—"
          for p in ps])
-    add("fleet for the demand", [f.reason or f"{f.replicas:,} replicas = {f.gpus:,} GPUs" for f in fl])
-    add("fleet $ / month", ["—" if f.reason else fmt_usd(f.usd_per_month, 0) for f in fl])
+    add("fleet for the demand", [f"{f.replicas:,} replicas = {f.num_gpus:,} GPUs" if f.batch_size_per_replica
+                                 else "none: no batch meets the targets" for f in fl])
+    add("fleet $ / month", [fmt_usd(f.usd_per_month, 0) if f.batch_size_per_replica else "—" for f in fl])
     add("quality (approx.)", [f"{p.report.quality.score:.1f}" if math.isfinite(p.report.quality.score) else "—"
                               for p in ps])
     add("latency model", [label for *_, label in items])

@@ -1,11 +1,6 @@
 """The dashboard's Deploy panel and plan report: the chosen plan as ``planner deploy`` would write it
-(:func:`planner.deploy.deployment_bundle`), its predictions beside the command, the files as one zip, and
-the plan report as Markdown.
-
-Seam: ``planner/plan_report.py`` (the CLI's plan report, being written beside this) will be the one plan
-report.  Until it lands, :func:`plan_report_markdown` builds the report from the sizing report's own text
-(:func:`planner.report.report_text`), the fleet answer and the ranking's first row; when it lands,
-:func:`plan_report_markdown` should return its text instead.
+(:func:`planner.deploy.deployment_bundle`), its predictions beside the command, the files as one zip, and the
+plan report ``planner report`` writes (:func:`planner.plan_report.plan_report`) for the scenario and its demand.
 """
 
 from __future__ import annotations
@@ -18,8 +13,8 @@ import pandas as pd
 
 from planner import catalog
 from planner.deploy import DeployBundle, DeployRefused, deployment_bundle
-from planner.headline import FleetAnswer
-from planner.report import band_lines, report_text
+from planner.headline import DemandAnswer
+from planner.plan_report import plan_report
 from planner.scenario import Planned
 from planner.specs import Workload
 from planner.units import fmt_gib, fmt_int, fmt_ms, fmt_usd
@@ -38,14 +33,8 @@ def deploy_panel(p: Planned, rate_per_s: float | None) -> DeployPanel:
     w = p.workload
     wl = Workload(prompt_tokens=w.prompt_tokens, output_tokens=w.output_tokens, ttft_slo_s=w.ttft_slo_s,
                   tpot_slo_s=w.tpot_slo_s, request_rate_per_s=rate_per_s if rate_per_s and rate_per_s > 0 else None)
-    note = ""
-    if p.profile.mode != "ideal":
-        try:
-            note = catalog.resolve_profile("auto", p.gpu.id)[1]
-        except catalog.SpecError:
-            note = ""
     try:
-        b = deployment_bundle(p.model, p.gpu, p.deployment, wl, profile=p.profile, calibration_note=note,
+        b = deployment_bundle(p.model, p.gpu, p.deployment, wl, profile=p.profile, calibration_note=_note(p),
                               auto_layout=False)
     except DeployRefused as e:
         return DeployPanel(None, f"vLLM would not start this plan as chosen ({e.field}): {e.reason}.")
@@ -83,25 +72,16 @@ def files_zip(files: dict[str, str], folder: str = "deploy") -> bytes:
     return buf.getvalue()
 
 
-def plan_report_markdown(p: Planned, fleet: FleetAnswer, demand_text: str, cheapest: str | None,
-                         sweep_command: str, latency_label: str) -> str:
-    """The plan report a manager can forward (Markdown): the answer, the fleet, the ranking's first row,
-    the sizing table and where each error band comes from.  The seam for ``planner.plan_report``."""
-    r = p.report
-    lines = [f"# Plan: {p.model.name} on {p.gpu.name}", "",
-             f"**Demand:** {demand_text}.", ""]
-    if fleet.reason:
-        lines += [f"**Fleet:** {fleet.reason}", ""]
-    else:
-        answer = (f"**Fleet:** {fleet.replicas:,} replica(s) of {fleet.gpus_per_replica} × {p.gpu.name} = "
-                  f"**{fleet.gpus:,} GPUs**, {fmt_usd(fleet.usd_per_hour)}/hour, **{fmt_usd(fleet.usd_per_month, 0)}"
-                  f"/month** (at {fmt_usd(fleet.price_usd_per_gpu_hour)}/GPU-hour, {r.price_source}, {r.price_date}).")
-        lines += [answer, "", fleet.band_sentence(), ""]
-    if cheapest:
-        lines += ["**Cheapest configuration in the catalog meeting every target** (the ranking of `planner sweep`):",
-                  "", cheapest.replace("**", ""), "", f"    {sweep_command}", ""]
-    lines += [f"Latency model: {latency_label}.", "", "## Sizing report (`planner size`)", "", "```",
-              report_text(r, latency_label), "```", ""]
-    if r.bands:
-        lines += ["## Error bands", "", *[f"- {x.strip()}" for x in band_lines(r)], ""]
-    return "\n".join(lines)
+def plan_report_markdown(p: Planned, answer: DemandAnswer, chosen: str | None = None) -> str:
+    """The plan report of the scenario's replica for its demand, as ``planner report`` writes it (Markdown)."""
+    return plan_report(p.model, p.gpu, answer.report, answer.fleet, p.profile, calibration_note=_note(p),
+                       chosen=chosen).markdown()
+
+
+def _note(p: Planned) -> str:
+    if p.profile.mode == "ideal":
+        return ""
+    try:
+        return catalog.resolve_profile("auto", p.gpu.id)[1]
+    except catalog.SpecError:
+        return ""

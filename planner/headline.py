@@ -1,37 +1,27 @@
-"""The dashboard's headline: the fleet a demand needs (replicas, GPUs, $/hour, $/month, with its error band),
+"""The dashboard's headline: the fleet a demand needs (replicas, GPUs, $/hour, $/month, with its error band), as
+``planner size`` answers it (:func:`planner.fleet.plan_for_demand`: the same plan, the same fleet, the same band),
 and whether the model fits each GPU at the scenario's context.
 
-Demand is a request rate, or users with a think time: a user sends a request, waits for the whole
-answer (TTFT + TPOT × output tokens), reads for ``think_s`` and sends the next, so by Little's law each
-user sends 1 / (think + latency) requests per second.  A replica serves ``requests_per_s`` at the
-scenario's SLO-feasible batch (:func:`planner.plan.plan`); the fleet is ⌈rate ÷ that⌉ replicas
-(:func:`planner.cost.fleet_for`).  The band: a replica's request rate is batch ÷ (prefill + decode busy
-time), so its error is the wider of the TTFT and TPOT bands (:mod:`planner.bands`); the fleet's range is
-⌈rate ÷ (rate per replica × (1 ± band))⌉.
-
-2,000 users thinking 30 s between requests, each answer 2.1 s: 2,000 / 32.1 = 62.3 requests/s; at 2.6
-requests/s per 1-GPU replica: ⌈23.96⌉ = 24 replicas = 24 GPUs; at $4.54/GPU-hour: $108.96/hour,
-× 730 hours = $79,540.80 per month.
+Demand is a request rate, or users with a think time (each user waits for the whole answer, reads for the
+think time and asks again: :mod:`planner.fleet` turns them into a rate and requests in flight).
+:func:`fleet_command` is the CLI call that gives the same fleet.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import pandas as pd
 
-from planner.bands import Band
-from planner.cost import fleet_for
+from planner.fleet import HOURS_PER_MONTH, FleetAnswer, plan_for_demand
 from planner.memory import kv_pool_concurrency, memory_budget, request_kv_bytes_per_gpu
 from planner.profile import CalibrationProfile
 from planner.report import SizingReport
+from planner.scenario import Planned, Scenario
 from planner.specs import Deployment, GpuSpec, ModelSpec
-from planner.units import fmt_gib, fmt_ms, fmt_usd
+from planner.units import MS, fmt_gib, fmt_ms, fmt_usd
 
-#: Hours in an average month (8,760 hours a year ÷ 12), what cloud price sheets multiply by.
-HOURS_PER_MONTH = 730.0
 #: Weight formats of four bits or fewer (the quality corner's warning).
 FOUR_BIT = ("int4", "nf4", "mxfp4")
 DEMAND_MODES = ("requests/s", "users + think time")
@@ -46,100 +36,53 @@ class Demand:
     active_users: int = 0
     think_s: float = 0.0
 
-    def rate(self, latency_s: float) -> float:
-        """Requests per second (users: Little's law over think time + the answer's latency)."""
-        if self.mode == DEMAND_MODES[0]:
-            return float(self.rate_per_s)
-        cycle = self.think_s + latency_s
-        return self.active_users / cycle if cycle > 0 and math.isfinite(cycle) else math.inf
+    @property
+    def by_users(self) -> bool:
+        return self.mode == DEMAND_MODES[1]
 
-    def describe(self, latency_s: float) -> str:
-        if self.mode == DEMAND_MODES[0]:
-            return f"{self.rate_per_s:,.4g} requests/s"
-        return (f"{self.active_users:,} users × 1 request per ({self.think_s:,.4g} s think + {latency_s:,.2f} s answer)"
-                f" = {self.rate(latency_s):,.2f} requests/s")
-
-
-def throughput_band(report: SizingReport) -> Band:
-    """The error of one replica's request rate: the wider of its TTFT and TPOT bands (module docstring)."""
-    parts = [report.bands.get(k) for k in ("ttft", "tpot")]
-    if any(b is None or b.pct is None for b in parts):
-        why = next((b.basis for b in parts if b is not None and b.pct is None), "no band computed")
-        return Band(None, why)
-    return Band(max(b.pct for b in parts), f"wider of TTFT ±{parts[0].pct:.0f} % and TPOT ±{parts[1].pct:.0f} %")
+    def describe(self) -> str:
+        if self.by_users:
+            return f"{self.active_users:,} users thinking {self.think_s:,.4g} s between answers"
+        return f"{self.rate_per_s:,.4g} requests/s"
 
 
 @dataclass(frozen=True)
-class FleetAnswer:
-    """Replicas, GPUs and their cost for a demand; ``replicas_range`` under the error band (None: no basis).
-    ``reason`` says why there is no fleet (no batch meets the targets); then the counts are 0."""
+class DemandAnswer:
+    """A demand, the plan of the scenario's replica for it (its workload carries the rate, or the users' rate and
+    requests in flight) and the fleet it needs."""
 
-    rate_per_s: float
-    latency_s: float  # one answer: TTFT + TPOT × output tokens
-    requests_per_s_per_replica: float
-    batch_size: int
-    gpus_per_replica: int
-    replicas: int
-    price_usd_per_gpu_hour: float
-    band: Band
-    replicas_range: tuple[int, int] | None
-    in_flight: float  # requests in flight across the fleet (Little's law: rate × latency)
-    reason: str | None = None
-    demand: Demand | None = None
-
-    def demand_text(self) -> str:
-        return self.demand.describe(self.latency_s if math.isfinite(self.latency_s) else 0.0) if self.demand else ""
-
-    @property
-    def gpus(self) -> int:
-        return self.replicas * self.gpus_per_replica
-
-    @property
-    def usd_per_hour(self) -> float:
-        return self.gpus * self.price_usd_per_gpu_hour
-
-    @property
-    def usd_per_month(self) -> float:
-        return self.usd_per_hour * HOURS_PER_MONTH
-
-    def gpus_range(self) -> tuple[int, int] | None:
-        return None if self.replicas_range is None else tuple(r * self.gpus_per_replica for r in self.replicas_range)
-
-    def band_sentence(self) -> str:
-        """The fleet's range under the band, or why there is none."""
-        if self.reason:
-            return self.reason
-        g = self.gpus_range()
-        if g is None:
-            return f"Error band: {self.band.text()} ({self.band.basis})."
-        lo_usd, hi_usd = (x * self.price_usd_per_gpu_hour * HOURS_PER_MONTH for x in g)
-        return (f"Error band ±{self.band.pct:.0f} % on a replica's throughput ({self.band.basis}): "
-                f"{g[0]:,}–{g[1]:,} GPUs, {fmt_usd(lo_usd, 0)}–{fmt_usd(hi_usd, 0)} per month.")
+    demand: Demand
+    report: SizingReport
+    fleet: FleetAnswer
 
 
-def _ceil(need: float, per: float) -> int:
-    return math.ceil(need / per - 1e-9) if per > 0 else 0
+def demand_fleet(p: Planned, demand: Demand) -> DemandAnswer:
+    """``planner size``'s answer (:func:`planner.fleet.plan_for_demand`) for the scenario's replica and ``demand``."""
+    wl = p.workload.model_copy(update={"concurrency": None, "request_rate_per_s": None})
+    if demand.by_users:
+        r, f = plan_for_demand(p.model, p.gpu, p.deployment, wl, p.profile, users=int(demand.active_users),
+                               think_time_s=float(demand.think_s))
+    else:
+        r, f = plan_for_demand(p.model, p.gpu, p.deployment, wl, p.profile, rate_per_s=float(demand.rate_per_s))
+    return DemandAnswer(demand, r, f)
 
 
-def fleet_answer(report: SizingReport, demand: Demand) -> FleetAnswer:
-    """The fleet ``demand`` needs with the scenario's replica (``report``: one deployment's plan)."""
-    d, w = report.deployment, report.workload
-    latency = float(report.slo.ttft_s + report.tpot_effective_s * w.output_tokens) if report.batch_size else math.nan
-    rate = demand.rate(latency if math.isfinite(latency) else 0.0)
-    per = float(report.throughput.requests_per_s) if report.batch_size else 0.0
-    band = throughput_band(report)
-    gpr = d.gpus_per_replica
-    if not report.batch_size or per <= 0:
-        why = "; ".join(report.reasons) or "no batch meets the targets"
-        return FleetAnswer(rate, latency, 0.0, 0, gpr, 0, report.price_usd_per_hour, band, None, 0.0,
-                           f"No fleet: a replica serves nothing under the targets ({why}).", demand)
-    fleet = fleet_for(rate, per, gpr, report.batch_size)
-    rng = None
-    if band.pct is not None:
-        b = min(band.pct, 95.0) / 100.0
-        rng = (max(1, _ceil(rate, per * (1 + b))), max(1, _ceil(rate, per * (1 - b))))
-    return FleetAnswer(rate, latency, per, report.batch_size, gpr, fleet.replicas, report.price_usd_per_hour, band,
-                       rng, rate * latency, None, demand)
+def fleet_command(sc: Scenario, model_id: str, demand: Demand) -> str:
+    """The ``planner size`` call that prints the same fleet (same replica, targets and demand)."""
+    first = (f"planner size -m {model_id} --gpu {sc.gpu_id} --tp {sc.tensor_parallel} --weight-dtype "
+             f"{sc.weight_dtype} --kv-dtype {sc.kv_cache_dtype} --prompt-tokens {sc.prompt_tokens} --output-tokens "
+             f"{sc.output_tokens} --ttft-slo-ms {sc.ttft_slo_s / MS:g} --tpot-slo-ms {sc.tpot_slo_s / MS:g}")
+    parts = [first]
+    if demand.by_users:
+        parts.append(f"--users {int(demand.active_users)} --think-time-s {demand.think_s:g}")
+    else:
+        parts.append(f"--rate {demand.rate_per_s:g}")
+    if abs(sc.gpu_memory_utilization - 0.92) > 1e-9:
+        parts.append(f"--gpu-memory-utilization {sc.gpu_memory_utilization:g}")
+    if sc.price_usd_per_hour > 0:
+        parts.append(f"--price-usd-per-hour {sc.price_usd_per_hour:g}")
+    parts.append(f"--profile {'auto' if sc.calibrated else 'none'}")
+    return " ".join(parts)
 
 
 # ---------------------------------------------------------------------------------------- fits per GPU
@@ -182,28 +125,31 @@ def quality_warning(preset_corner: tuple[str, ...] | None, weight_dtype: str, re
 # ------------------------------------------------------------------------------------------ metric rows
 
 
-def fleet_metrics(fa: FleetAnswer, gpu_name: str, price_url: str) -> list[tuple[str, str, str]]:
+def fleet_metrics(fa: FleetAnswer, price_url: str) -> list[tuple[str, str, str]]:
     """The headline's fleet row: (label, value, help) for replicas, GPUs, $/hour and $/month."""
-    band = f" Error band: {fa.band.text()} ({fa.band.basis})."
-    per = f"a replica = {fa.gpus_per_replica} × {gpu_name} at batch {fa.batch_size:,}"
-    why = f"⌈{fa.rate_per_s:,.2f} requests/s ÷ {fa.requests_per_s_per_replica:,.3f} per replica⌉; {per}.{band}"
+    band = f" Error band: {fa.band_text()}."
+    why = (f"⌈{fa.request_rate_per_s or 0:,.2f} requests/s ÷ {fa.requests_per_s_per_replica:,.3f} per replica⌉; a "
+           f"replica = {fa.gpus_per_replica} × {fa.gpu_name} at batch {fa.batch_size_per_replica:,}.{band}")
     return [
         ("Replicas", f"{fa.replicas:,}", why),
-        ("GPUs", f"{fa.gpus:,}", f"replicas × {fa.gpus_per_replica} GPU(s).{band}"),
+        ("GPUs", f"{fa.num_gpus:,}", f"replicas × {fa.gpus_per_replica} GPU(s).{band}"),
         ("$ / hour", fmt_usd(fa.usd_per_hour, 0),
          f"GPUs × {fmt_usd(fa.price_usd_per_gpu_hour)}/GPU-hour ({price_url})"),
         ("$ / month", fmt_usd(fa.usd_per_month, 0), f"$/hour × {HOURS_PER_MONTH:g} hours (8,760 a year ÷ 12)"),
     ]
 
 
-def fleet_sentence(fa: FleetAnswer, gpu_name: str) -> str:
+def fleet_sentence(fa: FleetAnswer, demand: Demand) -> str:
     """The fleet in words under its metrics (or why there is none)."""
-    if fa.reason:
-        return (f"**No fleet can be sized for {fa.demand.describe(0.0) if fa.demand else 'the demand'}**: a replica "
-                "serves nothing under the targets (see above).")
-    return (f"**{fa.demand_text()}** → {fa.replicas:,} replica(s) of {fa.gpus_per_replica} × {gpu_name}, "
-            f"each serving {fa.requests_per_s_per_replica:,.2f} requests/s within the targets (≈ {fa.in_flight:,.0f} "
-            f"in flight). {fa.band_sentence()}")
+    if not fa.batch_size_per_replica:
+        return (f"**No fleet can be sized for {demand.describe()}**: a replica serves nothing under the targets "
+                "(see above).")
+    rate = (f"{demand.describe()} = {fa.request_rate_per_s:,.2f} requests/s" if demand.by_users
+            else demand.describe())
+    flight = f" (≈ {fa.requests_in_flight:,.0f} in flight, E2E {fa.e2e_s:,.2f} s)" if fa.requests_in_flight else ""
+    return (f"**{rate}**{flight} → {fa.replicas:,} replica(s) of {fa.gpus_per_replica} × {fa.gpu_name}, each serving "
+            f"{fa.requests_per_s_per_replica:,.2f} requests/s at batch {fa.batch_size_per_replica:,} within the "
+            f"targets. Error band: {fa.band_text()}.")
 
 
 def detail_metrics(r: SizingReport, replicas: int, mem) -> list[tuple[str, str, str]]:

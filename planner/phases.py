@@ -70,7 +70,8 @@ def sum_steps(a: StepTime, na, b: StepTime, nb) -> StepTime:
     return StepTime(f(a.linear_compute_s, b.linear_compute_s), f(a.linear_memory_s, b.linear_memory_s),
                     f(a.attention_compute_s, b.attention_compute_s), f(a.attention_memory_s, b.attention_memory_s),
                     f(a.comm_s, b.comm_s), f(a.overhead_s, b.overhead_s), f(a.flops, b.flops), f(a.bytes, b.bytes),
-                    a.mode)
+                    a.mode, f(a.moe_compute_s, b.moe_compute_s), f(a.moe_memory_s, b.moe_memory_s),
+                    f(a.dequant_s, b.dequant_s))
 
 
 def prefill_time_costs(mc: ModelCosts, hw: HwCoeffs, prompt_tokens, batch_size=1,

@@ -25,7 +25,37 @@ from planner.roofline import hw_coeffs, model_costs
 from planner.specs import Deployment, GpuSpec, ModelSpec, Workload
 from planner.units import fmt_gib, fmt_ms
 
-__all__ = ["plan"]
+__all__ = ["BINDING_TARGETS", "batch_limit_phrase", "plan", "shortfall_warning"]
+
+#: An SLO binding of :class:`planner.batching.LargestBatch` -> the subject of the note that says so.
+BINDING_TARGETS = {"tpot": "TPOT target holds", "ttft": "TTFT target holds", "tpot+ttft": "TPOT and TTFT targets hold"}
+
+
+def batch_limit_phrase(slo, workload: Workload) -> str:
+    """What ``slo.batch_limit`` counts, with its number: the requests in flight the workload asks for (when
+    they are fewer than memory and max_num_seqs allow), the requests that fit in memory (the KV pool at
+    prompt + output tokens), or max_num_seqs.  E.g. ``160 requests in flight the workload asks for (memory
+    holds 555, max_num_seqs 256 per replica)``."""
+    limit = slo.batch_limit
+    if workload.concurrency is not None and limit == workload.concurrency and limit < min(slo.max_concurrency,
+                                                                                            slo.max_num_seqs):
+        cap = f"memory holds {slo.max_concurrency:,}" + (f", max_num_seqs {slo.max_num_seqs:,}"
+                                                          if slo.max_num_seqs < slo.max_concurrency else "")
+        return f"{limit:,} requests in flight the workload asks for ({cap} per replica)"
+    if slo.max_concurrency <= slo.max_num_seqs:
+        return f"{limit:,} that fit in memory"
+    return f"{limit:,} that max_num_seqs allows"
+
+
+def shortfall_warning(fleet, deployment: Deployment) -> str:
+    """The warning of a deployment with fewer GPUs than its own fleet answer: what it needs and why."""
+    why = []
+    if fleet.request_rate_per_s:
+        why.append(f"{fleet.request_rate_per_s:,.3g} req/s at {fleet.requests_per_s_per_replica:,.3g} per replica")
+    if fleet.concurrency:
+        why.append(f"{fleet.concurrency:,} requests in flight at {fleet.batch_size_per_replica:,} per replica")
+    return (f"the deployment has {deployment.num_gpus:,} GPU(s) but the workload needs {fleet.replicas:,} "
+            f"replica(s) = {fleet.num_gpus:,} GPUs ({'; '.join(why)}): as given it misses its targets")
 
 
 def _f(x) -> float:
@@ -111,21 +141,12 @@ def plan(
     if profile.mode == "transferred":
         notes.append(f"latency uses {profile.transferred_from}'s measured efficiencies on {gpu.id}'s datasheet "
                      f"roofs (transferred, not measured on this GPU)")
-    if served and slo.binding in ("tpot", "ttft", "tpot+ttft") and slo.batch_limit > slo.batch_size:
-        notes.append(
-            f"the {slo.binding.upper()} target holds the batch to {slo.batch_size:,} of the "
-            f"{slo.batch_limit:,} that fit in memory"
-        )
+    if served and slo.binding in BINDING_TARGETS and slo.batch_limit > slo.batch_size:
+        notes.append(f"the {BINDING_TARGETS[slo.binding]} the batch to {slo.batch_size:,} of the "
+                     f"{batch_limit_phrase(slo, workload)}")
+    warnings: list[str] = []
     if served and fleet.num_gpus > deployment.num_gpus and (workload.request_rate_per_s or workload.concurrency):
-        notes.append(
-            f"the workload needs {fleet.replicas:,} replica(s) = {fleet.num_gpus:,} GPUs; the deployment "
-            f"has {deployment.num_gpus:,}"
-        )
-    if workload.concurrency is not None and served and workload.concurrency > slo.batch_size:
-        notes.append(
-            f"concurrency {workload.concurrency:,} exceeds the {slo.batch_size:,} one replica serves "
-            f"within its limits"
-        )
+        warnings.append(shortfall_warning(fleet, deployment))
 
     return SizingReport(
         model_id=model.id,
@@ -156,6 +177,7 @@ def plan(
         feasible=feasible,
         reasons=reasons,
         notes=notes,
+        warnings=warnings,
         bands={"ttft": band(profile, model, deployment, prefill_regime(workload.prompt_tokens)),
                "tpot": band(profile, model, deployment, "decode"),
                "kv_capacity": band(profile, model, deployment, "kv_capacity")},

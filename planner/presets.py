@@ -10,13 +10,16 @@ throughput at a time.
   concurrency.
 
 A preset names the models and GPUs it prefers, best first; the first one present in the catalog is
-used (:func:`resolve`), so a preset still works on a catalog that lacks its first choice.
+used (:func:`resolve`), so a preset still works on a catalog that lacks its first choice.  Its GPU count
+is its own fleet answer (:func:`sized_num_gpus`: the replicas :func:`planner.plan.plan` says its target
+users need × TP), so a preset never under-provisions its own targets; ``num_gpus`` below is that answer
+on the committed catalog and profiles (a test keeps the two equal).
 Numbers are SI: seconds, tokens.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 
@@ -53,7 +56,7 @@ PRESETS: dict[str, Preset] = {
             summary="Quality + latency: a big model, small batches and fast responses; expensive per user.",
             model_ids=("llama-3.1-70b", "qwen2.5-72b", "qwen2.5-32b", "mistral-7b-v0.3"),
             gpu_ids=("h200-sxm", "h100-sxm", "a100-sxm-80gb"),
-            num_gpus=4,
+            num_gpus=12,  # 3 replicas of TP 4: the TPOT target holds each to 13 of the 32 users
             tensor_parallel=4,
             weight_dtype="bf16",
             kv_cache_dtype="bf16",
@@ -70,7 +73,7 @@ PRESETS: dict[str, Preset] = {
             summary="Quality + throughput: a big model, large batches and long re-sent contexts; users wait.",
             model_ids=("llama-3.1-70b", "qwen2.5-72b", "qwen2.5-32b", "mistral-7b-v0.3"),
             gpu_ids=("h200-sxm", "h100-sxm", "a100-sxm-80gb"),
-            num_gpus=2,
+            num_gpus=12,  # 6 replicas of TP 2: the TPOT target holds each to 31 of the 160 users
             tensor_parallel=2,
             weight_dtype="bf16",
             kv_cache_dtype="fp8",  # fp8 KV: 'negligible accuracy loss', twice the tokens
@@ -87,7 +90,7 @@ PRESETS: dict[str, Preset] = {
             summary="Latency + throughput: a smaller or heavily quantised model served at high concurrency.",
             model_ids=("mistral-7b-v0.3", "llama-3.1-8b", "qwen2.5-7b"),
             gpu_ids=("l40s", "a100-sxm-80gb", "h100-sxm", "h200-sxm"),
-            num_gpus=1,
+            num_gpus=16,  # 16 replicas of one GPU: the TPOT target holds each to 10 of the 160 users
             tensor_parallel=1,
             weight_dtype="int4",
             kv_cache_dtype="fp8",
@@ -111,13 +114,48 @@ def first_present(preferred: Iterable[str], available: Iterable[str]) -> str | N
     return next((x for x in preferred if x in have), None)
 
 
+def sized_num_gpus(preset: Preset, model, gpu, profile) -> int:
+    """GPUs the preset's own targets need on ``model`` / ``gpu`` (specs) under ``profile``: the fleet of
+    :func:`planner.plan.plan` for its target users (replicas × TP); ``preset.num_gpus`` when no batch meets
+    the targets (the dashboard then shows why)."""
+    from planner.plan import plan
+    from planner.specs import Deployment, Workload
+
+    dep = Deployment.for_gpu(gpu, num_gpus=preset.tensor_parallel, tensor_parallel=preset.tensor_parallel,
+                             weight_dtype=preset.weight_dtype, kv_cache_dtype=preset.kv_cache_dtype)
+    wl = Workload(prompt_tokens=preset.prompt_tokens, output_tokens=preset.output_tokens,
+                  concurrency=preset.target_users, ttft_slo_s=preset.ttft_slo_s, tpot_slo_s=preset.tpot_slo_s)
+    r = plan(model, gpu, dep, wl, profile)
+    return max(r.fleet.num_gpus, preset.tensor_parallel) if r.feasible else preset.num_gpus
+
+
+def _default_profile(gpu_id: str):
+    """The dashboard's default latency model for a GPU: ``--profile auto`` (ideal where none can be read)."""
+    from planner import catalog
+    from planner.profile import IDEAL_PROFILE
+
+    try:
+        return catalog.resolve_profile("auto", gpu_id)[0]
+    except catalog.SpecError:
+        return IDEAL_PROFILE
+
+
 def resolve(preset: Preset, model_ids: Iterable[str], gpu_ids: Iterable[str]) -> dict:
     """The preset as scenario fields, its model and GPU chosen from what the catalog holds
-    (``None`` where none of its preferences is present: keep the current choice)."""
+    (``None`` where none of its preferences is present: keep the current choice).
+
+    Given the catalog's specs (``{id: ModelSpec}``, ``{id: GpuSpec}``, as ``catalog.models()`` /
+    ``catalog.gpus()`` return them), ``num_gpus`` is :func:`sized_num_gpus` on the chosen model and GPU
+    (the preset may have fallen back to another one); given ids only, the preset's own ``num_gpus``."""
+    model_id = first_present(preset.model_ids, model_ids)
+    gpu_id = first_present(preset.gpu_ids, gpu_ids)
+    num_gpus = preset.num_gpus
+    if model_id and gpu_id and isinstance(model_ids, Mapping) and isinstance(gpu_ids, Mapping):
+        num_gpus = sized_num_gpus(preset, model_ids[model_id], gpu_ids[gpu_id], _default_profile(gpu_id))
     return {
-        "model_id": first_present(preset.model_ids, model_ids),
-        "gpu_id": first_present(preset.gpu_ids, gpu_ids),
-        "num_gpus": preset.num_gpus,
+        "model_id": model_id,
+        "gpu_id": gpu_id,
+        "num_gpus": num_gpus,
         "tensor_parallel": preset.tensor_parallel,
         "weight_dtype": preset.weight_dtype,
         "kv_cache_dtype": preset.kv_cache_dtype,

@@ -36,8 +36,9 @@ class SizingReport:
 
     ``feasible`` is False when the model does not fit, no batch meets the SLOs, the workload's
     context exceeds the model's limit or tensor parallel does not divide the attention heads;
-    ``reasons`` says why in plain sentences with numbers.  ``notes`` are observations that do not
-    make the plan infeasible (e.g. the deployment has fewer GPUs than the request rate needs).
+    ``reasons`` says why in plain sentences with numbers.  ``warnings`` say what makes the deployment as
+    given miss its targets although each replica meets them (it has fewer GPUs than its rate or
+    requests in flight need); ``notes`` are observations (what limits the batch, a transferred profile).
     """
 
     model_id: str
@@ -69,6 +70,7 @@ class SizingReport:
     reasons: list[str]
     notes: list[str]
     bands: dict = field(default_factory=dict)  # 'ttft' / 'tpot' / 'kv_capacity' -> planner.bands.Band
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def batch_size(self) -> int:
@@ -169,6 +171,7 @@ class SizingReport:
             "model_max_context_tokens": self.quality.max_context_tokens,
             "feasible": self.feasible,
             "reasons": list(self.reasons),
+            "warnings": list(self.warnings),
             "notes": list(self.notes),
         }
         return {k: _json_safe(v) for k, v in out.items()}
@@ -177,6 +180,7 @@ class SizingReport:
         """One-row DataFrame of :meth:`to_dict` (reasons/notes joined with '; ')."""
         d = self.to_dict()
         d["reasons"] = "; ".join(d["reasons"])
+        d["warnings"] = "; ".join(d["warnings"])
         d["notes"] = "; ".join(d["notes"])
         return pd.DataFrame([d])
 
@@ -320,7 +324,7 @@ def report_text(r: SizingReport, mode_line: str = "") -> str:
     ]
     s = r.slo
     limit_text = {"memory": "memory (max concurrency)", "max_num_seqs": "--max-num-seqs",
-                  "concurrency": "--concurrency", "tpot": "TPOT target", "ttft": "TTFT target",
+                  "concurrency": "the requests in flight (--users)", "tpot": "TPOT target", "ttft": "TTFT target",
                   "tpot+ttft": "TPOT and TTFT targets", "none": "nothing fits"}.get(s.binding, s.binding)
     lines.append(f"  Batch (requests in flight)       {s.batch_size:>12,}   limited by {limit_text}")
     if s.batch_size:
@@ -341,15 +345,13 @@ def report_text(r: SizingReport, mode_line: str = "") -> str:
             f"  per user (1 / TPOT)            {float(t.output_tokens_per_s_per_user):>14,.1f} tokens/s",
             "",
             f"Cost at {fmt_usd(r.price_usd_per_hour)}/GPU-hour (price: {r.price_source}, {r.price_date})",
-            f"  $ per million output tokens    {fmt_usd(float(c.usd_per_million_output_tokens), 4):>14}",
+            (f"  $ per million output tokens, all-in {fmt_usd(float(c.usd_per_million_output_tokens_all_in), 4):>9}"
+             f"   the ranking key: all GPU time, prefill included, ÷ generated tokens"),
+            f"  $ per million output tokens    {fmt_usd(float(c.usd_per_million_output_tokens), 4):>14}   decode share",
             f"  $ per million input tokens     {fmt_usd(float(c.usd_per_million_input_tokens), 4):>14}",
             f"  $ per million tokens (blended) {fmt_usd(float(c.usd_per_million_tokens_blended), 4):>14}",
             f"  prefill share of GPU time      {float(t.prefill_time_share):>14.1%}",
         ]
-        if w.request_rate_per_s or w.concurrency:
-            target = ", ".join(x for x in (f"{w.request_rate_per_s:g} req/s" if w.request_rate_per_s else "",
-                                           f"{w.concurrency:,} in flight" if w.concurrency else "") if x)
-            lines.append(f"  fleet for {target}: {r.fleet.replicas:,} replica(s) = {r.fleet.num_gpus:,} GPUs")
         lines.append("")
     q = r.quality
     if q.benchmark:
@@ -359,5 +361,6 @@ def report_text(r: SizingReport, mode_line: str = "") -> str:
         lines += ["Expected error (p90 of |error| on measurements; see planner/bands.py)", *band_lines(r), ""]
     lines.append(f"Feasible: {'yes' if r.feasible else 'NO'}")
     lines += [f"  - {x}" for x in r.reasons]
+    lines += [f"  warning: {x}" for x in r.warnings]
     lines += [f"  note: {x}" for x in r.notes]
     return "\n".join(lines)

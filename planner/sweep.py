@@ -29,6 +29,7 @@ from planner.memory import (
 from planner.phases import decode_step_costs
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.quality import quality_estimate
+from planner.ranking import rank
 from planner.roofline import HwCoeffs, ModelCosts, hw_coeffs, model_costs
 from planner.specs import Deployment, GpuSpec, ModelSpec, Workload, tensor_parallel_candidates
 
@@ -143,9 +144,11 @@ def sweep(
     Each row: ``fits`` (the batch fits in the KV pool and within max_num_seqs), ``meets_slo``
     (fits and TTFT/TPOT meet the workload's targets), TTFT at that batch (a new request joining
     batch − 1 decoding sequences, :func:`planner.batching.ttft_under_load_costs`), TPOT at P + N/2,
-    throughput and $/Mtok as :func:`planner.plan.plan` computes them.  Rows are sorted: meets_slo first,
-    then fits, then by the all-in cost per million output tokens (all GPU time, prefill included, over
-    the generated tokens), cheapest first; ``rank`` numbers them from 1.  Evaluation is vectorised with numpy per tensor-parallel group.
+    throughput and $/Mtok as :func:`planner.plan.plan` computes them.  Rows are in the one ranking order,
+    :func:`planner.ranking.rank` (rows meeting every target first — ``workload.concurrency``, when set, is
+    the users no replica can exceed — then by the all-in cost per million output tokens: all GPU time,
+    prefill included, over the generated tokens); ``rank`` numbers them from 1.  Evaluation is vectorised
+    with numpy per tensor-parallel group.
     """
     from planner import catalog
 
@@ -207,12 +210,7 @@ def sweep(
         frames.append(_sweep_group(model, workload, blocks, prompts, batches, ctx_tokens, tp, dep, cats))
     if not frames:
         return pd.DataFrame(columns=list(SWEEP_COLUMNS))
-    df = pd.concat(frames, ignore_index=True)
-    order = np.lexsort((df["cost_usd_per_million_output_tokens_all_in"].to_numpy(), ~df["fits"].to_numpy(),
-                        ~df["meets_slo"].to_numpy()))
-    df = df.iloc[order].reset_index(drop=True)
-    df.insert(0, "rank", np.arange(1, len(df) + 1))
-    return df
+    return rank(pd.concat(frames, ignore_index=True), users=workload.concurrency)
 
 
 def _kv_per_request_bytes(model: ModelSpec, kv_dtype: str, context_tokens: np.ndarray, block: int) -> np.ndarray:

@@ -42,6 +42,15 @@ LOAD_CAPTION = ("Discrete-event simulation of a vLLM-style engine (continuous ba
 
 
 
+def scenario_caption(p: Planned, latency_label: str, extra_notes: list[str]) -> str:
+    """The scenario in one caption under the headline: what is planned, the memory sentence and the notes."""
+    d, w, r = p.deployment, p.workload, p.report
+    notes = [n[0].upper() + n[1:] for n in [*r.notes, *extra_notes]]
+    return (f"{p.model.name} on {d.num_gpus} × {p.gpu.name} (TP {d.tensor_parallel}), weights {d.weight_dtype}, KV "
+            f"{d.kv_cache_dtype}; {w.prompt_tokens:,} prompt + {w.output_tokens:,} output tokens; latency model: "
+            f"{latency_label}. Memory: {r.memory.explain()}." + (" " + ". ".join(notes) + "." if notes else ""))
+
+
 def load_sentence(res: LoadView, p: Planned, num_requests: int) -> str:
     """What the Load view's curve says, in one sentence."""
     w, d = p.workload, p.deployment

@@ -12,15 +12,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from planner import batching, memory, phases, roofline, serving
+from planner import batching, memory, phases, ranking, roofline, serving
 from planner import cost as cost_mod
 from planner.bands import band, prefill_regime
 from planner.charts import pareto_mask, thin_cloud
+from planner.choose import question_command
 from planner.profile import CalibrationProfile
 from planner.report import SizingReport
-from planner.scenario import Planned
+from planner.scenario import Planned, Scenario
 from planner.specs import GpuSpec
-from planner.units import BILLION, TB_PER_S, fmt_bytes, fmt_gib, fmt_ms, fmt_tflops
+from planner.units import BILLION, TB_PER_S, fmt_bytes, fmt_gib, fmt_ms, fmt_tflops, fmt_usd
 from planner.workloads import synthetic
 
 # ========================================================================================= headline
@@ -313,6 +314,78 @@ def scenario_point(report: SizingReport, output_tokens: int) -> dict | None:
         return None
     return {"latency_s": report.slo.ttft_s + report.tpot_effective_s * output_tokens,
             "output_tokens_per_s_per_gpu": float(report.throughput.output_tokens_per_s_per_gpu)}
+
+
+# ============================================================================================= cost
+
+#: How a calibration mode is marked wherever a row is shown (a transferred or ideal row never passes unmarked).
+MODE_MARK = {"calibrated": "calibrated (measured on this GPU)",
+             "transferred": "⚠ transferred (another GPU's calibration, not measured here)",
+             "ideal": "⚠ ideal roofline (no measurement)"}
+
+
+def cost_grid(sc: Scenario, same_dtypes: bool) -> dict:
+    """The sweep grid of the Cost view's question (:mod:`planner.choose`'s): every batch size up to the target
+    users (:func:`planner.ranking.batch_grid`, what plan() searches), with the scenario's dtypes or any dtype."""
+    grid = {"batch_sizes": ranking.batch_grid(sc.target_users)}
+    if same_dtypes:
+        grid.update(weight_dtypes=(sc.weight_dtype,), kv_dtypes=(sc.kv_cache_dtype,))
+    return grid
+
+
+def cheapest_per_gpu(sw: pd.DataFrame, target_users: int) -> pd.DataFrame:
+    """Per GPU type, the cheapest configuration meeting every target at a batch ≤ the target users, in the one
+    ranking order (:func:`planner.ranking.cheapest_per`): the first row is the cheapest of all.  ``csv_rank``:
+    the row's rank in the sweep (and its CSV)."""
+    src = sw.rename(columns={"rank": "csv_rank"}) if "rank" in sw.columns else sw
+    best = ranking.cheapest_per(src, "gpu_id", users=target_users)
+    return best.assign(label=best["num_gpus"].astype(str) + " × " + best["gpu_id"].astype(str))
+
+
+def band_text(pct) -> str:
+    return "no measured basis" if pct is None or not np.isfinite(pct) else f"±{pct:.0f} %"
+
+
+def cost_table(best: pd.DataFrame, gpu_names: dict[str, str] | None = None) -> pd.DataFrame:
+    """:func:`cheapest_per_gpu`'s rows for the user: the configuration and its dtypes, the ranking key first among
+    the money columns (:data:`planner.ranking.RANK_LABEL`), latency with its error band (the wider of TTFT and
+    TPOT), TP, quality, the calibration mode (transferred and ideal rows marked), the rank in the CSV, the price
+    and its source.  Columns a frame lacks show '—'."""
+    def col(name, fmt, default="—"):
+        if name not in best.columns:
+            return pd.Series(default, index=best.index)
+        return pd.Series([fmt(v) for v in best[name]], index=best.index, dtype=object)
+
+    names = gpu_names or {}
+    t, d = (best.get(c, pd.Series(np.nan, index=best.index)).astype(float)
+            for c in ("ttft_error_band_pct", "tpot_error_band_pct"))
+    return pd.DataFrame({
+        "configuration": best["num_gpus"].astype(str) + " × " + best["gpu_id"].astype(str).map(lambda g: names.get(g, g)),
+        "weights": best["weight_dtype"].astype(str), "KV": best["kv_cache_dtype"].astype(str),
+        "batch": best["batch_size"].astype(int),
+        ranking.RANK_LABEL: col(ranking.RANK_KEY, lambda x: fmt_usd(x, 3)),
+        "$/M output": col("cost_usd_per_million_output_tokens", fmt_usd),
+        "$/M blended": col("cost_usd_per_million_tokens_blended", fmt_usd),
+        "TTFT": col("ttft_s", fmt_ms), "TPOT": col("tpot_s", fmt_ms),
+        "error band": [band_text(None if not (np.isfinite(a) and np.isfinite(b)) else max(a, b)) for a, b in zip(t, d)],
+        "TP": best["tensor_parallel"].astype(int),
+        "quality": col("quality_score", lambda q: "—" if not np.isfinite(q) else f"{q:.1f}"),
+        "calibration": col("calibration_mode", lambda m: MODE_MARK.get(str(m), str(m))),
+        "rank in CSV": col("csv_rank", int),
+        "$/GPU-hour": col("price_usd_per_hour", fmt_usd),
+        "price source": col("price_source", str) + " (" + col("price_date", str) + ")",
+    })
+
+
+def sweep_command(sc: Scenario, model_id: str, same_dtypes: bool = True) -> str:
+    """The ``planner sweep`` call whose rows (and CSV) the Cost view and the Sizing report show: the Cost view's
+    question (:func:`planner.choose.question_command`), with any dtype when ``same_dtypes`` is off."""
+    cmd = question_command("sweep", model_id, prompt_tokens=sc.prompt_tokens, output_tokens=sc.output_tokens,
+                           ttft_slo_s=sc.ttft_slo_s, tpot_slo_s=sc.tpot_slo_s, users=sc.target_users,
+                           weight_dtype=sc.weight_dtype, kv_dtype=sc.kv_cache_dtype, calibrated=sc.calibrated)
+    if not same_dtypes:
+        cmd = cmd.replace(f" --weight-dtype {sc.weight_dtype} --kv-dtype {sc.kv_cache_dtype}", "")
+    return cmd + " --csv sweep.csv"
 
 
 # ============================================================================================= load

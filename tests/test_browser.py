@@ -290,7 +290,7 @@ def test_cost_view_sizing_report_csv_and_cli_name_the_same_cheapest(page, server
     prints) are the same configuration, and the page shows the ranking's definition."""
     open_app(page, server, "?view=Cost")
     sentence = page.locator('[data-testid="stAlertContentSuccess"]').inner_text()
-    assert "Ranked as planner sweep ranks" in page_text(page)
+    assert "Ranked as planner sweep, planner size and planner report rank" in page_text(page)
     page.get_by_role("tab", name="Sizing report", exact=True).click()
     wait_idle(page)
     page.get_by_text("Download the sweep as CSV").wait_for()
@@ -478,7 +478,7 @@ def test_fleet_headline_answers_a_demand(page, server):
     more = users(wait_metric_change(page, "Replicas", str(replicas)))
     assert 8 * replicas <= more <= 12 * replicas
     assert metric_value(page, "$ / month").startswith("$")
-    assert "Error band ±" in page_text(page)
+    assert "throughput band" in page_text(page)
 
 
 def test_picking_a_point_on_the_cost_speed_chart_applies_it(page, server):

@@ -266,7 +266,7 @@ def test_transferred_profile_for_gpus_without_one():
     assert t.weight_bandwidth_efficiency == own.weight_bandwidth_efficiency
     assert t.device_memory_bytes is None  # the H100's own memory is used
     assert catalog.profile_for("mi300x", transfer=True).transferred_from == "h200-sxm"  # cross-vendor fallback
-    r = CliRunner().invoke(app, ["size", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--context", "2048"])
+    r = CliRunner().invoke(app, ["size", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--prompt-tokens", "2048"])
     assert r.exit_code == 0 and "transferred calibration" in r.output
     r = CliRunner().invoke(app, ["size", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--profile", "none"])
     assert r.exit_code == 0 and "ideal roofline" in r.output

@@ -56,7 +56,7 @@ def test_models_and_gpus_json():
 
 
 def test_size_prints_a_coherent_plan():
-    r = run("size", "--model", MODEL, "--gpu", GPU, "--context", "4096", "--profile", "none")
+    r = run("size", "--model", MODEL, "--gpu", GPU, "--prompt-tokens", "4096", "--profile", "none")
     assert r.exit_code == 0, r.output
     out = r.stdout
     for text in ("GB (1e9 B)", "GiB (2^30 B)", "weights", "KV-cache pool", "Max concurrency", "TTFT", "TPOT",
@@ -74,7 +74,7 @@ def test_size_profile_auto_says_which_mode():
 
 
 def test_size_json_parses_and_has_units():
-    r = run("size", "--model", MODEL, "--gpu", GPU, "--context", "4096", "--output-tokens", "256",
+    r = run("size", "--model", MODEL, "--gpu", GPU, "--prompt-tokens", "4096", "--output-tokens", "256",
             "--tpot-slo-ms", "30", "--ttft-slo-ms", "500", "--rate", "5", "--profile", "none", "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
@@ -92,26 +92,28 @@ def test_size_price_override_and_profile_none():
     assert d["price_usd_per_hour"] == 1.5 and "command line" in d["price_source"]
 
 
-def test_size_infeasible_still_exits_0_with_reasons():
+def test_size_infeasible_prints_the_plan_and_exits_1_with_one_line():
+    """An infeasible plan is still printed (JSON on stdout), then exits 1 with `error: infeasible: <reason>`."""
     r = run("size", "-m", MODEL, "-g", GPU, "--tpot-slo-ms", "0.5", "--json")
-    assert r.exit_code == 0
+    assert r.exit_code == 1
     d = json.loads(r.stdout)
     assert d["feasible"] is False and any("TPOT target" in x for x in d["reasons"])
+    assert _err_line(r).startswith("error: infeasible: TPOT target")
 
 
 @pytest.mark.parametrize(
     ("args", "field"),
     [
         (["--tp", "x"], "--tp"),
-        (["--context", "0"], "--context"),
-        (["--context", "-5"], "--context"),
+        (["--prompt-tokens", "0"], "--prompt-tokens"),
+        (["--prompt-tokens", "-5"], "--prompt-tokens"),
         (["--ttft-slo-ms", "nan"], "--ttft-slo-ms"),
         (["--tpot-slo-ms", "inf"], "--tpot-slo-ms"),
         (["--rate", "-1"], "--rate"),
         (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization"),
         (["--weight-dtype", "int3"], "--weight-dtype"),
         (["--kv-dtype", "int4"], "--kv-dtype"),
-        (["--tp", "4", "--gpus", "2"], "--gpus"),
+        (["--tp", "4", "--num-gpus", "2"], "--num-gpus"),
         (["--bogus", "1"], "--bogus"),
         (["--profile", "/no/such/profile.yaml"], "--profile"),
     ],
@@ -153,7 +155,7 @@ def test_sweep_writes_csv_with_expected_columns(tmp_path):
 
 def test_sweep_json_top_n():
     r = run("sweep", "-m", MODEL, "-g", GPU, "--weight-dtype", "bf16", "--kv-dtype", "fp8", "--tp", "1",
-            "--context", "1024", "--context", "8192", "--top", "3", "--json")
+            "--prompt-tokens", "1024", "--prompt-tokens", "8192", "--top", "3", "--json")
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)
     assert len(rows) == 3 and rows[0]["rank"] == 1

@@ -30,7 +30,8 @@ def test_cli_simulate_json():
 
 
 def test_cli_simulate_variants(tmp_path):
-    base = ("simulate", "--model", "mistral-7b-v0.3", "--gpu", "h200-sxm", "--profile", "none", "-n", "100")
+    base = ("simulate", "--model", "mistral-7b-v0.3", "--gpu", "h200-sxm", "--profile", "none", "-n", "100",
+            "--prompt-tokens", "512", "--output-tokens", "128")
     r = _cli(*base, "--concurrency", "8", "--compare-sequential", "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
@@ -67,9 +68,10 @@ def test_cli_simulate_bad_input_exits_2_naming_the_field(args, field):
 
 
 def test_cli_slo_search_csv_and_json():
-    args = ("slo-search", "--model", "mistral-7b-v0.3", "--gpus", "h200-sxm,l4", "--profile", "none",
-            "--ttft-p99-ms", "500", "--tpot-p99-ms", "50", "--target-rate", "40", "-n", "200")
-    r = _cli(*args, "--csv")
+    args = ("slo-search", "--model", "mistral-7b-v0.3", "--gpu", "h200-sxm,l4", "--profile", "none",
+            "--prompt-tokens", "512", "--output-tokens", "128",
+            "--ttft-slo-ms", "500", "--tpot-slo-ms", "50", "--rate", "40", "-n", "200")
+    r = _cli(*args, "--csv", "-")
     assert r.exit_code == 0, r.output
     lines = r.stdout.strip().splitlines()
     assert lines[0].startswith("model,gpu,weight_dtype") and len(lines) == 3
@@ -78,9 +80,12 @@ def test_cli_slo_search_csv_and_json():
     best = d["candidates"][0]
     assert best["gpu"] == "h200-sxm" and best["fits"] and best["replicas_for_target"] >= 1
     assert best["ttft_p99_s"] <= 0.5 and best["tpot_p99_s"] <= 0.05
-    r = _cli("slo-search", "--model", "llama-3.1-70b", "--gpus", "l4", "--tp", "1", "--profile", "none",
-             "--ttft-p99-ms", "500", "--tpot-p99-ms", "50", "-n", "50", "--json")
+    r = _cli("slo-search", "--model", "llama-3.1-70b", "--gpu", "l4", "--tp", "1", "--profile", "none",
+             "--prompt-tokens", "512", "--output-tokens", "128",
+             "--ttft-slo-ms", "500", "--tpot-slo-ms", "50", "-n", "50", "--json")
     row = json.loads(r.stdout)["candidates"][0]
-    assert r.exit_code == 0 and row["fits"] is False and "does not fit" in row["note"]
-    bad = _cli("slo-search", "--model", "mistral-7b-v0.3", "--ttft-p99-ms", "-1", "--tpot-p99-ms", "50")
-    assert bad.exit_code == 2 and "--ttft-p99-ms" in bad.output
+    # no candidate meets the targets: the rows are printed, then exit 1 with one line
+    assert r.exit_code == 1 and row["fits"] is False and "does not fit" in row["note"]
+    assert r.stderr.strip().startswith("error: infeasible: ")
+    bad = _cli("slo-search", "--model", "mistral-7b-v0.3", "--ttft-slo-ms", "-1", "--tpot-slo-ms", "50")
+    assert bad.exit_code == 2 and "--ttft-slo-ms" in bad.output

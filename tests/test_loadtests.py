@@ -89,7 +89,7 @@ def test_verify_plumbing_against_a_stand_in_server(tmp_path):
     boots the planned command, runs the two loads and replays them (the stand-in's timings mean nothing)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "tests" / "fake_vllm"), str(ROOT)]))
     r = subprocess.run([sys.executable, "-m", "planner.cli", "verify", "--model", "llama-3.1-8b", "--gpu", "h200-sxm",
-                        "--ttft-p99-ms", "500", "--tpot-p99-ms", "50", "--duration-s", "1", "--out", str(tmp_path),
+                        "--ttft-slo-ms", "500", "--tpot-slo-ms", "50", "--duration-s", "1", "--out", str(tmp_path),
                         "--port", "8187", "--json"], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
     s = json.loads(r.stdout)

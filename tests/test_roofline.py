@@ -123,3 +123,22 @@ def test_calibrated_profile_slows_things_down():
     ideal = decode_step_time(m, g, make_deployment(), 1, 100).time_s
     cal = decode_step_time(m, g, make_deployment(), 1, 100, profile=prof).time_s
     assert cal > ideal + 1e-3
+
+
+def test_a_prefill_keeps_every_part_of_its_steps():
+    """A one-step prefill is exactly that step: the fused-MoE GEMM and the dequantisation terms are summed
+    over a phase's steps like the others (they were once dropped, hiding the MoE GEMM from every prefill)."""
+    from planner import catalog
+    from planner.phases import prefill_time_costs
+    from planner.roofline import attended_prefill, hw_coeffs, model_costs, step_time
+    from planner.specs import Deployment
+
+    g = catalog.gpu("h200-sxm")
+    prof = catalog.profile_for("h200-sxm")
+    for model_id, wd in (("qwen3-30b-a3b", "bf16"), ("llama-3.1-8b", "fp8")):
+        m = catalog.model(model_id)
+        d = Deployment.for_gpu(g, weight_dtype=wd, max_num_batched_tokens=16384)
+        mc, hw = model_costs(m, d), hw_coeffs(g, wd, prof, m)
+        st = step_time(mc, hw, prefill_tokens=4096, prefill_attended=attended_prefill(mc, 0.0, 4096), sampled_seqs=1.0)
+        ph = prefill_time_costs(mc, hw, 4096, 1, 16384)
+        assert ph.time_s == pytest.approx(float(st.total_s) + hw.request_overhead_s, rel=1e-12)

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from planner import catalog, compare, cost_view, deploy_view, headline, inputs, views
+from planner import catalog, compare, cost_view, deploy_view, headline, inputs, ranking, views
 from planner.bands import band
 from planner.cost import with_price
 from planner.hf_import import model_from_config_bytes
@@ -194,20 +194,26 @@ def test_roofline_points_and_ridge():
 
 @pytest.fixture(scope="module")
 def sweep_frame():
-    return cost_view.ranking_sweep(catalog.model(MODEL), scenario(), same_dtypes=False)
+    """The Cost view's question for the default scenario (its dtypes, every batch up to the 160 users)."""
+    return cost_view.ranking_sweep(catalog.model(MODEL), scenario(), same_dtypes=True)
 
 
-def test_triangle_latency_is_ttft_plus_tpot_times_output(sweep_frame):
-    df, corners = views.triangle_frame(sweep_frame, 512)
+@pytest.fixture(scope="module")
+def triangle_frame():
+    return views.triangle_frame(cost_view.triangle_sweep(catalog.model(MODEL), scenario()), 512)
+
+
+def test_triangle_latency_is_ttft_plus_tpot_times_output(triangle_frame):
+    df, corners = triangle_frame
     np.testing.assert_allclose(df["latency_s"], df["ttft_s"] + 512 * df["tpot_s"])
     assert df["pareto"].any()
     assert set(corners["corner"]) == {"quality + latency", "quality + throughput", "latency + throughput"}
     assert set(corners["label"]) <= set(df.loc[df["pareto"], "label"])
 
 
-def test_triangle_draws_the_whole_front_and_a_thinned_cloud(sweep_frame):
+def test_triangle_draws_the_whole_front_and_a_thinned_cloud(triangle_frame):
     """Thousands of candidates, at most 200 drawn: every Pareto point, the rest one per chart cell."""
-    df, _ = views.triangle_frame(sweep_frame, 512)
+    df, _ = triangle_frame
     pts = views.triangle_points(df)
     assert len(df) > 2000 and len(pts) <= 200
     assert pts["pareto"].sum() == df["pareto"].sum()
@@ -224,14 +230,15 @@ def test_scenario_point_on_the_triangle():
 # ------------------------------------------------------------------------------- the one ranking (#13 part 2)
 
 
-def test_ranked_puts_every_row_meeting_the_targets_before_any_that_misses(sweep_frame):
-    r = cost_view.ranked(sweep_frame)
-    meets = r["meets_slo"].to_numpy()
-    assert meets.any() and not meets.all()
-    assert not (np.diff(meets.astype(int)) > 0).any()  # never a meeting row after a missing one
-    ok = r[r["meets_slo"]]["cost_usd_per_million_output_tokens_all_in"]
-    assert ok.is_monotonic_increasing  # then by the all-in cost
-    assert list(r["rank"]) == list(range(1, len(r) + 1))
+def test_the_cost_views_rows_are_in_the_one_ranking(sweep_frame):
+    """planner.ranking's order: every row meeting every target (TTFT, TPOT, context, no more requests per replica
+    than users) before any that misses one, then the all-in cost."""
+    ok = ranking.meets_targets(sweep_frame, 160).to_numpy()
+    assert ok.any() and not ok.all()
+    assert not (np.diff(ok.astype(int)) > 0).any()  # never a meeting row after a missing one
+    assert sweep_frame.loc[ok, ranking.RANK_KEY].is_monotonic_increasing
+    assert list(sweep_frame["rank"]) == list(range(1, len(sweep_frame) + 1))
+    assert sweep_frame["batch_size"].max() == 160 and sweep_frame["batch_size"].nunique() == 160
 
 
 @pytest.mark.parametrize("same", [True, False])
@@ -244,31 +251,37 @@ def test_cost_view_cheapest_is_planner_sweeps_first_row(same):
 
     from planner.cli import app as cli
 
-    sc = scenario()
-    best = cost_view.cheapest_per_gpu(cost_view.ranking_sweep(catalog.model(MODEL), sc, same))
-    argv = shlex.split(cost_view.sweep_command(sc, MODEL, same))[1:]
+    sc = scenario(target_users=40)
+    sw = cost_view.ranking_sweep(catalog.model(MODEL), sc, same)
+    best = views.cheapest_per_gpu(sw, sc.target_users)
+    argv = shlex.split(views.sweep_command(sc, MODEL, same))[1:]
     argv = argv[: argv.index("--csv")] + ["--json", "--top", "1"]
     res = CliRunner().invoke(cli, argv)
     assert res.exit_code == 0, res.output
     [cli_top] = json.loads(res.output)
     top = best.iloc[0]
-    for col in ("gpu_id", "weight_dtype", "kv_cache_dtype", "tensor_parallel", "batch_size", "rank"):
-        assert str(top[col]) == str(cli_top[col]), col
-    assert top["cost_usd_per_million_output_tokens_all_in"] == pytest.approx(
-        cli_top["cost_usd_per_million_output_tokens_all_in"], rel=1e-9)
-    assert cli_top["meets_slo"] and top["rank"] == 1
+    assert ranking.config_key(top) == ranking.config_key(cli_top) == ranking.config_key(sw.iloc[0])
+    assert int(top["csv_rank"]) == 1 == cli_top["rank"] and cli_top["meets_slo"]
+    assert top[ranking.RANK_KEY] == pytest.approx(cli_top[ranking.RANK_KEY], rel=1e-9)
 
 
 def test_cheapest_per_gpu_only_rows_meeting_the_targets_in_ranking_order(sweep_frame):
-    best = cost_view.cheapest_per_gpu(sweep_frame)
-    assert best["gpu_id"].is_unique and best["meets_slo"].all()
-    assert best["rank"].is_monotonic_increasing and best["rank"].iloc[0] == 1
+    best = views.cheapest_per_gpu(sweep_frame, 160)
+    assert best["gpu_id"].is_unique and best["meets_slo"].all() and (best["batch_size"] <= 160).all()
+    assert best["csv_rank"].is_monotonic_increasing and best["csv_rank"].iloc[0] == 1
+    assert best[ranking.RANK_KEY].is_monotonic_increasing
+    r = planned(scenario()).report
+    row = best[best["gpu_id"] == GPU].iloc[0]
+    if int(row["tensor_parallel"]) == 1:  # the scenario's own configuration: plan()'s batch and cost
+        assert int(row["batch_size"]) == r.batch_size
+        assert row[ranking.RANK_KEY] == pytest.approx(float(r.cost.usd_per_million_output_tokens_all_in))
 
 
 def test_cost_table_has_tp_quality_calibration_and_the_error_band(sweep_frame):
-    best = cost_view.cheapest_per_gpu(sweep_frame)
-    t = cost_view.cost_table(best, {k: g.name for k, g in catalog.gpus().items()})
-    for col in ("rank", "TP", "quality", "calibration", "error band", "$/M output (all-in)", "price source"):
+    best = views.cheapest_per_gpu(sweep_frame, 160)
+    t = views.cost_table(best, {k: g.name for k, g in catalog.gpus().items()})
+    assert list(t.columns[4:6]) == [ranking.RANK_LABEL, "$/M output"]  # the ranking key first among the money
+    for col in ("TP", "quality", "calibration", "error band", "rank in CSV", "price source"):
         assert col in t.columns, col
     modes = dict(zip(best["gpu_id"].astype(str), best["calibration_mode"].astype(str)))
     marked = dict(zip(best["gpu_id"].astype(str), t["calibration"]))
@@ -279,26 +292,31 @@ def test_cost_table_has_tp_quality_calibration_and_the_error_band(sweep_frame):
 
 
 def test_cheapest_sentence_marks_a_transferred_winner(sweep_frame):
-    best = cost_view.cheapest_per_gpu(sweep_frame)
+    best = views.cheapest_per_gpu(sweep_frame, 160)
     row = best[best["gpu_id"].astype(str) == "mi300x"].iloc[0]
     text = cost_view.cheapest_sentence(row, "AMD Instinct MI300X")
     assert "transferred from another GPU's calibration" in text and "no measured basis" in text
     assert "all-in" in text
+    assert "prefill included" in cost_view.RANKING_DEFINITION and "more requests per replica" in cost_view.RANKING_DEFINITION
 
 
-def test_sweep_key_ignores_what_the_ranked_sweep_does_not_depend_on():
-    a = cost_view.sweep_key(scenario(target_users=10, num_gpus=4, tensor_parallel=4), False)
-    assert a == cost_view.sweep_key(scenario(target_users=999, weight_dtype="int4"), False)
+def test_sweep_key_ignores_what_a_sweep_does_not_depend_on():
+    a = cost_view.sweep_key(scenario(num_gpus=4, tensor_parallel=4, weight_dtype="int4"), False)
+    assert a == cost_view.sweep_key(scenario(), False)
+    assert a != cost_view.sweep_key(scenario(target_users=999), False)  # the users cap the Cost view's batch
+    assert cost_view.sweep_key(scenario(target_users=10), None) == cost_view.sweep_key(scenario(), None)  # Triangle
     assert a != cost_view.sweep_key(scenario(prompt_tokens=8192), False)
     assert cost_view.sweep_key(scenario(), True) != cost_view.sweep_key(scenario(weight_dtype="fp8"), True)
     assert cost_view.sweep_key(scenario(price_usd_per_hour=1.0), False).gpu_id == GPU
 
 
-def test_sweep_command_is_the_cli_call():
-    assert cost_view.sweep_command(scenario(calibrated=False), MODEL) == (
-        "planner sweep -m mistral-7b-v0.3 --context 4096 --output-tokens 512 --ttft-slo-ms 2000 "
-        "--tpot-slo-ms 50 --profile none --csv sweep.csv")
-    assert "--weight-dtype bf16 --kv-dtype bf16 " in cost_view.sweep_command(scenario(), MODEL, True)
+def test_sweep_command_is_the_cost_views_question():
+    assert views.sweep_command(scenario(calibrated=False), MODEL) == (
+        "planner sweep -m mistral-7b-v0.3 --prompt-tokens 4096 --output-tokens 512 --ttft-slo-ms 2000 "
+        "--tpot-slo-ms 50 --users 160 --weight-dtype bf16 --kv-dtype bf16 --profile none --csv sweep.csv")
+    assert "--weight-dtype" not in views.sweep_command(scenario(), MODEL, same_dtypes=False)
+    assert views.cost_grid(scenario(target_users=20), True) == {
+        "batch_sizes": tuple(range(1, 21)), "weight_dtypes": ("bf16",), "kv_dtypes": ("bf16",)}
     assert cost_view.overrides_note(scenario(), "H200") is None
     assert "$9.00/GPU-hour" in cost_view.overrides_note(scenario(price_usd_per_hour=9.0), "H200")
 
@@ -308,9 +326,9 @@ def test_csv_bytes_are_what_write_csv_writes(sweep_frame, tmp_path):
 
 
 def test_pareto_frame_front_is_not_dominated_and_only_meets_the_targets(sweep_frame):
-    pf = cost_view.pareto_frame(sweep_frame, max_points=120)
+    pf = cost_view.pareto_frame(sweep_frame, 160, max_points=120)
     assert len(pf) <= 120 and pf["pareto"].any()
-    ranks = set(sweep_frame.loc[sweep_frame["meets_slo"], "rank"])
+    ranks = set(sweep_frame.loc[ranking.meets_targets(sweep_frame, 160), "rank"])
     assert set(pf["rank"]) <= ranks
     front = pf[pf["pareto"]]
     for _, r in front.iterrows():
@@ -452,61 +470,56 @@ def test_preset_state_sets_the_context_and_numbers_as_floats():
 # ------------------------------------------------------------------------------- the fleet headline
 
 
-def test_fleet_answer_is_the_ceiling_of_rate_over_a_replica():
-    """10 requests/s at r requests/s per replica: ⌈10 / r⌉ replicas; GPUs × price per hour; × 730 a month."""
-    p = planned(scenario())
-    r = p.report
-    fa = headline.fleet_answer(r, headline.Demand("requests/s", rate_per_s=10.0))
-    per = float(r.throughput.requests_per_s)
-    assert fa.requests_per_s_per_replica == pytest.approx(per)
-    assert fa.replicas == int(np.ceil(10.0 / per)) and fa.gpus == fa.replicas
-    assert fa.usd_per_hour == pytest.approx(fa.gpus * p.gpu.price_usd_per_hour)
-    assert fa.usd_per_month == pytest.approx(fa.usd_per_hour * 730)
-    assert fa.latency_s == pytest.approx(r.slo.ttft_s + r.tpot_effective_s * 512)
-    assert fa.in_flight == pytest.approx(10.0 * fa.latency_s)
+def test_the_headline_fleet_is_planner_size_for_the_demand():
+    """The dashboard's fleet is `planner size --rate` / `--users --think-time-s` for the scenario's replica: the
+    command it prints gives the same replicas, GPUs and $/month."""
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app as cli
+
+    sc = scenario()
+    p = planned(sc)
+    for demand in (headline.Demand("requests/s", rate_per_s=10.0),
+                   headline.Demand("users + think time", active_users=2000, think_s=30.0)):
+        fa = headline.demand_fleet(p, demand).fleet
+        res = CliRunner().invoke(cli, [*shlex.split(headline.fleet_command(sc, MODEL, demand))[1:], "--json"])
+        assert res.exit_code == 0, res.output
+        cli_fleet = json.loads(res.output)["fleet"]
+        assert (cli_fleet["replicas"], cli_fleet["num_gpus"]) == (fa.replicas, fa.num_gpus)
+        assert cli_fleet["usd_per_month"] == pytest.approx(fa.usd_per_month)
+        assert fa.usd_per_month == pytest.approx(fa.num_gpus * p.gpu.price_usd_per_hour * 730)
 
 
-def test_fleet_answer_from_users_and_think_time():
-    """Little's law: 2,000 users each asking once per (30 s + latency) send 2,000 / (30 + latency) requests/s."""
-    r = planned(scenario()).report
-    fa = headline.fleet_answer(r, headline.Demand("users + think time", active_users=2000, think_s=30.0))
-    assert fa.rate_per_s == pytest.approx(2000 / (30.0 + fa.latency_s))
-    assert fa.replicas == int(np.ceil(fa.rate_per_s / fa.requests_per_s_per_replica))
+def test_fleet_from_users_and_think_time_is_littles_law():
+    """2,000 users each asking once per (30 s + E2E) send 2,000 / (30 + E2E) requests/s."""
+    fa = headline.demand_fleet(planned(scenario()), headline.Demand("users + think time", active_users=2000,
+                                                                    think_s=30.0)).fleet
+    assert fa.request_rate_per_s == pytest.approx(2000 / (30.0 + fa.e2e_s))
+    assert fa.replicas >= int(np.ceil(fa.request_rate_per_s / fa.requests_per_s_per_replica))
 
 
 def test_fleet_band_brackets_the_answer_and_says_when_there_is_no_basis():
-    r = planned(scenario()).report
-    fa = headline.fleet_answer(r, headline.Demand("requests/s", rate_per_s=50.0))
-    b = max(r.bands["ttft"].pct, r.bands["tpot"].pct)
-    assert fa.band.pct == b
-    lo, hi = fa.replicas_range
-    per = fa.requests_per_s_per_replica
-    assert lo == int(np.ceil(50 / (per * (1 + b / 100)))) <= fa.replicas
-    assert fa.replicas <= hi == int(np.ceil(50 / (per * (1 - b / 100))))
-    assert f"±{b:.0f} %" in fa.band_sentence() and "per month" in fa.band_sentence()
-    ideal = headline.fleet_answer(planned(scenario(calibrated=False)).report, headline.Demand("requests/s", 50.0))
-    assert ideal.replicas_range is None and "no measured basis" in ideal.band_sentence()
+    fa = headline.demand_fleet(planned(scenario()), headline.Demand("requests/s", rate_per_s=50.0)).fleet
+    assert fa.replicas_low <= fa.replicas <= fa.replicas_high and fa.throughput_band_pct > 0
+    assert headline.fleet_sentence(fa, headline.Demand("requests/s", 50.0)).endswith(f"Error band: {fa.band_text()}.")
+    ideal = headline.demand_fleet(planned(scenario(calibrated=False)), headline.Demand("requests/s", 50.0)).fleet
+    assert ideal.throughput_band_pct is None and "no error band" in ideal.band_text()
 
 
-def test_fleet_answer_golden_numbers_of_the_docstring():
-    """headline's docstring: 2,000 users, 30 s think, 2.1 s answers -> 62.3 req/s; 2.6 req/s per replica ->
-    24 replicas = 24 GPUs; $4.54 × 24 = $108.96/hour; × 730 = $79,540.80/month."""
-    rate = headline.Demand("users + think time", active_users=2000, think_s=30.0).rate(2.1)
-    assert rate == pytest.approx(62.305, abs=1e-3)
-    assert int(np.ceil(rate / 2.6)) == 24
-    assert 24 * 4.54 * headline.HOURS_PER_MONTH == pytest.approx(79_540.80)
-
-
-def test_fleet_answer_without_a_feasible_batch_says_why():
-    fa = headline.fleet_answer(planned(scenario(tpot_slo_s=0.5 * MS)).report, headline.Demand("requests/s", 5.0))
-    assert fa.replicas == 0 and fa.reason.startswith("No fleet") and "TPOT target 0.5 ms is below" in fa.reason
+def test_no_fleet_without_a_feasible_batch():
+    d = headline.Demand("requests/s", 5.0)
+    fa = headline.demand_fleet(planned(scenario(tpot_slo_s=0.5 * MS)), d).fleet
+    assert fa.batch_size_per_replica == 0 and headline.fleet_sentence(fa, d).startswith("**No fleet can be sized")
 
 
 def test_headline_metric_rows():
     p = planned(scenario())
-    fa = headline.fleet_answer(p.report, headline.Demand("requests/s", 10.0))
-    labels = [x[0] for x in headline.fleet_metrics(fa, p.gpu.name, "src")]
-    assert labels == ["Replicas", "GPUs", "$ / hour", "$ / month"]
+    fa = headline.demand_fleet(p, headline.Demand("requests/s", 10.0)).fleet
+    rows = headline.fleet_metrics(fa, "src")
+    assert [x[0] for x in rows] == ["Replicas", "GPUs", "$ / hour", "$ / month"]
+    assert rows[1][1] == f"{fa.num_gpus:,}" and "Error band" in rows[0][2]
     rows = headline.detail_metrics(p.report, 1, views.mem)
     assert [x[0] for x in rows] == ["Max concurrent users", "KV cache pool / GPU", "TTFT (one prompt)",
                                     "SLO-feasible batch", "TPOT at that batch", "$ / M output tokens"]
@@ -547,7 +560,7 @@ def test_pinned_scenarios_round_trip_through_the_url_token():
 def test_compare_frame_one_column_per_scenario():
     a, b = planned(scenario()), planned(scenario(kv_cache_dtype="fp8"))
     d = headline.Demand("requests/s", 10.0)
-    items = [(n, p, headline.fleet_answer(p.report, d), "calibrated profile") for n, p in (("now", a), ("1. fp8", b))]
+    items = [(n, p, headline.demand_fleet(p, d).fleet, "calibrated profile") for n, p in (("now", a), ("1. fp8", b))]
     df = compare.compare_frame(items)
     assert list(df.columns) == ["quantity", "now", "1. fp8"]
     q = df.set_index("quantity")
@@ -567,7 +580,7 @@ def test_deploy_panel_is_planner_deploys_bundle_for_the_chosen_plan():
     assert panel.refusal is None and "vllm serve" in b.serve_command and "mistral" in b.serve_command.lower()
     t = deploy_view.deploy_predictions(b).set_index("predicted")["value"]
     assert t["KV cache pool per GPU"].endswith("tokens)") and "GiB" in t["KV cache pool per GPU"]
-    assert b.replicas == headline.fleet_answer(p.report, headline.Demand("requests/s", 10.0)).replicas
+    assert b.replicas == headline.demand_fleet(p, headline.Demand("requests/s", 10.0)).fleet.replicas
     names = zipfile.ZipFile(io.BytesIO(deploy_view.files_zip(b.files))).namelist()
     assert sorted(names) == sorted(f"deploy/{n}" for n in b.files) and "deploy/serve.sh" in names
 
@@ -578,14 +591,12 @@ def test_deploy_panel_refuses_in_a_sentence():
     assert "TP 16" in panel.refusal
 
 
-def test_plan_report_markdown_has_the_answer_the_ranking_and_the_sizing_table():
+def test_plan_report_is_planner_reports_for_the_scenario_and_its_demand():
     p = planned(scenario())
-    fa = headline.fleet_answer(p.report, headline.Demand("requests/s", 10.0))
-    md = deploy_view.plan_report_markdown(p, fa, "10 requests/s", "Cheapest configuration meeting every target: **x**",
-                                          "planner sweep -m m", "calibrated profile")
-    assert md.startswith("# Plan: Mistral 7B") and f"{fa.gpus:,} GPUs" in md and "/month" in md
-    assert "Cheapest configuration meeting every target: x" in md and "planner sweep -m m" in md
-    assert "Memory per GPU" in md and "## Error bands" in md
+    da = headline.demand_fleet(p, headline.Demand("requests/s", 10.0))
+    md = deploy_view.plan_report_markdown(p, da)
+    assert md.startswith("# Plan: Mistral 7B") and f"{da.fleet.num_gpus:,} × " in md and "/month" in md
+    assert "vllm serve" in md and "## Fleet" in md
 
 
 def test_picked_state_keeps_the_number_of_replicas():

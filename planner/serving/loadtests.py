@@ -32,6 +32,7 @@ from planner.serving.config import EngineConfig
 from planner.serving.engine import simulate
 from planner.serving.result import percentiles
 from planner.serving.step_cost import StepCost
+from planner.units import MS
 from planner.workloads import make_requests
 
 NAN = float("nan")
@@ -133,8 +134,8 @@ def read_guidellm(path: str | Path) -> list[LoadTest]:
         where = f"{path.name} benchmarks[{i}]"
         try:
             start = np.array([float(r["request_start_time"]) for r in reqs])
-            ttft = np.array([float(r["time_to_first_token_ms"]) / 1e3 for r in reqs])
-            tpot = np.array([NAN if r.get("inter_token_latency_ms") is None else float(r["inter_token_latency_ms"]) / 1e3
+            ttft = np.array([float(r["time_to_first_token_ms"]) * MS for r in reqs])
+            tpot = np.array([NAN if r.get("inter_token_latency_ms") is None else float(r["inter_token_latency_ms"]) * MS
                              for r in reqs])
             e2e = np.array([float(r["request_latency"]) for r in reqs])
             inp = np.array([int(r["prompt_tokens"]) for r in reqs])

@@ -1,0 +1,272 @@
+"""A plan report a manager can act on: one configuration, its engine flags, the fleet for a demand, its latency
+percentiles, cost, quality and where every number comes from — as Markdown, HTML and a CSV in human units.
+
+:func:`plan_report` is pure (no files, no network; the simulation is seeded): ``planner report`` writes its
+three texts, and the dashboard can offer them for download::
+
+    from planner.fleet import plan_for_demand
+    from planner.plan_report import plan_report
+
+    report, fleet = plan_for_demand(model, gpu, deployment, workload, profile, users=160)
+    pr = plan_report(model, gpu, report, fleet, profile, calibration_note=mode_line)
+    pr.markdown(), pr.html(), pr.csv_text()      # str each; pr.as_dict() for JSON
+
+What it holds: model, GPU, TP/PP, dtypes, the ``vllm serve`` command of one replica
+(:func:`planner.deploy.serve_command`, vLLM 0.26 flags), the demand (users and think time, or the rate), the
+fleet (replicas, GPUs, $/hour, $/month, the band's range: :mod:`planner.fleet`), TTFT and TPOT p50/p99 from the
+simulator (one replica under Poisson arrivals at the fleet's rate ÷ replicas; :func:`planner.serving.simulate`,
+the first 10 % of requests left out as warm-up) with the error bands of :mod:`planner.bands`, the planned
+steady-state latencies, all-in $ per million output tokens (the ranking key, :mod:`planner.ranking`), quality,
+and the calibration mode with its source.  The raw sweep CSV (:func:`planner.report.write_csv`) is another file.
+"""
+
+from __future__ import annotations
+
+import csv
+import html as html_mod
+import io
+import math
+from dataclasses import dataclass, field
+
+from planner.fleet import HOURS_PER_MONTH, FleetAnswer
+from planner.profile import CalibrationProfile
+from planner.ranking import RANK_DEFINITION
+from planner.report import SizingReport
+from planner.specs import GpuSpec, ModelSpec
+from planner.units import MS, GiB
+
+__all__ = ["PlanReport", "plan_report", "simulated_percentiles"]
+
+#: Requests a report simulates per replica: max(this, rate × SIM_SECONDS), at most SIM_MAX_REQUESTS.
+SIM_MIN_REQUESTS = 1000
+SIM_SECONDS = 120.0
+SIM_MAX_REQUESTS = 5000
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """The report's rows (section, quantity, value in ``unit``, unit, band/note), its headline and command."""
+
+    title: str
+    headline: list[str]
+    rows: list[tuple[str, str, object, str, str]]
+    serve_command: str
+    feasible: bool
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def sections(self) -> dict[str, list[tuple[str, object, str, str]]]:
+        out: dict[str, list] = {}
+        for sec, q, v, unit, note in self.rows:
+            out.setdefault(sec, []).append((q, v, unit, note))
+        return out
+
+    def value(self, quantity: str):
+        """The value of the first row named ``quantity`` (KeyError if none)."""
+        for _, q, v, _, _ in self.rows:
+            if q == quantity:
+                return v
+        raise KeyError(quantity)
+
+    def as_dict(self) -> dict:
+        return {"title": self.title, "headline": list(self.headline), "serve_command": self.serve_command,
+                "feasible": self.feasible, "reasons": list(self.reasons), "warnings": list(self.warnings),
+                "notes": list(self.notes),
+                "rows": [{"section": s, "quantity": q, "value": _json(v), "unit": u, "band_or_note": n}
+                         for s, q, v, u, n in self.rows]}
+
+    def csv_text(self) -> str:
+        """One row per quantity: section, quantity, value (in the unit of its row), unit, band or note."""
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["section", "quantity", "value", "unit", "band_or_note"])
+        for s, q, v, u, n in self.rows:
+            w.writerow([s, q, _cell(v, plain=True), u, n])
+        return buf.getvalue()
+
+    def markdown(self) -> str:
+        lines = [f"# {self.title}", "", *[f"**{h}**  " if i == 0 else h.strip() for i, h in enumerate(self.headline)],
+                 ""]
+        lines += [f"> **Infeasible:** {r}" for r in self.reasons]
+        lines += [f"> **Warning:** {w}" for w in self.warnings]
+        lines += ["", "## Engine (one replica)", "", "```bash", self.serve_command, "```", ""]
+        for sec, rows in self.sections().items():
+            lines += [f"## {sec}", "", "| quantity | value | unit | band / note |", "| --- | ---: | --- | --- |"]
+            lines += [f"| {q} | {_md(_cell(v))} | {u} | {_md(n)} |" for q, v, u, n in rows]
+            lines.append("")
+        if self.notes:
+            lines += ["## Notes", "", *[f"- {n}" for n in self.notes], ""]
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        e = html_mod.escape
+        body = [f"<h1>{e(self.title)}</h1>", *[f"<p>{'<strong>' if i == 0 else ''}{e(h.strip())}"
+                                              f"{'</strong>' if i == 0 else ''}</p>" for i, h in enumerate(self.headline)]]
+        body += [f'<p class="bad"><strong>Infeasible:</strong> {e(r)}</p>' for r in self.reasons]
+        body += [f'<p class="warn"><strong>Warning:</strong> {e(w)}</p>' for w in self.warnings]
+        body += ["<h2>Engine (one replica)</h2>", f"<pre><code>{e(self.serve_command)}</code></pre>"]
+        for sec, rows in self.sections().items():
+            body += [f"<h2>{e(sec)}</h2>", "<table>",
+                     "<tr><th>quantity</th><th>value</th><th>unit</th><th>band / note</th></tr>"]
+            body += [f"<tr><td>{e(q)}</td><td class=\"num\">{e(_cell(v))}</td><td>{e(u)}</td><td>{e(n)}</td></tr>"
+                     for q, v, u, n in rows]
+            body.append("</table>")
+        if self.notes:
+            body += ["<h2>Notes</h2>", "<ul>", *[f"<li>{e(n)}</li>" for n in self.notes], "</ul>"]
+        style = ("body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}"
+                 "table{border-collapse:collapse;margin-bottom:1rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;"
+                 "text-align:left}td.num{text-align:right}pre{background:#f4f4f4;padding:.5rem;white-space:pre-wrap}"
+                 ".bad{color:#a00}.warn{color:#a60}")
+        return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                f"<title>{e(self.title)}</title><style>{style}</style></head><body>\n"
+                + "\n".join(body) + "\n</body></html>\n")
+
+
+def _json(v):
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def _cell(v, plain: bool = False) -> str:
+    """A value as text: 4 significant digits (whole numbers from 1,000), thousands separated unless ``plain``
+    (the CSV: numbers a spreadsheet reads), '—' for none."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "" if plain else "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    sep = "" if plain else ","
+    if isinstance(v, float):
+        return f"{v:{sep}.4g}" if abs(v) < 1000 else f"{v:{sep}.0f}"
+    if isinstance(v, int):
+        return f"{v:{sep}}"
+    return str(v)
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def simulated_percentiles(model: ModelSpec, gpu: GpuSpec, report: SizingReport, profile: CalibrationProfile,
+                          rate_per_replica_s: float, *, seed: int = 0) -> dict:
+    """TTFT / TPOT / E2E p50 and p99 (s) of one replica under Poisson arrivals at ``rate_per_replica_s``
+    (:func:`planner.serving.simulate`, fixed seed; the first 10 % by arrival left out as warm-up), with the
+    number of requests simulated."""
+    from planner.serving import engine_setup, percentiles, simulate
+    from planner.serving.load import measured_window
+    from planner.workloads import synthetic
+
+    w = report.workload
+    n = int(min(SIM_MAX_REQUESTS, max(SIM_MIN_REQUESTS, math.ceil(rate_per_replica_s * SIM_SECONDS))))
+    cost, cfg = engine_setup(model, gpu, report.deployment, profile)
+    res = simulate(synthetic(n, w.prompt_tokens, w.output_tokens, rate_per_s=rate_per_replica_s, seed=seed), cost, cfg)
+    idx = measured_window(res)
+    done = idx[res.completed[idx]]
+    out = {"num_requests": n, "rate_per_replica_s": rate_per_replica_s, "seed": seed}
+    for key, arr in (("ttft", res.ttft_s), ("tpot", res.tpot_s), ("e2e", res.e2e_s)):
+        p = percentiles(arr[done]) if done.size else {"p50": math.nan, "p99": math.nan}
+        out[f"{key}_p50_s"], out[f"{key}_p99_s"] = p["p50"], p["p99"]
+    return out
+
+
+def _calibration_source(profile: CalibrationProfile) -> str:
+    if profile.mode == "ideal":
+        return "datasheet roofline, no measurement"
+    used = f" on {', '.join(profile.models_used)}" if profile.models_used else ""
+    src = f"{profile.engine or 'engine'} {profile.engine_version or '?'}, fitted {profile.created[:10] or '?'}{used}"
+    if profile.mode == "transferred":
+        return f"measured on {profile.transferred_from} ({src}), applied to {profile.gpu_id}'s datasheet roofs"
+    return f"measured on {profile.gpu_id} ({src})"
+
+
+def plan_report(model: ModelSpec, gpu: GpuSpec, report: SizingReport, fleet: FleetAnswer,
+                profile: CalibrationProfile, *, calibration_note: str = "", chosen: str | None = None,
+                seed: int = 0, simulate_latency: bool = True) -> PlanReport:
+    """The :class:`PlanReport` of ``report`` (one replica's plan) and ``fleet`` (its demand; module docstring).
+    ``chosen``: how the configuration was chosen (e.g. :meth:`planner.choose.Choice.sentence`).
+    ``simulate_latency=False`` leaves the simulated percentiles out (no simulation is run)."""
+    from planner.deploy import serve_command
+
+    d, w, q, c = report.deployment, report.workload, report.quality, report.cost
+    bands = {k: (b.text() if b is not None else "no band") for k, b in
+             ((k, report.bands.get(k)) for k in ("ttft", "tpot", "kv_capacity"))}
+    serve = serve_command(model, gpu, d, max_model_len=w.context_tokens, profile=profile)
+    rows: list[tuple[str, str, object, str, str]] = []
+
+    def add(section, quantity, value, unit="", note=""):
+        rows.append((section, quantity, value, unit, note))
+
+    cfg = "Configuration"
+    add(cfg, "model", f"{model.name} ({model.id})")
+    add(cfg, "GPU", f"{gpu.name} ({gpu.id})")
+    add(cfg, "tensor parallel", d.tensor_parallel, "GPUs")
+    add(cfg, "pipeline parallel", d.pipeline_parallel, "stages")
+    add(cfg, "weights", d.weight_dtype)
+    add(cfg, "KV cache", d.kv_cache_dtype)
+    add(cfg, "gpu_memory_utilization", d.gpu_memory_utilization)
+    add(cfg, "max_num_seqs", d.max_num_seqs, "sequences")
+    add(cfg, "max_num_batched_tokens", d.max_num_batched_tokens, "tokens")
+    if chosen:
+        add(cfg, "chosen", chosen)
+
+    dem = "Demand"
+    if fleet.users is not None:
+        add(dem, "users", fleet.users)
+        add(dem, "think time", fleet.think_time_s, "s")
+    add(dem, "request rate", fleet.request_rate_per_s, "req/s",
+        "what the users send: users / (think time + E2E)" if fleet.users is not None else "")
+    add(dem, "prompt tokens", w.prompt_tokens, "tokens")
+    add(dem, "output tokens", w.output_tokens, "tokens")
+    add(dem, "TTFT target", None if w.ttft_slo_s is None else w.ttft_slo_s / MS, "ms")
+    add(dem, "TPOT target", None if w.tpot_slo_s is None else w.tpot_slo_s / MS, "ms")
+
+    fl = "Fleet"
+    add(fl, "replicas", fleet.replicas, "", fleet.band_text())
+    add(fl, "GPUs", fleet.num_gpus)
+    add(fl, "cost per hour", round(fleet.usd_per_hour, 2), "USD")
+    add(fl, "cost per month", round(fleet.usd_per_month), "USD", f"{HOURS_PER_MONTH:g} hours")
+    add(fl, "requests in flight per replica", report.batch_size, "requests")
+    add(fl, "capacity per replica", fleet.requests_per_s_per_replica, "req/s")
+    add(fl, "utilisation", None if fleet.utilization is None else round(100 * fleet.utilization, 1), "%")
+
+    lat = "Latency, simulated"
+    rate = (fleet.request_rate_per_s / fleet.replicas if fleet.request_rate_per_s
+            else fleet.requests_per_s_per_replica)
+    if simulate_latency and report.batch_size and rate > 0:
+        sim = simulated_percentiles(model, gpu, report, profile, rate, seed=seed)
+        how = (f"one replica, Poisson at {rate:,.3g} req/s, {sim['num_requests']:,} requests (seed {seed}), "
+               f"first 10 % left out")
+        for key, name in (("ttft", "TTFT"), ("tpot", "TPOT")):
+            for pq in ("p50", "p99"):
+                add(lat, f"{name} {pq}", sim[f"{key}_{pq}_s"] / MS, "ms", bands[key])
+        add(lat, "E2E p50", sim["e2e_p50_s"], "s")
+        add(lat, "E2E p99", sim["e2e_p99_s"], "s", how)
+        ok = all(t is None or sim[f"{k}_p99_s"] <= t for k, t in (("ttft", w.ttft_slo_s), ("tpot", w.tpot_slo_s)))
+        add(lat, "p99 meets the targets", ok, "", "" if ok else (
+            "the fleet is sized on the steady-state latencies; under Poisson arrivals p99 misses a target: "
+            "`planner slo-search` finds the rate each replica holds at p99"))
+    steady = "Latency, planned steady state"
+    add(steady, "TTFT joining the batch", report.slo.ttft_s / MS if report.batch_size else None, "ms", bands["ttft"])
+    add(steady, "TPOT (mean)", report.tpot_effective_s / MS if report.batch_size else None, "ms", bands["tpot"])
+    add(steady, "max concurrency (KV cache)", report.max_concurrency, "requests", bands["kv_capacity"])
+    add(steady, "KV pool per GPU", round(report.memory.kv_pool_bytes / GiB, 2), "GiB")
+
+    cost = "Cost"
+    add(cost, "$ per million output tokens (all-in)", float(c.usd_per_million_output_tokens_all_in), "USD",
+        RANK_DEFINITION.split(";")[0])
+    add(cost, "price per GPU-hour", report.price_usd_per_hour, "USD", f"{report.price_source}, {report.price_date}")
+
+    qual = "Quality"
+    if q.benchmark:
+        add(qual, q.benchmark, round(q.score, 1), "%", f"published {q.published_score:.1f} × retention "
+            f"{q.retention:.3f} for {d.weight_dtype} weights / {d.kv_cache_dtype} KV ({q.score_source_url})")
+    else:
+        add(qual, "benchmark", None, "", "no published score in the catalog")
+
+    cal = "Calibration"
+    add(cal, "mode", report.profile_mode, "", calibration_note)
+    add(cal, "source", _calibration_source(profile))
+
+    title = f"Plan: {model.name} on {gpu.name}"
+    return PlanReport(title=title, headline=fleet.lines(), rows=rows, serve_command=serve.shell(),
+                      feasible=report.feasible, reasons=list(report.reasons), warnings=list(report.warnings),
+                      notes=list(report.notes) + list(serve.notes))

@@ -1,0 +1,47 @@
+"""planner.presets: every preset meets its own targets — its GPU count is its own fleet answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner import catalog
+from planner.presets import PRESETS, resolve, sized_num_gpus
+from planner.scenario import Scenario, plan_scenario, scenario_gpu, scenario_profile
+
+
+def planned_preset(vals: dict):
+    sc = Scenario(model_key=vals["model_id"], gpu_id=vals["gpu_id"], num_gpus=vals["num_gpus"],
+                  tensor_parallel=vals["tensor_parallel"], weight_dtype=vals["weight_dtype"],
+                  kv_cache_dtype=vals["kv_cache_dtype"], gpu_memory_utilization=0.92,
+                  prompt_tokens=vals["prompt_tokens"], output_tokens=vals["output_tokens"],
+                  target_users=vals["target_users"], ttft_slo_s=vals["ttft_slo_s"], tpot_slo_s=vals["tpot_slo_s"],
+                  price_usd_per_hour=0.0, calibrated=True)
+    return plan_scenario(sc, catalog.model(sc.model_key), scenario_gpu(sc.gpu_id, 0.0), scenario_profile(sc.gpu_id))
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_meets_its_own_targets(name):
+    """Applied as the dashboard applies it (resolve on the catalog, the default calibrated latency model), a preset
+    plans feasibly with no shortfall warning: its replicas hold every target user within the targets
+    (it had 4, 2 and 1 GPUs where its targets needed 12, 12 and 16)."""
+    p = PRESETS[name]
+    vals = resolve(p, catalog.models(), catalog.gpus())
+    assert vals["num_gpus"] == p.num_gpus  # the committed count is the fleet answer on the committed catalog
+    r = planned_preset(vals).report
+    assert r.feasible and r.batch_size >= 1, r.reasons
+    assert not r.warnings, r.warnings
+    assert r.fleet.num_gpus <= vals["num_gpus"]
+    assert r.deployment.replicas * r.batch_size >= p.target_users
+
+
+def test_a_preset_falling_back_to_another_model_or_gpu_is_sized_for_it():
+    p = PRESETS["premium chat"]
+    models, gpus = catalog.models(), catalog.gpus()
+    vals = resolve(p, {"mistral-7b-v0.3": models["mistral-7b-v0.3"]}, {"a100-sxm-80gb": gpus["a100-sxm-80gb"]})
+    assert (vals["model_id"], vals["gpu_id"]) == ("mistral-7b-v0.3", "a100-sxm-80gb")
+    want = sized_num_gpus(p, models["mistral-7b-v0.3"], gpus["a100-sxm-80gb"],
+                          catalog.resolve_profile("auto", "a100-sxm-80gb")[0])
+    assert vals["num_gpus"] == want
+    r = planned_preset(vals).report
+    assert r.feasible and not r.warnings
+    assert resolve(p, ["llama-3.1-70b"], ["h200-sxm"])["num_gpus"] == p.num_gpus  # ids only: the committed count
