@@ -48,7 +48,7 @@ def test_multiturn_records_keep_their_parents():
     assert t.prompt_tokens[child] > t.prompt_tokens[t.parent[child]] + t.output_tokens[t.parent[child]]
 
 
-@pytest.mark.parametrize("text,why", [("{", "not a JSON"), ('{"a": 1}', "--save-detailed"),
+@pytest.mark.parametrize("text,why", [("{", "x.json: malformed JSON at line 1"), ('{"a": 1}', "--save-detailed"),
                                       ('{"benchmarks": []}', "no successful requests")])
 def test_bad_files_are_one_clear_error(tmp_path, text, why):
     f = tmp_path / "x.json"
