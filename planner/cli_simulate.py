@@ -27,6 +27,7 @@ from planner.cli_common import (
     emit_json,
     error_exit,
     finite,
+    refuse_unless_starts,
     table,
 )
 from planner.specs import vllm_serve_defaults
@@ -164,10 +165,15 @@ def simulate_cmd(
                                                                          "to this CSV file.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Simulate serving under load: TTFT/TPOT/E2E percentiles, throughput, KV usage, preemptions."""
+    """Simulate serving under load: TTFT/TPOT/E2E percentiles, throughput, KV usage, preemptions.
+
+    A deployment vLLM would not start with max_model_len = the longest request (TP beyond a node or not
+    dividing the heads, a request beyond the model's context limit or the KV pool, weights that do not fit)
+    is refused: exit 1, one line `error: <flag>: <reason>` (bad input exits 2)."""
     from planner import catalog
     from planner.serving import engine_setup, simulate, simulate_sequential
     from planner.specs import Deployment
+    from planner.startup import startup_check
     from planner.traces import load_trace
 
     _check_load(rate, concurrency, trace)
@@ -187,8 +193,6 @@ def simulate_cmd(
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
     spec = _spec(spec_preset, spec_k, spec_acceptance, spec_draft_cost)
     prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
-    cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching, spec=spec,
-                             kv_capacity_tokens=kv_capacity_tokens)
     if trace is not None:
         if workload is not None:
             raise error_exit("--workload", "give either --trace or --workload")
@@ -198,6 +202,13 @@ def simulate_cmd(
                                output_tokens=output_tokens, shared_prefix_tokens=shared_prefix_tokens,
                                burstiness_cv=burstiness_cv, seed=seed)
         reqs = make(rate, concurrency)
+    # vLLM started with max_model_len = the longest request: would it start at all? (exit 1 if not)
+    refuse_unless_starts(startup_check(m, g, dep, _longest_request(reqs), prof, kv_capacity_tokens=kv_capacity_tokens),
+                         {"max_model_len": _length_flag(trace, workload, {
+                             "--prompt-tokens": prompt_tokens, "--shared-prefix-tokens": shared_prefix_tokens,
+                             "--output-tokens": output_tokens})})
+    cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching, spec=spec,
+                             kv_capacity_tokens=kv_capacity_tokens)
     res = simulate_sequential(reqs, cost) if sequential else simulate(reqs, cost, cfg)
     out = res.summary()
     out.update({
@@ -270,10 +281,24 @@ def _print_sim(d: dict, mode_line: str, cfg) -> None:
 
 
 def _csv_list(value: str, flag: str) -> list[str]:
-    items = [x.strip() for x in value.split(",") if x.strip()]
+    from planner.cli_common import MAX_LIST_VALUES
+
+    items = list(dict.fromkeys(x.strip() for x in value.split(",") if x.strip()))  # once each, in order
     if not items:
         raise error_exit(flag, "expected a comma-separated list")
+    if len(items) > MAX_LIST_VALUES:
+        raise error_exit(flag, f"at most {MAX_LIST_VALUES} values, got {len(items):,}")
     return items
+
+
+def _longest_request(reqs) -> int:
+    """Tokens of the longest request (prompt + output): the max_model_len vLLM must be started with."""
+    return int((reqs.prompt_tokens + reqs.output_tokens).max())
+
+
+def _length_flag(trace, workload, sizes: dict[str, int]) -> str:
+    """The flag a too-long request comes from: --trace, --workload, else the largest of the length flags."""
+    return "--trace" if trace is not None else "--workload" if workload else max(sizes, key=sizes.get)
 
 
 @cli_errors
@@ -312,9 +337,13 @@ def slo_search_cmd(
     csv_out: Annotated[bool, typer.Option("--csv", help="Print CSV (raw SI values, unit-suffixed columns).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Highest request rate per GPU meeting p99 TTFT and p99 TPOT, per GPU/dtype/TP, with $/Mtok."""
+    """Highest request rate per GPU meeting p99 TTFT and p99 TPOT, per GPU/dtype/TP, with $/Mtok.
+
+    A candidate vLLM would not start (max_model_len = the longest request of the workload) is listed with
+    fits = false and the reason in its note."""
     from planner import catalog
     from planner.serving import FLEET_COLUMNS, fleet_candidates
+    from planner.serving.load import MAX_TRIAL_REQUESTS
 
     if workload == "batch":
         raise error_exit("--workload", "slo-search needs arrivals at a rate; 'batch' has none")
@@ -336,10 +365,12 @@ def slo_search_cmd(
             raise error_exit("--tp", "TP sizes must be >= 1")
     if max_num_batched_tokens and max_num_seqs and max_num_batched_tokens < max_num_seqs:
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
+    longest = (shared_prefix_tokens + prompt_tokens + output_tokens if workload is None
+               else _longest_request(make(1.0, None, MAX_TRIAL_REQUESTS)))  # the longest any trial can draw
     rows = fleet_candidates(m, [(g, catalog.resolve_profile(profile, g.id, field="--profile")[0]) for g in gs], dtypes,
                             kv_dtype, tps, make, ttft_p99_ms * MS, tpot_p99_ms * MS, target_rate_per_s=target_rate,
                             enable_prefix_caching=prefix_caching, max_num_seqs=max_num_seqs,
-                            max_num_batched_tokens=max_num_batched_tokens)
+                            max_num_batched_tokens=max_num_batched_tokens, max_model_len=longest)
     if csv_out:
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=FLEET_COLUMNS, lineterminator="\n")

@@ -156,13 +156,15 @@ def sweep_cmd(
 
         typer.echo(frame_json(head))
         return
-    typer.echo(f"{len(df):,} configurations of {m.name}; {int(df['meets_slo'].sum()):,} meet the SLO"
+    typer.echo(f"{len(df):,} configurations of {m.name}; {int(df['starts'].sum()):,} can start (vLLM's start-up "
+               f"rule); {int(df['meets_slo'].sum()):,} meet the SLO"
                + (f"; written to {csv}" if csv else ""))
     table(
-        ["#", "gpu", "w", "kv", "TP", "prompt", "batch", "fits", "SLO", "TTFT ms", "TPOT ms", "tok/s/GPU",
+        ["#", "gpu", "w", "kv", "TP", "prompt", "batch", "starts", "fits", "SLO", "TTFT ms", "TPOT ms", "tok/s/GPU",
          "$/M out (all-in)", "mode"],
         [[int(r.rank), r.gpu_id, r.weight_dtype, r.kv_cache_dtype, int(r.tensor_parallel), f"{r.prompt_tokens:,}",
-          int(r.batch_size), "y" if r.fits else "n", "y" if r.meets_slo else "n", f"{r.ttft_s / MS:,.1f}",
+          int(r.batch_size), "y" if r.starts else "n", "y" if r.fits else "n", "y" if r.meets_slo else "n",
+          f"{r.ttft_s / MS:,.1f}",
           f"{r.tpot_s / MS:,.2f}", f"{r.output_tokens_per_s_per_gpu:,.0f}",
           f"{r.cost_usd_per_million_output_tokens_all_in:,.4f}", r.calibration_mode] for r in head.itertuples()],
     )
