@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 import warnings
 from typing import Annotated, Any
@@ -82,8 +83,8 @@ def check_option_bounds(params, values: dict) -> None:
         if isinstance(v, (list, tuple)) and len(items) > MAX_LIST_VALUES:
             raise error_exit(flag, f"at most {MAX_LIST_VALUES} values, got {len(items):,}")
         for x in items:
-            if isinstance(x, os.PathLike) and "\x00" in os.fspath(x):
-                raise error_exit(flag, "a file name cannot hold a NUL byte")
+            if isinstance(x, os.PathLike):
+                _check_path_option(flag, os.fspath(x))
             if isinstance(x, bool) or not isinstance(x, (int, float)):
                 continue
             lo, hi = OPTION_BOUNDS.get(p.name, (None, None))
@@ -94,6 +95,21 @@ def check_option_bounds(params, values: dict) -> None:
                 raise error_exit(flag, f"{x:,} is out of range (at most {_fmt_bound(limit)} in size)")
             if lo is not None and not lo <= x <= hi:
                 raise error_exit(flag, f"must be between {_fmt_bound(lo)} and {_fmt_bound(hi)}, got {x:,}")
+
+
+def _check_path_option(flag: str, path: str) -> None:
+    """A path no command can use without hanging or failing obscurely: a NUL byte, or a named pipe / socket
+    outside /dev (opening a FIFO with no reader or writer waits forever; /dev/stdout, /dev/fd/N are explicit)."""
+    if "\x00" in path:
+        raise error_exit(flag, "a file name cannot hold a NUL byte")
+    if path.startswith("/dev/"):
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        raise error_exit(flag, f"{path} is a named pipe or socket (it could wait forever); give a regular file")
 
 
 def cli_errors(fn):

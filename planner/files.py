@@ -135,8 +135,8 @@ def csv_rows(text: str, name: str) -> tuple[list[str], Iterator[tuple[int, dict]
 
 
 def check_writable(path: str | Path, field: str) -> Path:
-    """``path`` if a file can be written there (not an existing directory: a device such as /dev/null or
-    /dev/stdout is fine); SpecError naming ``field`` (the flag) otherwise."""
+    """``path`` if a file can be written there (not an existing directory, not a named pipe or socket, which
+    could block forever: /dev/null, /dev/stdout and /dev/fd/N are fine); SpecError naming ``field`` otherwise."""
     path = Path(path)
     try:
         st = os.stat(path)
@@ -148,4 +148,6 @@ def check_writable(path: str | Path, field: str) -> Path:
         raise SpecError(f"{field}: not a usable file name ({err})") from None
     if stat.S_ISDIR(st.st_mode):
         raise SpecError(f"{field}: {path} is a directory; give a file path")
+    if (stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)) and not str(path).startswith("/dev/"):
+        raise SpecError(f"{field}: {path} is {_kind(st.st_mode)} (writing could wait forever); give a file path")
     return path

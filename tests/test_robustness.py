@@ -116,6 +116,16 @@ def test_validate_reads_a_bom_csv(tmp_path):
     assert json.loads(r.stdout)["rows"][0]["batch_size"] == "1"
 
 
+def test_named_pipes_are_refused_for_output_and_input(tmp_path):
+    """Opening a FIFO with nobody at the other end waits forever: every path option refuses one by name."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    cfg = ROOT / "tests" / "data" / "loadtests" / "guidellm-mock-fixed.json"
+    one_error(run("import-hf", cfg, "--id", "x", "--out", fifo), 2, "--out", "named pipe")
+    one_error(run("sweep", "-m", MODEL, "--csv", fifo), 2, "--csv", "named pipe")
+    one_error(run("simulate", "-m", MODEL, "-g", GPU, "-n", "5", "--trace", fifo), 2, "--trace", "named pipe")
+
+
 def test_file_arguments_that_are_directories_or_devices(tmp_path):
     one_error(run("import-hf", tmp_path), 2, "is a directory")
     one_error(run("validate", "/dev/zero"), 2, "/dev/zero", "character device")
