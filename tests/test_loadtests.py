@@ -48,7 +48,7 @@ def test_multiturn_records_keep_their_parents():
     assert t.prompt_tokens[child] > t.prompt_tokens[t.parent[child]] + t.output_tokens[t.parent[child]]
 
 
-@pytest.mark.parametrize("text,why", [("{", "not a JSON"), ('{"a": 1}', "--save-detailed"),
+@pytest.mark.parametrize("text,why", [("{", "x.json: malformed JSON at line 1"), ('{"a": 1}', "--save-detailed"),
                                       ('{"benchmarks": []}', "no successful requests")])
 def test_bad_files_are_one_clear_error(tmp_path, text, why):
     f = tmp_path / "x.json"
@@ -60,7 +60,7 @@ def test_bad_files_are_one_clear_error(tmp_path, text, why):
 def test_engine_hints_come_from_the_boot_record():
     h = engine_hints(SERVE / "bench-r26.json")
     assert h == {"kv_capacity_tokens": (57489 - 1) * 16, "max_num_seqs": 1024, "max_num_batched_tokens": 8192,
-                 "prefix_caching": True}
+                 "prefix_caching": True, "served_model": "llama-3.1-8b"}
 
 
 def test_replay_of_the_real_h200_runs():
