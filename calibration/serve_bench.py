@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 import traceback
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -113,8 +114,12 @@ class Server:
     def post(self, path: str, body: dict, timeout_s: float = 120) -> dict:
         req = urllib.request.Request(self.url(path), data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=timeout_s) as r:
-            return json.loads(r.read().decode())
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as r:
+                return json.loads(r.read().decode())
+        except urllib.error.HTTPError as err:  # keep the server's reason (vLLM's ErrorResponse message)
+            body = err.read().decode("utf-8", errors="replace")[:2000]
+            raise RuntimeError(f"HTTP {err.code} from {path}: {body}") from None
 
     def stop(self) -> None:
         """SIGINT (vLLM shuts its engine down), then SIGKILL for the server and every child left."""
@@ -372,9 +377,13 @@ def main(argv: list[str] | None = None) -> int:
         smoke = []
         for i in range(3):
             t = time.perf_counter()
-            r = server.post("/v1/completions", {"model": model.id, "prompt": "w5 w6 w7 w8", "max_tokens": 16,
-                                                "ignore_eos": True, "temperature": 0.0})
-            smoke.append({"latency_s": time.perf_counter() - t, "usage": r.get("usage")})
+            try:  # a refused smoke request is recorded with the server's reason; the load runs still go
+                r = server.post("/v1/completions", {"model": model.id, "prompt": "w5 w6 w7 w8", "max_tokens": 16,
+                                                    "ignore_eos": True, "temperature": 0.0})
+                smoke.append({"latency_s": time.perf_counter() - t, "usage": r.get("usage")})
+            except Exception as err:  # noqa: BLE001
+                smoke.append({"latency_s": time.perf_counter() - t, "error": f"{type(err).__name__}: {err}"[:2000]})
+                print(f"SMOKE request refused: {err}", flush=True)
         append_record(records, {"type": "smoke", "requests": smoke})
         for i, text in enumerate(ns.run):
             run = parse_kv(text, "--run")

@@ -145,16 +145,24 @@ def read_vllm_bench(path: str | Path) -> LoadTest:
         itl_sum = np.array([sum(_float(y) for y in x) if isinstance(x, list) and x else NAN for x in itls], dtype=float)
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{path.name}: 'itls' holds a non-number") from None
-    ok = np.isfinite(ttft) & (out >= 1)
-    e2e = np.where(ok, ttft + np.nan_to_num(itl_sum), NAN)
-    tpot = np.where(ok & (out > 1), itl_sum / np.maximum(out - 1, 1), NAN)
-    conc = d.get("max_concurrency")
-    conc = int(conc) if isinstance(conc, int) and not isinstance(conc, bool) and 0 < conc <= MAX_REQUESTS else 0
     if not np.isfinite(start).all():
         raise ValueError(f"{path.name}: 'start_times' must hold finite numbers")
+    # A failed request (an 'errors' entry, or no token back) is left out of the replay and counted: one the
+    # server refused (HTTP 400) never reached the engine; one that broke mid-stream did, which the count shows.
+    errors = d.get("errors")
+    errs = np.array([bool(e) for e in errors], dtype=bool) if isinstance(errors, list) and len(errors) == n \
+        else np.zeros(n, dtype=bool)
+    good = ~errs & np.isfinite(ttft) & (out >= 1)
+    if not good.any():
+        raise ValueError(f"{path.name}: none of its {n} requests succeeded (see its 'errors'); nothing to replay")
+    start, inp, out, ttft, itl_sum = (a[good] for a in (start, inp, out, ttft, itl_sum))
+    e2e = ttft + np.nan_to_num(itl_sum)
+    tpot = np.where(out > 1, itl_sum / np.maximum(out - 1, 1), NAN)
+    conc = d.get("max_concurrency")
+    conc = int(conc) if isinstance(conc, int) and not isinstance(conc, bool) and 0 < conc <= MAX_REQUESTS else 0
     info = {"request_rate": d.get("request_rate"), "burstiness": d.get("burstiness"), "max_concurrency": conc,
-            "completed": d.get("completed"), "failed": d.get("failed")}
-    return _checked(LoadTest(path.stem, "vllm bench serve", start - np.nanmin(start), inp, out, ttft, tpot, e2e,
+            "completed": d.get("completed"), "failed": d.get("failed"), "failed_left_out": int((~good).sum())}
+    return _checked(LoadTest(path.stem, "vllm bench serve", start - start.min(), inp, out, ttft, tpot, e2e,
                              closed_loop=conc, info=info), path.name)
 
 
