@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
-# `planner verify` again after the synthetic tokenizer's fix (a quarter of the first run's requests were refused
-# by vLLM's prompt-text length check, see calibration/tokenizer.py), then the TP 2 serving runs of the
-# 2026-11-30 campaign (Qwen2.5-32B), whose smoke request had stopped them with an HTTP 400 of unknown reason
-# (now recorded with the server's message, and no longer fatal), on an H200 ×2 host.
-# Usage (on the device, repository root as cwd, vLLM in /root/site): bash calibration/campaigns/h200x2-verify.sh OUTDIR
+# The TP 2 serving runs of Qwen2.5-32B once more, after the synthetic tokenizer moved to its own folder (the
+# h200x2-verify.sh run showed transformers 5 reading it as a Qwen2Tokenizer: prompts of 0-2 tokens, 83 % refused).
+# Usage (on the device, repository root as cwd, vLLM in /root/site): bash calibration/campaigns/h200x2-tp2.sh OUTDIR
 set -u
 R=$(cd "$(dirname "$0")/../.." && pwd)
 D=$1
