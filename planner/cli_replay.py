@@ -56,7 +56,7 @@ def replay_cmd(
     every command, :mod:`planner.startup`) exits 1 with one line `error: infeasible: <flag or file>: <reason>`."""
     from planner import catalog
     from planner.serving import EngineConfig, StepCost
-    from planner.serving.loadtests import engine_hints, read_load_test, replay_load_test
+    from planner.serving.loadtests import engine_hints, read_load_test, replay_load_test, with_shared_prefix
     from planner.memory import memory_budget
     from planner.specs import Deployment
     from planner.startup import startup_check
@@ -81,7 +81,7 @@ def replay_cmd(
         if dep.max_num_batched_tokens < dep.max_num_seqs:
             raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({dep.max_num_seqs}), as vLLM requires")
         cap = kv_capacity_tokens or hints.get("kv_capacity_tokens")
-        tests = read_load_test(f)
+        tests = [with_shared_prefix(t, hints.get("shared_prefix_tokens")) for t in read_load_test(f)]
         longest = max(int((t.prompt_tokens + t.output_tokens).max()) for t in tests)
         refuse_unless_starts(startup_check(m, g, dep, longest, prof, kv_capacity_tokens=cap),
                              {"max_model_len": str(f), "kv_capacity_tokens": "--kv-capacity-tokens"})

@@ -329,4 +329,19 @@ def engine_hints(path: str | Path) -> dict:
         out["prefix_caching"] = "--no-enable-prefix-caching" not in argv
     if "--served-model-name" in argv and argv.index("--served-model-name") + 1 < len(argv):
         out["served_model"] = argv[argv.index("--served-model-name") + 1][:200]
+    bench = next((r for r in recs if r.get("type") == "bench" and r.get("file") == Path(path).name), None)
+    spec = bench.get("spec") if bench else None
+    if isinstance(spec, dict) and spec.get("prefix"):  # vllm bench serve --random-prefix-len: one prefix for all
+        out["shared_prefix_tokens"] = whole(spec["prefix"], "the run's prefix")
     return out
+
+
+def with_shared_prefix(test: LoadTest, prefix_tokens: int | None) -> LoadTest:
+    """``test`` with every request starting with the same ``prefix_tokens`` tokens (one prefix group), as
+    ``vllm bench serve --random-prefix-len`` sends them; unchanged when it already says its prefixes or when
+    ``prefix_tokens`` is 0/None."""
+    if not prefix_tokens or test.prefix_tokens is not None or test.parent is not None:
+        return test
+    n = test.arrival_s.size
+    return replace(test, prefix_group=np.zeros(n, dtype=np.int64),
+                   prefix_tokens=np.minimum(int(prefix_tokens), test.prompt_tokens).astype(np.int64))
