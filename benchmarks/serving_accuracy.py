@@ -10,6 +10,11 @@ lengths, multi-turn parents and engine settings:
   run fits the OpenAI server's per-request overhead, so it is reported but not a held-out check), the
   agentic run (24 sessions x 4 turns, 1,024-token system prompt), Mixtral-8x7B (MoE) at concurrency 1 and
   32 and at 6 req/s.
+* calibration/data/h200x2-2026-12-01/*: ``vllm serve`` + ``vllm bench serve`` again, none of it fitted on:
+  Llama-3.1-8B with chat-like lengths (1,024/128 ± 80 % uniform) at 10, 24 and 36 req/s, a 2,048-token
+  shared prefix + 256 unique tokens at 8 and 20 req/s with prefix caching on and at 20 req/s with it off;
+  ``planner verify``'s two runs (1,024/128 at the predicted knee and half of it); Qwen2.5-32B at TP 2
+  (the TP 2 profile terms were fitted on Llama-3.1-8B) at 8 req/s and at concurrency 1, 16 and 64.
 
 Targets, below saturation: output throughput within 3 %, TPOT p50 within 7 %, TTFT p50 within 10 %, TTFT
 p99 within 20 %; at and above saturation, throughput within 5 %.  Also: slo-search's rate below the
@@ -18,6 +23,7 @@ simulated saturation, and 10,000 simulated requests < 1 s (benchmarks/simulate_s
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -32,8 +38,10 @@ from planner.serving import engine_setup, max_rate_under_slo, replay  # noqa: E4
 from planner.specs import Deployment  # noqa: E402
 
 KEYS = ("output_tokens_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")
-SATURATED = {"fixed-p512-o128-r80", "shared-pc-off-s2048-u256-r32", "bench-p6"}  # measured queues kept growing
-FIT_ON = {"bench-r12"}  # the HTTP frontend overhead is fitted on it
+SATURATED = {"fixed-p512-o128-r80", "shared-pc-off-s2048-u256-r32", "bench-p6",  # measured queues kept growing
+             "bench-prefix20off"}
+FIT_ON = {"bench-r12"}
+CLOSED_LOOP = re.compile(r"bench-c\d+")  # vllm bench serve --max-concurrency N runs  # the HTTP frontend overhead is fitted on it
 
 
 def check(name: str, e: dict, missed: list, saturated: bool) -> None:
@@ -73,7 +81,19 @@ def main() -> int:
             if c.tool == "multi-turn":
                 note += f"prefix-cache hit rate simulated {hit:.1%} (vLLM reported 89.9 %)"
             print(line(f"{c.name} ({c.num_requests} req)", e, note))
-            if c.name not in FIT_ON and not (c.name.startswith("bench-c")):  # closed loops: no rate target
+            if c.name not in FIT_ON and not CLOSED_LOOP.fullmatch(c.name):  # closed loops: no rate target
+                check(f"{folder}/{c.name}", e, missed, sat)
+    data = ROOT / "calibration/data/h200x2-2026-12-01"
+    for folder, model in (("serve-llama-chat", "llama-3.1-8b"), ("serve-llama-nocache", "llama-3.1-8b"),
+                          ("verify-llama", "llama-3.1-8b"), ("serve-qwen2.5-32b-tp2", "qwen2.5-32b")):
+        print(f"vllm serve + vllm bench serve, 2026-12-01 ({folder}):")
+        for c in replay_folder(data / folder, model, prof):
+            e = {k: c.error_pct(k) for k in KEYS}
+            sat = c.name in SATURATED
+            hit = c.predicted.get("prefix_cache_hit_rate")
+            note = ("saturated " if sat else "") + (f"prefix-cache hit rate simulated {hit:.1%}" if hit else "")
+            print(line(f"{c.name} ({c.num_requests} req)", e, note))
+            if not CLOSED_LOOP.fullmatch(c.name):  # closed loops (bench-c<concurrency>): no rate target
                 check(f"{folder}/{c.name}", e, missed, sat)
     g = catalog.gpu("h200-sxm")
     m = catalog.model("llama-3.1-8b")

@@ -218,7 +218,13 @@ def fit_shape_corrections(points: list[Measurement], profile: CalibrationProfile
 def nccl_from_microbench(records: list[dict], link_bandwidth_bytes_per_s: float) -> tuple[float, float] | None:
     """(latency s, bus bandwidth ÷ link bandwidth) of NCCL all-reduce: the smallest messages' time and the
     largest messages' bus bandwidth (nccl-tests' definition) from ``allreduce`` records."""
-    rows = [row for r in records if r.get("type") == "allreduce" for row in r.get("rows", [])]
+    def ok(row) -> bool:  # a damaged row is left out, not fatal
+        return isinstance(row, dict) and all(
+            isinstance(row.get(k), (int, float)) and not isinstance(row.get(k), bool) and 0 < row[k] < float("inf")
+            for k in ("message_bytes", "time_s", "bus_bandwidth_bytes_per_s"))
+
+    rows = [row for r in records if r.get("type") == "allreduce" and isinstance(r.get("rows"), list)
+            for row in r["rows"] if ok(row)]
     if not rows:
         return None
     rows.sort(key=lambda x: x["message_bytes"])

@@ -1,6 +1,8 @@
 """Raw calibration records: an append-only JSONL file, one JSON object per line, written as each
 measurement is taken (a crash or an OOM loses nothing) and read back tolerantly (a torn last line
-from a killed process is skipped, not fatal).  Pure Python."""
+from a killed process, or any other bad line, is skipped and counted with its line number, not fatal).
+An append after a torn line starts on a fresh line, so the new record is never glued to the fragment.
+Pure Python."""
 
 from __future__ import annotations
 
@@ -13,38 +15,75 @@ from pathlib import Path
 from planner.jsonl import read_jsonl
 from planner.units import GiB as GIB
 
+#: What an id may be when it becomes part of a file name (the catalog's id pattern): no '/', no '..'.
+SAFE_ID = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,99}$")
+#: An engine version in a file name: '0.26.0', '0.26.0+cu129', '0.7.3.dev12'.
+SAFE_VERSION = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+_\-]{0,63}$")
+
+
+def safe_name_part(value, field: str, pattern: re.Pattern = SAFE_ID) -> str:
+    """``value`` if it may be part of a file name (``pattern``: no separators, no leading dot); a ValueError
+    naming ``field`` otherwise -- output paths are built from validated ids only (a record's ``gpu`` of
+    '../../x' must not write outside the profiles folder)."""
+    if not (isinstance(value, str) and pattern.match(value) and ".." not in value):
+        raise ValueError(f"{field}: {str(value)[:60]!r} cannot name a file (expected {pattern.pattern})")
+    return value
 
 
 def append_record(path: Path, record: dict) -> None:
-    """Append one record and flush it to disk before returning."""
+    """Append one record as one line and flush it to disk before returning.  A file that does not end with a
+    newline (its last line torn by a killed process) gets one first: the new record starts a fresh line."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(record, sort_keys=True, default=float)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line + "\n")
+    line = json.dumps(record, sort_keys=True, default=float).encode("utf-8") + b"\n"
+    with open(path, "ab+") as f:  # appends go to the end whatever the read position
+        size = f.seek(0, os.SEEK_END)
+        if size:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                line = b"\n" + line
+        f.write(line)
         f.flush()
         os.fsync(f.fileno())
 
 
-def read_records(path: Path) -> list[dict]:
-    """All complete records of a JSONL file (a torn or non-JSON line is skipped)."""
-    return read_jsonl(path)
+def read_records(path: Path, skipped: list[tuple[int, str]] | None = None) -> list[dict]:
+    """All complete records of a JSONL file, each a :class:`planner.jsonl.Record` knowing its line; a torn,
+    non-UTF-8 or non-JSON line is skipped and, with ``skipped``, listed as (line number, reason)."""
+    return read_jsonl(path, skipped)
 
 
-def probe_key(rec: dict) -> tuple:
+def _int(rec: dict, key: str, default: int) -> int:
+    v = rec.get(key)
+    v = default if v is None else v
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")) \
+            or int(v) != v:
+        raise ValueError(f"{key}: expected a whole number, got {str(v)[:40]!r}")
+    return int(v)
+
+
+def probe_key(rec: dict) -> tuple | None:
     """Identity of a probe point, for --resume: the same key is not measured twice (the GPU, the engine's
-    dtypes, TP and role are part of it: a validation point is not a fit point)."""
-    return (
-        rec.get("gpu"), rec.get("model"), rec.get("weight_dtype", "bf16"), rec.get("kv_cache_dtype", "auto"),
-        int(rec.get("tensor_parallel", 1)), rec.get("role", "fit"), rec.get("metric"),
-        int(rec.get("batch_size", 0)), int(rec.get("prompt_tokens", 0)), int(rec.get("output_tokens", 0)),
-        int(rec.get("chunk_tokens", 0)),
-    )
+    dtypes, TP and role are part of it: a validation point is not a fit point).  None for a record whose
+    numbers are not whole numbers (a damaged line cannot say which point it measured)."""
+    try:
+        key = (
+            rec.get("gpu"), rec.get("model"), rec.get("weight_dtype", "bf16"), rec.get("kv_cache_dtype", "auto"),
+            _int(rec, "tensor_parallel", 1), rec.get("role", "fit"), rec.get("metric"),
+            _int(rec, "batch_size", 0), _int(rec, "prompt_tokens", 0), _int(rec, "output_tokens", 0),
+            _int(rec, "chunk_tokens", 0),
+        )
+        hash(key)
+        return key
+    except (ValueError, TypeError, OverflowError):
+        return None
 
 
 def done_keys(records: list[dict]) -> set[tuple]:
-    """Probe points already measured successfully."""
-    return {probe_key(r) for r in records if r.get("type") == "probe" and r.get("status") == "ok"}
+    """Probe points already measured successfully (damaged records count as not measured)."""
+    keys = {probe_key(r) for r in records if r.get("type") == "probe" and r.get("status") == "ok"}
+    keys.discard(None)
+    return keys
 
 
 def sha256_file(path: Path) -> str:

@@ -50,22 +50,27 @@ FRONTEND_FIT = (f"{CAMPAIGN}/serve-llama-3.1-8b", "llama-3.1-8b", "bench-r12")
 COMMAND = "python -m calibration.refit  # see calibration/refit.py for which engines are fitted and held out"
 
 
-def inputs() -> tuple[list[dict], list, list]:
-    """(every raw record, their measurements with this refit's roles, the serving runs' held-out points)."""
+def inputs(excluded: list[str] | None = None) -> tuple[list[dict], list, list]:
+    """(every raw record, their measurements with this refit's roles, the serving runs' held-out points);
+    unreadable lines and records left out of the fit are added to ``excluded`` ('file:line: why')."""
     records, points = [], []
     for name, role in RAW.items():
         path = DATA / name
-        recs = read_records(path)
+        skipped: list[tuple[int, str]] = []
+        recs = read_records(path, skipped)
+        if excluded is not None:
+            excluded += [f"{path.name}:{k}: {why}" for k, why in skipped]
         records += recs
-        points += points_from_records(recs, f"calibration/data/{name}", role=role)
+        points += points_from_records(recs, f"calibration/data/{name}", role=role, excluded=excluded)
     extra = [p for folder, model in SERVING.items() for p in serving_points(DATA / folder, model)]
     return records, points, extra
 
 
 def main() -> int:
     paths = {DATA / name: role for name, role in RAW.items()}
-    records, points, extra = inputs()
-    prof, points = fit_profile(records, points=points, extra_validation=extra)
+    excluded: list[str] = []
+    records, points, extra = inputs(excluded)
+    prof, points = fit_profile(records, points=points, extra_validation=extra, excluded=excluded)
     folder, model_id, run = FRONTEND_FIT
     prof = prof.model_copy(update={"http_frontend_overhead_s": fit_http_frontend(DATA / folder, model_id, prof, run)})
     # the fit transferred to every GPU of calibration/data/public (also rewrites its comparison.csv)
@@ -86,6 +91,7 @@ def main() -> int:
     for k, b in {**prof.error_bands, **prof.transfer_error_bands}.items():
         print(f"  band {k:30s} ±{b.pct:5.1f}% (median {b.median_pct:4.1f}%, n={b.n}, {b.basis})")
     print(f"  public check: {sum(c.comparable for c in comparisons)} of {len(comparisons)} published rows compared")
+    print(f"  {len(excluded)} raw line(s)/record(s) left out of the fit" + "".join(f"\n    {x}" for x in excluded))
     return 0
 
 

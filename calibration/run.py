@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from calibration.probes import MULTICAST_OFF
-from calibration.records import append_record, parse_engine_log, read_records
+from calibration.records import SAFE_VERSION, append_record, parse_engine_log, read_records, safe_name_part
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -123,6 +123,10 @@ def parse_job(entry: str, default_kvs: tuple[str, ...] = ("auto",)) -> list[dict
     weights = weights or "bf16"
     if not model:
         raise CalibrationError(f"--model: expected MODEL[:KV][@WEIGHTS][+mixed], got {entry!r}")
+    try:  # the id becomes part of log file names: a catalog id, never a path
+        safe_name_part(model, "--model")
+    except ValueError as err:
+        raise CalibrationError(str(err)) from None
     if weights not in WEIGHT_BITS or weights in ("nf4", "mxfp4", "fp16"):
         raise CalibrationError(f"--model: weights '{weights}' in {entry!r} cannot be probed; use bf16, fp8, int8 or int4")
     if kv and kv not in ("auto", "bf16", "fp8"):
@@ -167,16 +171,20 @@ def remaining_points(records: list[dict], model_id: str, kv: str, role: str, qui
     from calibration.records import done_keys, probe_key
     from planner import catalog
 
+    def whole(r, key, default):
+        v = r.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else default
+
     eng = [r for r in records if r.get("type") == "engine" and r.get("model") == model_id
-           and r.get("kv_cache_dtype") == kv and r.get("role") == role and int(r.get("tensor_parallel", 1)) == tp
+           and r.get("kv_cache_dtype") == kv and r.get("role") == role and whole(r, "tensor_parallel", 1) == tp
            and r.get("weight_dtype", "bf16") == weight_dtype]
     if not eng:
         return -1
-    e = eng[-1]
-    cap = (e.get("num_gpu_blocks") or 0) * e.get("block_size", 16) or None
+    e = eng[-1]  # a damaged number in the engine record falls back to the probe plan's defaults
+    cap = whole(e, "num_gpu_blocks", 0) * whole(e, "block_size", 16) or None
     done = done_keys(records)
-    pts = plan_points(quick=quick, kv_capacity_tokens=cap, max_model_len=e.get("max_model_len", 32768), role=role,
-                      mixed=mixed, max_num_batched_tokens=e.get("max_num_batched_tokens", 16384),
+    pts = plan_points(quick=quick, kv_capacity_tokens=cap, max_model_len=whole(e, "max_model_len", 32768), role=role,
+                      mixed=mixed, max_num_batched_tokens=whole(e, "max_num_batched_tokens", 16384),
                       **size_limits(catalog.model(model_id)))
     base = {"gpu": e.get("gpu"), "model": model_id, "kv_cache_dtype": kv, "tensor_parallel": tp, "role": role,
             "weight_dtype": weight_dtype}
@@ -200,6 +208,13 @@ def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     day = env_rec["date"][:10]
+    try:  # file names from validated ids only: the catalog GPU id, vLLM's version, a plain --raw-name
+        safe_name_part(gpu_id, "--gpu")
+        safe_name_part(str(env_rec["vllm_version"]), "vllm version", SAFE_VERSION)
+        if raw_name is not None:
+            safe_name_part(raw_name, "--raw-name", SAFE_VERSION)
+    except ValueError as err:
+        raise CalibrationError(str(err)) from None
     raw = out_dir / (raw_name or f"{gpu_id}-vllm{env_rec['vllm_version']}-{day}.jsonl")
     if raw.exists() and not resume:
         raise CalibrationError(f"{raw} exists: pass --resume to continue it, or another --out")

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 import traceback
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -113,8 +114,12 @@ class Server:
     def post(self, path: str, body: dict, timeout_s: float = 120) -> dict:
         req = urllib.request.Request(self.url(path), data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=timeout_s) as r:
-            return json.loads(r.read().decode())
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as r:
+                return json.loads(r.read().decode())
+        except urllib.error.HTTPError as err:  # keep the server's reason (vLLM's ErrorResponse message)
+            body = err.read().decode("utf-8", errors="replace")[:2000]
+            raise RuntimeError(f"HTTP {err.code} from {path}: {body}") from None
 
     def stop(self) -> None:
         """SIGINT (vLLM shuts its engine down), then SIGKILL for the server and every child left."""
@@ -159,13 +164,14 @@ def scrape(metrics_text: str) -> dict:
 # -------------------------------------------------------------------------------------- the tools
 
 
-def bench_serve(server: Server, model_dir: Path, out_dir: Path, run: dict, seed: int, timeout_s: float) -> Path:
+def bench_serve(server: Server, model_dir: Path, out_dir: Path, run: dict, seed: int, timeout_s: float,
+                tokenizer_dir: Path | None = None) -> Path:
     """One ``vllm bench serve`` run (random dataset) -> its saved JSON with per-request timings."""
     name = run["name"]
     path = out_dir / f"bench-{name}.json"
     cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm",
            "--host", "127.0.0.1", "--port", str(server.port), "--model", str(model_dir),
-           "--served-model-name", run["served_model_name"], "--tokenizer", str(model_dir),
+           "--served-model-name", run["served_model_name"], "--tokenizer", str(tokenizer_dir or model_dir),
            "--dataset-name", "random", "--random-input-len", str(int(run["input"])),
            "--random-output-len", str(int(run["output"])), "--random-range-ratio", f"{run.get('ratio', 0.0):g}",
            "--random-prefix-len", str(int(run.get("prefix", 0))), "--num-prompts", str(int(run["n"])),
@@ -182,7 +188,8 @@ def bench_serve(server: Server, model_dir: Path, out_dir: Path, run: dict, seed:
     return path
 
 
-def guidellm(server: Server, model_dir: Path, out_dir: Path, spec: dict, served: str, timeout_s: float) -> Path:
+def guidellm(server: Server, model_dir: Path, out_dir: Path, spec: dict, served: str, timeout_s: float,
+             tokenizer_dir: Path | None = None) -> Path:
     """GuideLLM (0.8: ``guidellm run``) at a constant rate with synthetic prompts -> its JSON report
     (per request: ``request_start_time``, ``time_to_first_token_ms``, ``inter_token_latency_ms``, ...)."""
     name = spec.get("name", "run")
@@ -190,7 +197,7 @@ def guidellm(server: Server, model_dir: Path, out_dir: Path, spec: dict, served:
     data = f"kind=synthetic_text,prompt_tokens={int(spec.get('input', 512))},output_tokens={int(spec.get('output', 128))}"
     cmd = [sys.executable, "-m", "guidellm", "run",
            "--backend", f"kind=openai_http,target={server.url('')},model={served},request_format=/v1/completions",
-           "--tokenizer", f"kind=huggingface_auto,model={model_dir}", "--data", data,
+           "--tokenizer", f"kind=huggingface_auto,model={tokenizer_dir or model_dir}", "--data", data,
            "--profile", f"kind={spec.get('profile', 'poisson') if isinstance(spec.get('profile'), str) else 'poisson'},"
                         f"rate={spec.get('rate', 5):g}",
            "--constraint", f"kind=min_requests,count={int(spec.get('n', 200))}",
@@ -334,11 +341,14 @@ def main(argv: list[str] | None = None) -> int:
     profile = catalog.profile_for(gpu.id, transfer=True)
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"serve-bench-{model.id}-{ns.weight_dtype}-{ns.port}"
     model_dir = write_hf_config(model, work, ns.weight_dtype)
-    write_tokenizer(model_dir, model.vocab_size)
+    # The tokenizer in its own folder, with no config.json: transformers 5 picks a tokenizer class from the
+    # model's config.json (model_type qwen2 -> Qwen2Tokenizer, which ignores the word-level tokenizer.json and
+    # turned every prompt into 0-2 tokens in the first Qwen2.5-32B TP 2 runs); without one it reads tokenizer.json.
+    tok_dir = write_tokenizer(work / "tokenizer", model.vocab_size)
     cmd = serve_command(model, gpu, dep, max_model_len=ns.max_model_len, profile=profile,
                         enable_prefix_caching=not ns.no_prefix_caching, model_path=str(model_dir),
                         served_model_name=model.id, port=ns.port,
-                        extra_args=("--load-format", "dummy", "--seed", str(ns.seed)))
+                        extra_args=("--load-format", "dummy", "--seed", str(ns.seed), "--tokenizer", str(tok_dir)))
     append_record(records, {"type": "deploy", "model": model.id, "gpu": gpu.id, "tensor_parallel": ns.tp,
                             "weight_dtype": ns.weight_dtype, "kv_cache_dtype": ns.kv_dtype,
                             "argv": list(cmd.argv), "env": cmd.env, "shell": cmd.shell(),
@@ -372,9 +382,13 @@ def main(argv: list[str] | None = None) -> int:
         smoke = []
         for i in range(3):
             t = time.perf_counter()
-            r = server.post("/v1/completions", {"model": model.id, "prompt": "w5 w6 w7 w8", "max_tokens": 16,
-                                                "ignore_eos": True, "temperature": 0.0})
-            smoke.append({"latency_s": time.perf_counter() - t, "usage": r.get("usage")})
+            try:  # a refused smoke request is recorded with the server's reason; the load runs still go
+                r = server.post("/v1/completions", {"model": model.id, "prompt": "w5 w6 w7 w8", "max_tokens": 16,
+                                                    "ignore_eos": True, "temperature": 0.0})
+                smoke.append({"latency_s": time.perf_counter() - t, "usage": r.get("usage")})
+            except Exception as err:  # noqa: BLE001
+                smoke.append({"latency_s": time.perf_counter() - t, "error": f"{type(err).__name__}: {err}"[:2000]})
+                print(f"SMOKE request refused: {err}", flush=True)
         append_record(records, {"type": "smoke", "requests": smoke})
         for i, text in enumerate(ns.run):
             run = parse_kv(text, "--run")
@@ -387,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             before = scrape(server.get("/metrics"))
             try:
-                path = bench_serve(server, model_dir, ns.out, run, ns.seed + i, timeout_s=est + 120)
+                path = bench_serve(server, model_dir, ns.out, run, ns.seed + i, timeout_s=est + 120,
+                                   tokenizer_dir=tok_dir)
                 after = scrape(server.get("/metrics"))
                 append_record(records, {"type": "bench", "run": run["name"], "spec": run, "file": path.name,
                                         "wall_s": time.perf_counter() - t, "metrics_before": _counters(before),
@@ -410,8 +425,8 @@ def main(argv: list[str] | None = None) -> int:
         if ns.guidellm:
             spec = parse_kv(ns.guidellm, "--guidellm")
             try:
-                path = guidellm(server, model_dir, ns.out, spec, model.id, timeout_s=spec.get("n", 200) /
-                                spec.get("rate", 5) + 180)
+                path = guidellm(server, model_dir, ns.out, spec, model.id, tokenizer_dir=tok_dir,
+                                timeout_s=spec.get("n", 200) / spec.get("rate", 5) + 180)
                 append_record(records, {"type": "guidellm", "spec": spec, "file": path.name})
                 print(f"GUIDELLM done -> {path.name}", flush=True)
             except Exception as err:  # noqa: BLE001

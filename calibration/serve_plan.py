@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-FIRST_TOKEN_ID = 3  # ids 0-2 are <unk>, <s>, </s> in Llama/Mistral vocabularies
+FIRST_TOKEN_ID = 3  # ids 0-2 are unk, <s>, </s> in the synthetic vocabulary (calibration.tokenizer)
 SCHEMA_VERSION = 1
 
 

@@ -67,3 +67,43 @@ def verify(model_id: str, gpu_id: str, *, ttft_p99_s: float, tpot_p99_s: float, 
         summary["runs"][name] = {"rate_per_s": rate, "meets_targets_measured": meets, **c.as_dict()}
     (out / "verify.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m calibration.verify``: ``planner verify`` with the same flags, for a GPU machine whose Python
+    has vLLM but not the planner's CLI dependencies (typer). Prints verify.json's summary."""
+    import argparse
+
+    from planner.units import MS
+
+    ap = argparse.ArgumentParser(prog="python -m calibration.verify", description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--gpu", required=True)
+    ap.add_argument("--ttft-slo-ms", type=float, required=True)
+    ap.add_argument("--tpot-slo-ms", type=float, required=True)
+    ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--weight-dtype", default="bf16")
+    ap.add_argument("--kv-dtype", default="bf16")
+    ap.add_argument("--prompt-tokens", type=int, default=1024)
+    ap.add_argument("--output-tokens", type=int, default=128)
+    ap.add_argument("--duration-s", type=float, default=30.0)
+    ap.add_argument("--out", type=Path, default=Path("verify-out"))
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--json", action="store_true", help="accepted for parity with planner verify (always JSON)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["verify"]:  # the campaign scripts call both entry points as `... verify --model ...`
+        argv = argv[1:]
+    ns = ap.parse_args(argv)
+    for flag, v in (("--ttft-slo-ms", ns.ttft_slo_ms), ("--tpot-slo-ms", ns.tpot_slo_ms),
+                    ("--duration-s", ns.duration_s)):
+        if not (math.isfinite(v) and v > 0):
+            ap.error(f"{flag}: must be a finite number > 0, got {v}")
+    summary = verify(ns.model, ns.gpu, ttft_p99_s=ns.ttft_slo_ms * MS, tpot_p99_s=ns.tpot_slo_ms * MS, out=ns.out,
+                     tp=ns.tp, weight_dtype=ns.weight_dtype, kv_dtype=ns.kv_dtype, prompt_tokens=ns.prompt_tokens,
+                     output_tokens=ns.output_tokens, duration_s=ns.duration_s, port=ns.port)
+    print(json.dumps(summary, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - needs vLLM and a GPU
+    sys.exit(main())

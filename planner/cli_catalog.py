@@ -4,7 +4,6 @@ Command functions only; :mod:`planner.cli` registers them on its app."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Annotated
@@ -106,14 +105,12 @@ def import_hf_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Turn a Hugging Face config.json into a models/<id>.yaml entry."""
+    from planner.files import MAX_CONFIG_BYTES, check_writable, read_json
     from planner.hf_import import hf_config_to_model_dict, model_dict_to_yaml
 
-    try:
-        cfg = json.loads(Path(config).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise error_exit(str(config), "no such file") from None
-    except json.JSONDecodeError as err:
-        raise error_exit(Path(config).name, f"malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
+    if out is not None:
+        check_writable(out, "--out")
+    cfg = read_json(config, MAX_CONFIG_BYTES)  # a regular UTF-8 file of at most 16 MiB; errors name it
     if model_id is None:
         raw = cfg.get("_name_or_path", "") if isinstance(cfg, dict) else ""
         model_id = re.sub(r"[^a-z0-9.\-]+", "-", str(raw).rstrip("/").split("/")[-1].lower()).strip("-.")

@@ -145,7 +145,7 @@ def deploy_cmd(
                                      network_bytes_per_s_per_gpu=network_gbps * GBIT_PER_S)
         except DeployRefused as e:  # startup_check names fields (tensor_parallel); say the flag (--tp)
             flag = e.field if e.field.startswith("--") else FLAG_OF_FIELD.get(e.field, "--" + e.field.replace("_", "-"))
-            raise error_exit(flag, e.reason, code=1) from None
+            raise error_exit("infeasible", f"{flag}: {e.reason}", code=1) from None
 
     b = bundle(wl)
     if users is not None and think_time_s and b.report.batch_size:  # users who think: the rate and in flight they make

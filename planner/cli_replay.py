@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli_common import JsonOpt, build, cli_errors, emit_json, error_exit, table
+from planner.cli_common import JsonOpt, build, cli_errors, emit_json, error_exit, refuse_unless_starts, table
 from planner.cli_options import (
     GpuOpt,
     KvDtypeOpt,
@@ -21,7 +21,6 @@ from planner.cli_options import (
     ProfileOpt,
     TpOpt,
     WeightDtypeOpt,
-    infeasible_exit,
 )
 from planner.units import MS
 
@@ -51,11 +50,16 @@ def replay_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Replay real load tests through the simulator: predicted vs measured TTFT/TPOT/E2E percentiles and
-    throughput (the same arrivals, lengths, multi-turn parents and think times)."""
+    throughput (the same arrivals, lengths, multi-turn parents and think times).
+
+    A deployment vLLM would not start with max_model_len = the file's longest request (the start-up rule of
+    every command, :mod:`planner.startup`) exits 1 with one line `error: infeasible: <flag or file>: <reason>`."""
     from planner import catalog
     from planner.serving import EngineConfig, StepCost
-    from planner.serving.loadtests import engine_hints, read_load_test, replay_load_test
+    from planner.serving.loadtests import engine_hints, read_load_test, replay_load_test, with_shared_prefix
+    from planner.memory import memory_budget
     from planner.specs import Deployment
+    from planner.startup import startup_check
 
     m, g = catalog.model(model), catalog.gpu(gpu)
     prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
@@ -64,6 +68,10 @@ def replay_cmd(
         if not f.is_file():
             raise error_exit(str(f), "no such file")
         hints = engine_hints(f)
+        served = hints.pop("served_model", None)
+        if served is not None and served != m.id:
+            raise error_exit("--model", f"the serve_bench.jsonl beside {f.name} says its engine served '{served}', "
+                                        f"not '{m.id}' (its KV pool and limits would not apply)")
         fields = {"num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype, "kv_cache_dtype": kv_dtype}
         for name, value in (("max_num_seqs", max_num_seqs or hints.get("max_num_seqs")),
                             ("max_num_batched_tokens", max_num_batched_tokens or hints.get("max_num_batched_tokens"))):
@@ -73,18 +81,17 @@ def replay_cmd(
         if dep.max_num_batched_tokens < dep.max_num_seqs:
             raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({dep.max_num_seqs}), as vLLM requires")
         cap = kv_capacity_tokens or hints.get("kv_capacity_tokens")
+        tests = [with_shared_prefix(t, hints.get("shared_prefix_tokens")) for t in read_load_test(f)]
+        longest = max(int((t.prompt_tokens + t.output_tokens).max()) for t in tests)
+        refuse_unless_starts(startup_check(m, g, dep, longest, prof, kv_capacity_tokens=cap),
+                             {"max_model_len": str(f), "kv_capacity_tokens": "--kv-capacity-tokens"})
         if cap is None:
-            from planner.memory import memory_budget
-
-            mb = memory_budget(m, g, dep, prof)
-            if not mb.fits:
-                raise infeasible_exit([f"{m.id} on {g.id}: {mb.explain()}"])
-            cap = mb.kv_capacity_tokens
+            cap = memory_budget(m, g, dep, prof).kv_capacity_tokens
         cfg = EngineConfig(int(cap), dep.max_num_seqs, dep.max_num_batched_tokens, dep.block_size_tokens,
                            prefix_caching if "prefix_caching" not in hints else hints["prefix_caching"],
                            frontend_overhead_s=prof.http_frontend_overhead_s if http else 0.0)
         cost = StepCost.from_specs(m, g, dep, prof)
-        results += [replay_load_test(t, cost, cfg) for t in read_load_test(f)]
+        results += [replay_load_test(t, cost, cfg) for t in tests]
     if json_out:
         emit_json({"model": m.id, "gpu": g.id, "calibration": mode_line, "runs": [r.as_dict() for r in results]})
         return

@@ -13,7 +13,16 @@ from typing import Annotated
 
 import typer
 
-from planner.cli_common import JsonOpt, build, cli_errors, emit_json, error_exit, finite, table
+from planner.cli_common import (
+    JsonOpt,
+    build,
+    cli_errors,
+    emit_json,
+    error_exit,
+    finite,
+    refuse_unless_starts,
+    table,
+)
 from planner.cli_options import (
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
@@ -172,10 +181,15 @@ def simulate_cmd(
                                                                          "to this CSV file ('-' = stdout).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Simulate serving under load: TTFT/TPOT/E2E percentiles, throughput, KV usage, preemptions."""
+    """Simulate serving under load: TTFT/TPOT/E2E percentiles, throughput, KV usage, preemptions.
+
+    A deployment vLLM would not start with max_model_len = the longest request (TP beyond a node or not
+    dividing the heads, a request beyond the model's context limit or the KV pool, weights that do not fit)
+    is refused: exit 1, one line `error: <flag>: <reason>` (bad input exits 2)."""
     from planner import catalog
     from planner.serving import engine_setup, simulate, simulate_sequential
     from planner.specs import Deployment
+    from planner.startup import startup_check
     from planner.traces import load_trace
 
     _check_load(rate, concurrency, trace)
@@ -195,16 +209,8 @@ def simulate_cmd(
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
     spec = _spec(spec_preset, spec_k, spec_acceptance, spec_draft_cost)
     prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
-    if kv_capacity_tokens is None:
-        from planner.memory import memory_budget
-
-        mb = memory_budget(m, g, dep, prof)
-        if not mb.fits:
-            raise infeasible_exit([f"{m.id} on {g.id}: {mb.explain()}"])
     if series_csv is not None and str(series_csv) == "-" and json_out:
         raise error_exit("--series-csv", "'-' and --json both write stdout; give one")
-    cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching, spec=spec,
-                             kv_capacity_tokens=kv_capacity_tokens)
     if trace is not None:
         if workload is not None:
             raise error_exit("--workload", "give either --trace or --workload")
@@ -214,6 +220,13 @@ def simulate_cmd(
                                output_tokens=output_tokens, shared_prefix_tokens=shared_prefix_tokens,
                                burstiness_cv=burstiness_cv, seed=seed)
         reqs = make(rate, concurrency)
+    # vLLM started with max_model_len = the longest request: would it start at all? (exit 1 if not)
+    refuse_unless_starts(startup_check(m, g, dep, _longest_request(reqs), prof, kv_capacity_tokens=kv_capacity_tokens),
+                         {"max_model_len": _length_flag(trace, workload, {
+                             "--prompt-tokens": prompt_tokens, "--shared-prefix-tokens": shared_prefix_tokens,
+                             "--output-tokens": output_tokens})})
+    cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching, spec=spec,
+                             kv_capacity_tokens=kv_capacity_tokens)
     res = simulate_sequential(reqs, cost) if sequential else simulate(reqs, cost, cfg)
     out = res.summary()
     out.update({
@@ -294,6 +307,16 @@ TpotP99Opt = Annotated[float, typer.Option("--tpot-slo-ms", callback=finite("--t
                                            help=tpot_help(P99_SIMULATED))]
 
 
+def _longest_request(reqs) -> int:
+    """Tokens of the longest request (prompt + output): the max_model_len vLLM must be started with."""
+    return int((reqs.prompt_tokens + reqs.output_tokens).max())
+
+
+def _length_flag(trace, workload, sizes: dict[str, int]) -> str:
+    """The flag a too-long request comes from: --trace, --workload, else the largest of the length flags."""
+    return "--trace" if trace is not None else "--workload" if workload else max(sizes, key=sizes.get)
+
+
 @cli_errors
 def slo_search_cmd(
     model: ModelOpt,
@@ -330,10 +353,12 @@ def slo_search_cmd(
 ) -> None:
     """Highest request rate per GPU meeting p99 TTFT and p99 TPOT, per GPU/dtype/TP, with $/Mtok.
 
-    --tp left out: for each GPU and dtype the smallest of 1, 2, 4, 8 that fits.  Exits 1 (after printing)
-    when no candidate meets the targets at any rate."""
+    --tp left out: for each GPU and dtype the smallest of 1, 2, 4, 8 that fits.  A candidate vLLM would not
+    start (max_model_len = the longest request of the workload) is listed with fits = false and the reason in
+    its note.  Exits 1 (after printing) when no candidate meets the targets at any rate."""
     from planner import catalog
     from planner.serving import FLEET_COLUMNS, fleet_candidates
+    from planner.serving.load import MAX_TRIAL_REQUESTS
 
     if workload == "batch":
         raise error_exit("--workload", "slo-search needs arrivals at a rate; 'batch' has none")
@@ -343,15 +368,17 @@ def slo_search_cmd(
     if csv is not None and str(csv) == "-" and json_out:
         raise error_exit("--csv", "'-' and --json both write stdout; give one")
     m = catalog.model(model)
-    gs = [catalog.gpu(x) for x in (gpu or sorted(catalog.gpus()))]
-    dtypes = weight_dtype or ["bf16"]
+    gs = [catalog.gpu(x) for x in dict.fromkeys(gpu or sorted(catalog.gpus()))]  # each value once, in order
+    dtypes = list(dict.fromkeys(weight_dtype or ["bf16"]))
     tps = None if tp in (None, ["auto"]) else int_list(tp, "--tp")
     if max_num_batched_tokens and max_num_seqs and max_num_batched_tokens < max_num_seqs:
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
+    longest = (shared_prefix_tokens + prompt_tokens + output_tokens if workload is None
+               else _longest_request(make(1.0, None, MAX_TRIAL_REQUESTS)))  # the longest any trial can draw
     rows = fleet_candidates(m, [(g, catalog.resolve_profile(profile, g.id, field="--profile")[0]) for g in gs], dtypes,
                             kv_dtype, tps, make, ttft_slo_ms * MS, tpot_slo_ms * MS, target_rate_per_s=rate,
                             enable_prefix_caching=prefix_caching, max_num_seqs=max_num_seqs,
-                            max_num_batched_tokens=max_num_batched_tokens)
+                            max_num_batched_tokens=max_num_batched_tokens, max_model_len=longest)
     met = any(r["fits"] and r["max_rate_per_gpu_per_s"] for r in rows)
     if csv is not None:
         buf = io.StringIO()

@@ -198,14 +198,15 @@ def sweep_cmd(
         typer.echo(frame_json(df.head(top)))
     elif csv is None or str(csv) != "-":
         head = df.head(top)
-        typer.echo(f"{len(df):,} configurations of {m.name}; {n_ok:,} meet every target"
-                   + (f"; written to {csv}" if csv else "") + f"\nRanked by {RANK_DEFINITION}.")
+        typer.echo(f"{len(df):,} configurations of {m.name}; {int(df['starts'].sum()):,} can start (vLLM's "
+                   f"start-up rule); {n_ok:,} meet every target" + (f"; written to {csv}" if csv else "")
+                   + f"\nRanked by {RANK_DEFINITION}.")
         table(
-            ["#", "gpu", "w", "kv", "TP", "prompt", "batch", "fits", "targets", "TTFT ms", "TPOT ms", "tok/s/GPU",
-             RANK_LABEL, "mode"],
+            ["#", "gpu", "w", "kv", "TP", "prompt", "batch", "starts", "fits", "targets", "TTFT ms", "TPOT ms",
+             "tok/s/GPU", RANK_LABEL, "mode"],
             [[int(r.rank), r.gpu_id, r.weight_dtype, r.kv_cache_dtype, int(r.tensor_parallel), f"{r.prompt_tokens:,}",
-              int(r.batch_size), "y" if r.fits else "n", "y" if met else "n", f"{r.ttft_s / MS:,.1f}",
-              f"{r.tpot_s / MS:,.2f}", f"{r.output_tokens_per_s_per_gpu:,.0f}",
+              int(r.batch_size), "y" if r.starts else "n", "y" if r.fits else "n", "y" if met else "n",
+              f"{r.ttft_s / MS:,.1f}", f"{r.tpot_s / MS:,.2f}", f"{r.output_tokens_per_s_per_gpu:,.0f}",
               f"{r.cost_usd_per_million_output_tokens_all_in:,.4f}", r.calibration_mode]
              for r, met in zip(head.itertuples(), ok.head(top))],
         )

@@ -140,12 +140,17 @@ class FleetAnswer:
             return [head, f"  the deployment as given (no --rate or --users): {per}; E2E {self.e2e_s:,.2f} s"]
         if self.users is not None:
             think = f"thinking {self.think_time_s:g} s" if self.think_time_s else "with no think time"
-            demand = (f"  for {self.users:,} users {think}: {self.request_rate_per_s:,.3g} "
-                      f"req/s, {self.requests_in_flight:,.3g} in flight (E2E {self.e2e_s:,.2f} s); {per}")
+            demand = (f"  for {self.users:,} users {think}: {_num(self.request_rate_per_s)} "
+                      f"req/s, {_num(self.requests_in_flight)} in flight (E2E {self.e2e_s:,.2f} s); {per}")
         else:
-            demand = f"  for {self.request_rate_per_s:,.3g} req/s (E2E {self.e2e_s:,.2f} s); {per}"
+            demand = f"  for {_num(self.request_rate_per_s)} req/s (E2E {self.e2e_s:,.2f} s); {per}"
         u = self.utilization
         return [head, demand + (f"; {u:.0%} of the fleet's capacity" if u is not None else "")]
+
+
+def _num(x: float | None) -> str:
+    """3 significant figures, or "—" for a value the plan could not give (an infeasible plan's rate)."""
+    return "—" if x is None or not math.isfinite(x) else f"{x:,.3g}"
 
 
 def _band(report: SizingReport) -> tuple[float | None, str]:

@@ -23,6 +23,7 @@ from planner.quality import quality_estimate
 from planner.report import SizingReport
 from planner.roofline import hw_coeffs, model_costs
 from planner.specs import Deployment, GpuSpec, ModelSpec, Workload
+from planner.startup import startup_check
 from planner.units import fmt_gib, fmt_ms
 
 __all__ = ["BINDING_TARGETS", "batch_limit_phrase", "plan", "shortfall_warning"]
@@ -104,23 +105,14 @@ def plan(
                       deployment.gpus_per_replica, slo.batch_size, workload.concurrency)
     quality = quality_estimate(model, deployment.weight_dtype, deployment.kv_cache_dtype, workload.context_tokens)
 
-    # ---- feasibility, in plain sentences
-    if not budget.fits:
-        reasons.append(budget.explain())
-    elif conc == 0:
+    # ---- feasibility, in plain sentences: first whether vLLM would start it at all (the one rule every
+    # command shares, max_model_len = prompt + output), then the SLO
+    check = startup_check(model, gpu, deployment, workload.context_tokens, profile)
+    reasons += [f"context (prompt + output) {p.reason}" if p.kind == "context" else p.reason for p in check.problems]
+    if budget.fits and conc == 0 and not any(p.field == "max_model_len" and p.kind == "memory" for p in check.problems):
         reasons.append(
             f"one request of {workload.context_tokens:,} tokens needs {fmt_gib(per_req_gpu)} of KV per GPU, "
             f"the pool has {fmt_gib(budget.kv_pool_bytes)}"
-        )
-    if quality.context_exceeds_limit:
-        reasons.append(
-            f"context {workload.context_tokens:,} tokens (prompt + output) exceeds the model's "
-            f"{model.max_context_tokens:,}-token limit"
-        )
-    if model.attention.num_heads % deployment.tensor_parallel:
-        reasons.append(
-            f"tensor_parallel {deployment.tensor_parallel} does not divide the model's "
-            f"{model.attention.num_heads} attention heads (vLLM refuses it)"
         )
     if conc > 0 and slo.batch_size == 0:
         if workload.tpot_slo_s is not None and slo.tpot_batch1_s > workload.tpot_slo_s:

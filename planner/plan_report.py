@@ -85,12 +85,16 @@ class PlanReport:
             w.writerow([s, q, _cell(v, plain=True), u, n])
         return buf.getvalue()
 
+    def _engine_heading(self) -> str:
+        return "Engine (one replica)" + ("" if self.feasible else " — as planned, which would not start or serve: "
+                                                                   "see Infeasible")
+
     def markdown(self) -> str:
         lines = [f"# {self.title}", "", *[f"**{h}**  " if i == 0 else h.strip() for i, h in enumerate(self.headline)],
                  ""]
         lines += [f"> **Infeasible:** {r}" for r in self.reasons]
         lines += [f"> **Warning:** {w}" for w in self.warnings]
-        lines += ["", "## Engine (one replica)", "", "```bash", self.serve_command, "```", ""]
+        lines += ["", f"## {self._engine_heading()}", "", "```bash", self.serve_command, "```", ""]
         for sec, rows in self.sections().items():
             lines += [f"## {sec}", "", "| quantity | value | unit | band / note |", "| --- | ---: | --- | --- |"]
             lines += [f"| {q} | {_md(_cell(v))} | {u} | {_md(n)} |" for q, v, u, n in rows]
@@ -105,7 +109,7 @@ class PlanReport:
                                               f"{'</strong>' if i == 0 else ''}</p>" for i, h in enumerate(self.headline)]]
         body += [f'<p class="bad"><strong>Infeasible:</strong> {e(r)}</p>' for r in self.reasons]
         body += [f'<p class="warn"><strong>Warning:</strong> {e(w)}</p>' for w in self.warnings]
-        body += ["<h2>Engine (one replica)</h2>", f"<pre><code>{e(self.serve_command)}</code></pre>"]
+        body += [f"<h2>{e(self._engine_heading())}</h2>", f"<pre><code>{e(self.serve_command)}</code></pre>"]
         for sec, rows in self.sections().items():
             body += [f"<h2>{e(sec)}</h2>", "<table>",
                      "<tr><th>quantity</th><th>value</th><th>unit</th><th>band / note</th></tr>"]
@@ -267,6 +271,8 @@ def plan_report(model: ModelSpec, gpu: GpuSpec, report: SizingReport, fleet: Fle
     add(cal, "source", _calibration_source(profile))
 
     title = f"Plan: {model.name} on {gpu.name}"
-    return PlanReport(title=title, headline=fleet.lines(), rows=rows, serve_command=serve.shell(),
+    headline = (fleet.lines() if report.feasible else
+                [f"No fleet: {model.name} on {gpu.name} cannot serve this plan (the reasons below)"])
+    return PlanReport(title=title, headline=headline, rows=rows, serve_command=serve.shell(),
                       feasible=report.feasible, reasons=list(report.reasons), warnings=list(report.warnings),
                       notes=list(report.notes) + list(serve.notes))

@@ -185,6 +185,9 @@ class CalibrationProfile(FrozenSpec):
     command: str = ""
     residuals: dict[str, Residuals] = Field(default_factory=dict)
     validation: dict[str, Residuals] = Field(default_factory=dict)
+    excluded_records: list[str] = Field(
+        default_factory=list, description="raw lines and records left out of the fit, 'file:line: why' (unreadable, "
+        "a non-finite or non-positive measurement, unknown model, an exact duplicate)")
 
     @property
     def is_ideal(self) -> bool:

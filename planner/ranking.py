@@ -19,7 +19,7 @@ leaves the prefill time out and can therefore favour a configuration that prefil
 1. the tier: rows that **meet every target** first (:func:`meets_targets`: the batch fits in the KV pool
    and ``max_num_seqs``, TTFT and TPOT meet their targets, prompt + output stays within the model's
    context limit, and no replica holds more requests than there are users); then rows that fit but miss
-   a target; then rows that do not fit;
+   a target; then rows that do not fit or that vLLM would not start (:mod:`planner.startup`);
 2. the key, cheapest first (NaN last);
 3. fewer GPUs per replica, lower TPOT, lower TTFT;
 4. the ids alphabetically (GPU, weight dtype, KV dtype), then TP, prompt tokens, batch — so the order
@@ -63,9 +63,13 @@ def meets_targets(df: pd.DataFrame, users: int | None = None) -> pd.Series:
 
 
 def tier(df: pd.DataFrame, users: int | None = None) -> np.ndarray:
-    """0 for rows that meet every target, 1 for rows that fit but miss one, 2 for rows that do not fit."""
+    """0 for rows that meet every target, 1 for rows that start and fit but miss one, 2 for rows that do not
+    fit or that vLLM would not start (``starts``, where the frame has it)."""
     ok = meets_targets(df, users).to_numpy()
-    return np.where(ok, 0, np.where(df["fits"].astype(bool).to_numpy(), 1, 2))
+    fits = df["fits"].astype(bool).to_numpy()
+    if "starts" in df:
+        fits = fits & df["starts"].astype(bool).to_numpy()
+    return np.where(ok, 0, np.where(fits, 1, 2))
 
 
 def _sort_codes(col: pd.Series) -> np.ndarray:

@@ -15,7 +15,12 @@ from planner.plan import plan
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.report import SizingReport
 from planner.specs import Deployment, GpuSpec, ModelSpec, Source, Workload
+from planner.startup import startup_check
 from planner.units import MS
+
+#: How a start-up problem's field reads on the dashboard.
+_FIELD_WORDS = {"tensor_parallel": "tensor parallel", "pipeline_parallel": "pipeline parallel",
+                "max_num_batched_tokens": "max_num_batched_tokens", "max_model_len": "context"}
 
 
 class Scenario(NamedTuple):
@@ -41,8 +46,12 @@ class Scenario(NamedTuple):
         return self.prompt_tokens + self.output_tokens
 
 
-def scenario_problems(sc: Scenario) -> list[str]:
-    """Plain-language problems that stop the planner from running (zero, negative, contradictory)."""
+def scenario_problems(sc: Scenario, model: ModelSpec | None = None) -> list[str]:
+    """Plain-language problems that stop the planner from running (zero, negative, contradictory), then the
+    layout problems of the one start-up rule (:func:`planner.startup.startup_check`: TP beyond a node or not
+    dividing the heads, PP beyond the layers), which vLLM refuses outright.  The context and memory problems
+    of the same rule are the plan's own ``reasons`` (the dashboard still draws how far off they are).
+    ``model``: the scenario's model when it is not a catalog id (an upload); a catalog id is looked up."""
     errs = []
     for label, v in (("prompt length", sc.prompt_tokens), ("output length", sc.output_tokens),
                      ("target concurrent users", sc.target_users), ("GPU count", sc.num_gpus)):
@@ -56,6 +65,17 @@ def scenario_problems(sc: Scenario) -> list[str]:
                     f"the deployment has {sc.num_gpus}")
     if not 0 < sc.gpu_memory_utilization <= 1:
         errs.append(f"gpu_memory_utilization must be in (0, 1], got {sc.gpu_memory_utilization}")
+    if errs:
+        return errs
+    if model is None and sc.model_key in catalog.models():
+        model = catalog.model(sc.model_key)
+    if model is not None and sc.gpu_id in catalog.gpus():
+        gpu = scenario_gpu(sc.gpu_id, 0.0)
+        dep = Deployment.for_gpu(gpu, num_gpus=sc.num_gpus, tensor_parallel=sc.tensor_parallel,
+                                 weight_dtype=sc.weight_dtype, kv_cache_dtype=sc.kv_cache_dtype,
+                                 gpu_memory_utilization=sc.gpu_memory_utilization)
+        check = startup_check(model, gpu, dep, sc.context_tokens, scenario_profile(sc.gpu_id, sc.calibrated))
+        errs += [f"{_FIELD_WORDS.get(p.field, p.field)}: {p.reason}" for p in check.problems if p.kind == "layout"]
     return errs
 
 

@@ -39,6 +39,17 @@ class Source(FrozenSpec):
 
 # ------------------------------------------------------------------------------------------------ GPU
 
+#: Plausible range of each GpuSpec number and the unit mistake a value outside it usually is (141 for 141 GB,
+#: 4.8 for 4.8 TB/s would otherwise plan "Feasible: yes" with a TTFT of 3.9e9 s).
+PLAUSIBLE_GPU: dict[str, tuple[float, float, str]] = {
+    "memory_bytes": (1e9, 1e13, "bytes: 141 GB is 141e9 (or 141 * 2**30 as CUDA reports it), not 141"),
+    "hbm_bandwidth_bytes_per_s": (1e10, 1e14, "bytes/s: 4.8 TB/s is 4.8e12, not 4.8"),
+    "peak_flops_per_s": (1e12, 1e18, "FLOP/s: 989 TFLOP/s is 989e12, not 989"),
+    "interconnect_bandwidth_bytes_per_s": (1e9, 1e13, "bytes/s, one direction: 450 GB/s is 450e9, not 450"),
+    "interconnect_latency_s": (1e-7, 1e-2, "seconds: 5 µs is 5e-6, not 5"),
+    "price_usd_per_hour": (0.01, 1000.0, "USD per GPU-hour, e.g. 3.5 (not cents, not per month)"),
+}
+
 
 class GpuSpec(FrozenSpec):
     """One accelerator model, as its datasheet states it."""
@@ -83,6 +94,16 @@ class GpuSpec(FrozenSpec):
     def _needs_16bit(cls, v: dict[str, float]) -> dict[str, float]:
         if "bf16" not in v and "fp16" not in v:
             raise ValueError("needs a bf16 or fp16 entry")
+        return v
+
+    @field_validator(*PLAUSIBLE_GPU)
+    @classmethod
+    def _plausible(cls, v, info):
+        lo, hi, unit = PLAUSIBLE_GPU[info.field_name]
+        for x in (v.values() if isinstance(v, dict) else [v]):
+            if not lo <= x <= hi:
+                raise ValueError(f"{x:g} is outside the plausible {lo:g} to {hi:g}; is it in the wrong unit? "
+                                 f"expected {unit}")
         return v
 
     @model_validator(mode="after")
@@ -190,7 +211,8 @@ class ModelSpec(FrozenSpec):
     linear_state_bytes_per_layer: NonNegInt = Field(0, description="recurrent state per request per layer")
     moe: MoeSpec | None = None
     native_dtype: WeightDtype = Field("bf16", description="dtype of the published checkpoint")
-    published_total_params: Positive = Field(description="parameter count the authors state")
+    published_total_params: Annotated[float, Field(ge=1e3, le=1e14)] = Field(
+        description="parameter count the authors state (7.2e9, not 7.2 billions)")
     published_active_params: Positive | None = Field(None, description="active parameters per token (MoE)")
     params_source: Source
     config_source: Source

@@ -32,8 +32,12 @@ from planner.quality import quality_estimate
 from planner.ranking import rank
 from planner.roofline import HwCoeffs, ModelCosts, hw_coeffs, model_costs
 from planner.specs import Deployment, GpuSpec, ModelSpec, Workload, tensor_parallel_candidates
+from planner.startup import startup_check
 
-__all__ = ["BOUNDS", "DEFAULT_BATCH_SIZES", "SWEEP_COLUMNS", "sweep"]
+__all__ = ["BOUNDS", "DEFAULT_BATCH_SIZES", "MAX_SWEEP_ROWS", "SWEEP_COLUMNS", "sweep"]
+
+#: Most rows one sweep builds (about 300 bytes each): a wider one is refused, naming its dimensions.
+MAX_SWEEP_ROWS = 2_000_000
 
 #: Batch sizes :func:`sweep` tries when none are given.
 DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -51,6 +55,7 @@ SWEEP_COLUMNS: tuple[str, ...] = (
     "output_tokens",
     "context_tokens",
     "batch_size",
+    "starts",
     "fits",
     "max_concurrency",
     "ttft_s",
@@ -141,29 +146,34 @@ def sweep(
       max_num_batched_tokens, max_num_seqs, block_size_tokens) applied to every row; unset scheduler
       limits are each GPU's vLLM serve defaults (:meth:`Deployment.for_gpu`).
 
-    Each row: ``fits`` (the batch fits in the KV pool and within max_num_seqs), ``meets_slo``
-    (fits and TTFT/TPOT meet the workload's targets), TTFT at that batch (a new request joining
-    batch − 1 decoding sequences, :func:`planner.batching.ttft_under_load_costs`), TPOT at P + N/2,
-    throughput and $/Mtok as :func:`planner.plan.plan` computes them.  Rows are in the one ranking order,
-    :func:`planner.ranking.rank` (rows meeting every target first — ``workload.concurrency``, when set, is
-    the users no replica can exceed — then by the all-in cost per million output tokens: all GPU time,
-    prefill included, over the generated tokens); ``rank`` numbers them from 1.  Evaluation is vectorised
-    with numpy per tensor-parallel group.
+    Each row: ``starts`` (vLLM would start this deployment with max_model_len = prompt + output:
+    :func:`planner.startup.startup_check`, the rule every command shares), ``fits`` (the batch fits in the KV
+    pool and within max_num_seqs), ``meets_slo`` (starts, fits and TTFT/TPOT meet the workload's targets),
+    TTFT at that batch (a new request joining batch − 1 decoding sequences,
+    :func:`planner.batching.ttft_under_load_costs`), TPOT at P + N/2, throughput and $/Mtok as
+    :func:`planner.plan.plan` computes them.  Rows are in the one ranking order, :func:`planner.ranking.rank`
+    (rows meeting every target first — ``workload.concurrency``, when set, is the users no replica can
+    exceed — then by the all-in cost per million output tokens: all GPU time, prefill included, over the
+    generated tokens); ``rank`` numbers them from 1.  Evaluation is vectorised with numpy per
+    tensor-parallel group.  Each repeated value (a GPU, dtype, TP, context or batch given twice) counts once.
     """
     from planner import catalog
 
     check_workload_tokens(workload)
-    gpu_list = list(gpus) if gpus is not None else list(catalog.gpus().values())
-    wds = list(weight_dtypes) if weight_dtypes is not None else list(WEIGHT_BITS)
-    kvs = list(kv_dtypes) if kv_dtypes is not None else ["bf16", "fp8"]
+    # each value once, in the order given (a repeated --weight-dtype is one dtype, not a duplicate row set)
+    gpu_list = list({g.id: g for g in gpus}.values()) if gpus is not None else list(catalog.gpus().values())
+    wds = list(dict.fromkeys(weight_dtypes)) if weight_dtypes is not None else list(WEIGHT_BITS)
+    kvs = list(dict.fromkeys(kv_dtypes)) if kv_dtypes is not None else ["bf16", "fp8"]
+    tensor_parallels = list(dict.fromkeys(tensor_parallels)) if tensor_parallels is not None else None
     for d in wds:
         if d not in WEIGHT_BITS:
             raise ValueError(f"weight_dtype: unknown dtype '{d}'; known: {', '.join(WEIGHT_BITS)}")
     for d in kvs:
         if d not in KV_BYTES:
             raise ValueError(f"kv_cache_dtype: unknown dtype '{d}'; known: {', '.join(KV_BYTES)}")
-    prompts = np.array(list(contexts) if contexts is not None else [workload.prompt_tokens], dtype=float)
-    batches = np.array(list(batch_sizes) if batch_sizes is not None else DEFAULT_BATCH_SIZES, dtype=float)
+    prompts = np.array(list(dict.fromkeys(contexts)) if contexts is not None else [workload.prompt_tokens], dtype=float)
+    batches = np.array(list(dict.fromkeys(batch_sizes)) if batch_sizes is not None else DEFAULT_BATCH_SIZES,
+                       dtype=float)
     for name, arr in (("contexts", prompts), ("batch_sizes", batches)):
         if (arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 1) or np.any(arr != np.round(arr))
                 or np.any(arr > MAX_TOKENS)):
@@ -173,6 +183,11 @@ def sweep(
 
     frames = []
     tps = sorted({t for g in gpu_list for t in tensor_parallel_candidates(model, g, tensor_parallels)})
+    n_rows = sum(len(tensor_parallel_candidates(model, g, tensor_parallels)) for g in gpu_list) * len(wds) * len(kvs)
+    if n_rows * prompts.size * batches.size > MAX_SWEEP_ROWS:
+        raise ValueError(f"sweep: {n_rows:,} configurations × {prompts.size} prompt lengths × {batches.size} batch "
+                         f"sizes = {n_rows * prompts.size * batches.size:,} rows, more than {MAX_SWEEP_ROWS:,}; "
+                         f"narrow the GPUs, dtypes, TP sizes, contexts or batches")
     wb_cache = {d: weight_bytes(model, d).total_bytes for d in wds}
     kvtok_cache = {d: kv_bytes_per_token(model, d) for d in kvs}
     prof_cache = {g.id: profile_for(g.id) if profile_for else IDEAL_PROFILE for g in gpu_list}
@@ -253,6 +268,9 @@ def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_to
     per_req = np.stack([kv_req_cache[b.kv_cache_dtype] for b in blocks])[:, None, :] * shard
     conc = kv_pool_concurrency(pool, per_req, fits_mem)
     fits = (B <= conc) & (B <= mns)
+    # the one start-up rule, per configuration and prompt length (max_model_len = prompt + output)
+    starts = np.array([[startup_check(model, b.gpu, b.deployment, int(c), b.profile).ok for c in ctx_tokens]
+                       for b in blocks])[:, None, :]
 
     # latency
     ttft = ttft_under_load_costs(mc, hw, P, B, P + n_out / 2.0, m_tok)
@@ -265,7 +283,7 @@ def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_to
     thr = throughput(B, step_s, np.broadcast_to(busy, shape), P, n_out, tp)
     price = np.array([b.gpu.price_usd_per_hour for b in blocks])[:, None, None]
     cost = token_cost(thr, price)
-    meets = fits.copy()
+    meets = fits & starts
     if workload.tpot_slo_s is not None:
         meets = meets & (tpot_s <= workload.tpot_slo_s)
     if workload.ttft_slo_s is not None:
@@ -304,6 +322,7 @@ def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_to
         "output_tokens": np.full(n_blk * n_b * n_p, int(n_out)),
         "context_tokens": full(P + n_out).astype(np.int64),
         "batch_size": full(B).astype(np.int64),
+        "starts": full(starts),
         "fits": full(fits),
         "max_concurrency": full(np.broadcast_to(conc, (n_blk, 1, n_p))).astype(np.int64),
         "ttft_s": ttft_s.ravel(),

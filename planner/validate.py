@@ -24,6 +24,7 @@ Metrics, as measured:
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,11 +33,13 @@ import numpy as np
 
 from planner import catalog
 from planner.catalog import SpecError
+from planner.files import csv_rows, read_text
 from planner.memory import memory_budget
 from planner.phases import decode_step_costs, mixed_step_time, prefill_time_costs
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.roofline import hw_coeffs, model_costs
 from planner.specs import Deployment, ModelSpec
+from planner.startup import startup_check
 
 COLUMNS = [
     "model", "gpu", "num_gpus", "tensor_parallel", "weight_dtype", "kv_cache_dtype", "gpu_memory_utilization",
@@ -109,21 +112,33 @@ def summarize(errors: list[float]) -> dict:
 # --------------------------------------------------------------------------------------- CSV
 
 
+#: Largest value of an integer column (tokens, batch, GPUs): beyond it a value is a typo, not a measurement.
+MAX_INT_FIELD = 10**9
+
+
 def _num(row: dict, key: str, cast, default, line: int):
-    v = (row.get(key) or "").strip()
+    v = row.get(key)
+    v = (v if isinstance(v, str) else "").strip()
     if v == "":
         return default
     try:
-        x = cast(float(v))
+        x = float(v)
     except ValueError:
-        raise SpecError(f"line {line}: {key}: not a number: {v!r}") from None
-    if not np.isfinite(x) or x < 0:
-        raise SpecError(f"line {line}: {key}: must be a finite number >= 0, got {v!r}")
-    return x
+        raise SpecError(f"line {line}: {key}: not a number: {v[:40]!r}") from None
+    if not math.isfinite(x) or x < 0:
+        raise SpecError(f"line {line}: {key}: must be a finite number >= 0, got {v[:40]!r}")
+    if cast is int:
+        if not x.is_integer():
+            raise SpecError(f"line {line}: {key}: must be a whole number, got {v[:40]!r}")
+        if x > MAX_INT_FIELD:
+            raise SpecError(f"line {line}: {key}: {v[:40]} is beyond any real deployment (at most {MAX_INT_FIELD:,})")
+        return int(x)
+    return cast(x)
 
 
 def measurement_from_row(row: dict, line: int = 0) -> Measurement:
     """Parse one CSV row (a dict of strings); SpecError names the line and the column."""
+    row = {k: v for k, v in row.items() if isinstance(k, str)}  # cells beyond the header: csv's None key
     metric = (row.get("metric") or "").strip()
     if metric not in METRICS:
         raise SpecError(f"line {line}: metric: {metric!r} is not one of {', '.join(METRICS)}")
@@ -161,21 +176,32 @@ def measurement_from_row(row: dict, line: int = 0) -> Measurement:
     c = _num(row, "chunk_tokens", int, 0, line)
     if metric == "mixed_step_s" and c <= 0:
         raise SpecError(f"line {line}: chunk_tokens must be > 0 for mixed_step_s")
+    # the one start-up rule: a layout vLLM refuses, or a context beyond the model, was never measured.  Memory
+    # problems are not refused: the engine did start, and the prediction's error says the model is off.
+    for problem in startup_check(model, gpu, dep, p + o if b else 0).problems:
+        if problem.kind != "memory":
+            raise SpecError(f"line {line}: {problem.field}: {problem.reason}")
     return Measurement(model, dep, metric, b, p, o, measured, (row.get("engine_version") or "").strip(),
                        (row.get("source") or "").strip(), "validate", dict(row), c)
 
 
 def read_measurements(path: str | Path) -> list[Measurement]:
+    """Every row of a measurement CSV (:mod:`planner.files`: a regular UTF-8 file, BOM accepted, at most
+    256 MiB); SpecError naming the file, the line and the column of the first bad one."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read ({err.strerror})") from None
-    reader = csv.DictReader(text.splitlines())
-    missing = [c for c in ("model", "gpu", "metric", "measured") if c not in (reader.fieldnames or [])]
+    header, rows = csv_rows(read_text(path), path.name)
+    missing = [c for c in ("model", "gpu", "metric", "measured") if c not in header]
     if missing:
         raise SpecError(f"{path.name}: missing column(s): {', '.join(missing)}")
-    return [measurement_from_row(row, i) for i, row in enumerate(reader, start=2)]
+    out = []
+    for line, row in rows:
+        try:
+            out.append(measurement_from_row(row, line))
+        except SpecError as err:
+            raise SpecError(f"{path.name} {err}") from None
+    if not out:
+        raise SpecError(f"{path.name}: no measurement rows under the header")
+    return out
 
 
 def write_measurements(rows: list[dict], path: str | Path) -> None:

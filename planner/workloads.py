@@ -25,6 +25,21 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+#: Most requests one workload may hold: a simulation of 1,000,000 takes about 15 s and 1 GB (10,000,000 took
+#: 3 minutes and 8.8 GB with nothing on screen), so more is refused by name rather than run.
+MAX_REQUESTS = 1_000_000
+#: Largest coefficient of variation of inter-arrival gaps (gamma shape 1/cv² = 1e-4; beyond it the shape
+#: underflows and the gaps are no longer a distribution).
+MAX_BURSTINESS_CV = 100.0
+
+
+def check_num_requests(n, name: str = "num_requests") -> int:
+    """``n`` as an int in [1, :data:`MAX_REQUESTS`] (ValueError naming ``name`` otherwise)."""
+    if not (isinstance(n, (int, np.integer)) and 1 <= n <= MAX_REQUESTS):
+        raise ValueError(f"{name}: must be a whole number between 1 and {MAX_REQUESTS:,} (a simulation of a million "
+                         f"requests takes about 15 s), got {n!r}")
+    return int(n)
+
 # ------------------------------------------------------------------------------------------ table
 
 
@@ -125,6 +140,8 @@ def make_requests(
     if len(sizes) > 1:
         raise ValueError(f"num_requests: prompt_tokens, output_tokens and arrival_s disagree ({sorted(sizes)})")
     n = sizes.pop() if sizes else 1
+    if n > MAX_REQUESTS:
+        check_num_requests(n)
     p = np.broadcast_to(_ints(prompt_tokens), (n,)).copy()
     o = np.broadcast_to(_ints(output_tokens), (n,)).copy()
     a = np.zeros(n) if arrival_s is None else np.broadcast_to(np.asarray(arrival_s, dtype=float), (n,)).copy()
@@ -155,8 +172,8 @@ def gamma_arrivals(n: int, rate_per_s: float, cv: float = 1.0, seed=0) -> np.nda
     (shape k = 1/cv², scale 1/k; cv = 1 is Poisson, cv > 1 clusters requests in bursts).
     vLLM's benchmark_serving uses the same family (``--burstiness`` = k)."""
     _check_rate(rate_per_s)
-    if not (math.isfinite(cv) and cv > 0):
-        raise ValueError(f"burstiness_cv: must be a finite number > 0, got {cv}")
+    if not (math.isfinite(cv) and 0 < cv <= MAX_BURSTINESS_CV):
+        raise ValueError(f"burstiness_cv: must be a number in (0, {MAX_BURSTINESS_CV:g}], got {cv}")
     k = 1.0 / (cv * cv)
     return _rng(seed).gamma(k, 1.0 / k, int(n)).cumsum() / rate_per_s
 
@@ -231,6 +248,7 @@ BATCH_OUTPUT = LogNormal(250.0, 0.6, 16, 2048, "assumed: summaries")
 def chat(n: int = 1000, *, rate_per_s: float | None = 4.0, concurrency: int | None = None, cv: float = 1.0,
          seed: int = 0) -> Requests:
     """ShareGPT-like chat: lognormal prompts (mean 161) and outputs (mean 338), Poisson arrivals."""
+    n = check_num_requests(n)
     rng = _rng(seed)
     p, o = CHAT_PROMPT.sample(n, rng), CHAT_OUTPUT.sample(n, rng)
     o = np.minimum(o, np.maximum(2048 - p, 1))  # benchmark_serving: prompt + output <= 2048
@@ -242,6 +260,7 @@ def rag(n: int = 500, *, rate_per_s: float | None = 1.0, concurrency: int | None
         seed: int = 0, shared_instructions_tokens: int = 256) -> Requests:
     """Long-context RAG: ~4,000-token prompts (a shared instruction header, then unique passages),
     ~200-token answers."""
+    n = check_num_requests(n)
     rng = _rng(seed)
     p, o = RAG_PROMPT.sample(n, rng), RAG_OUTPUT.sample(n, rng)
     r = _finish("rag", p, o, n, rate_per_s, concurrency, cv, rng,
@@ -263,7 +282,7 @@ def agentic(sessions: int = 200, *, turns: int = 6, rate_per_s: float | None = 1
     rng = _rng(seed)
     if sessions < 1 or turns < 1:
         raise ValueError("sessions/turns: must be >= 1")
-    n = sessions * turns
+    n = check_num_requests(sessions * turns)
     new = AGENT_NEW_TEXT.sample(n, rng).reshape(sessions, turns)
     out = AGENT_OUTPUT.sample(n, rng).reshape(sessions, turns)
     prompt = np.empty((sessions, turns), dtype=np.int64)
@@ -289,6 +308,7 @@ def agentic(sessions: int = 200, *, turns: int = 6, rate_per_s: float | None = 1
 
 def batch(n: int = 1000, *, seed: int = 0) -> Requests:
     """Batch/offline: every request submitted at t = 0 (throughput is what matters)."""
+    n = check_num_requests(n)
     rng = _rng(seed)
     p, o = BATCH_PROMPT.sample(n, rng), BATCH_OUTPUT.sample(n, rng)
     return _finish("batch", p, o, n, None, None, 1.0, rng,
@@ -328,8 +348,7 @@ def synthetic(
     """Fixed lengths: every prompt is ``shared_prefix_tokens`` shared tokens followed by
     ``prompt_tokens`` unique ones; Poisson/gamma arrivals at ``rate_per_s``, a closed loop of
     ``concurrency``, or all at t = 0."""
-    if n < 1:
-        raise ValueError(f"num_requests: must be >= 1, got {n}")
+    n = check_num_requests(n)
     if prompt_tokens < 1:
         raise ValueError(f"prompt_tokens: must be >= 1, got {prompt_tokens}")
     if output_tokens < 1:

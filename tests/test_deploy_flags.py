@@ -15,7 +15,8 @@ from planner.deploy.ray import serve_argv_of_head
 from planner.specs import Deployment, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
-BOOTS = sorted((ROOT / "calibration" / "data" / "h200x2-2026-11-30").glob("serve-*/serve_bench.jsonl"))
+BOOTS = sorted(p for day in ("h200x2-2026-11-30", "h200x2-2026-12-01") for pat in ("serve-*", "verify-*")
+               for p in (ROOT / "calibration" / "data" / day).glob(f"{pat}/serve_bench.jsonl"))
 
 
 def records(path: Path, kind: str) -> list[dict]:
@@ -45,12 +46,12 @@ def test_unknown_and_abbreviated_flags_fail():
                   "--port": "8001"}
 
 
-@pytest.mark.parametrize("path", BOOTS, ids=[p.parent.name for p in BOOTS])
+@pytest.mark.parametrize("path", BOOTS, ids=[f"{p.parent.parent.name[-5:]}/{p.parent.name}" for p in BOOTS])
 def test_serve_command_writes_the_commands_that_booted(path):
-    """The three planner-generated commands booted on the H200s (vLLM 0.26.0, 2026-11-30) are exactly what
+    """The planner-generated commands booted on the H200s (vLLM 0.26.0, 2026-11-30 and 12-01) are exactly what
     serve_command writes for the same inputs (serve_bench adds only a local model path, its port and
-    ``--load-format dummy --seed 0``); and vLLM logged a KV pool within 3 % of our prediction (+0.23 %,
-    +0.03 %, +2.36 % when committed)."""
+    ``--load-format dummy --seed 0 [--tokenizer DIR]``); and vLLM logged a KV pool within 3 % of our prediction
+    (+0.23 %, +0.03 %, +2.36 % on 11-30; +0.23 %, +0.025 % at max-model-len 1216, +0.03 % at TP 2 on 12-01)."""
     dep_rec, boot = records(path, "deploy")[0], records(path, "boot")[0]
     argv = dep_rec["argv"]
     parse_serve_args(argv[2:])
@@ -61,7 +62,8 @@ def test_serve_command_writes_the_commands_that_booted(path):
     port = int(argv[argv.index("--port") + 1])
     prof, _ = catalog.resolve_profile("auto", g.id)
     cmd = serve_command(m, g, dep, max_model_len=int(argv[argv.index("--max-model-len") + 1]), profile=prof,
-                        model_path=argv[2], port=port, extra_args=tuple(argv[argv.index("--load-format"):]))
+                        model_path=argv[2], port=port, extra_args=tuple(argv[argv.index("--load-format"):]),
+                        enable_prefix_caching="--no-enable-prefix-caching" not in argv)
     assert list(cmd.argv) == argv
     assert cmd.env == dep_rec["env"]
     assert cmd.predicted_kv_pool_bytes_per_gpu == pytest.approx(boot["kv_available_bytes"], rel=0.03)

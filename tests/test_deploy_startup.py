@@ -105,11 +105,11 @@ def test_deploy_refuses_a_plan_that_would_not_start(tmp_path, args, flag):
     r = CliRunner().invoke(app, ["deploy", "-m", "llama-3.1-8b", "-g", "h200-sxm", *layout, *args, "--out", str(out)])
     assert r.exit_code == 1, r.output
     lines = [x for x in r.output.splitlines() if x.strip()]
-    assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: "), r.output
+    assert len(lines) == 1 and lines[0].startswith(f"error: infeasible: {flag}: "), r.output
     assert not out.exists()
 
 
 def test_deploy_refuses_a_model_no_layout_can_hold():
     """Llama 3.1 405B bf16 on one 8 × H100 node (--tp 8, PP 1): 811 GB of weights on 8 × 79 GiB."""
     r = CliRunner().invoke(app, ["deploy", "-m", "llama-3.1-405b", "-g", "h100-sxm", "--tp", "8"])
-    assert r.exit_code == 1 and r.output.startswith("error: --gpu-memory-utilization: does not fit")
+    assert r.exit_code == 1 and r.output.startswith("error: infeasible: --gpu-memory-utilization: does not fit")

@@ -48,7 +48,7 @@ def test_multiturn_records_keep_their_parents():
     assert t.prompt_tokens[child] > t.prompt_tokens[t.parent[child]] + t.output_tokens[t.parent[child]]
 
 
-@pytest.mark.parametrize("text,why", [("{", "not a JSON"), ('{"a": 1}', "--save-detailed"),
+@pytest.mark.parametrize("text,why", [("{", "x.json: malformed JSON at line 1"), ('{"a": 1}', "--save-detailed"),
                                       ('{"benchmarks": []}', "no successful requests")])
 def test_bad_files_are_one_clear_error(tmp_path, text, why):
     f = tmp_path / "x.json"
@@ -60,7 +60,7 @@ def test_bad_files_are_one_clear_error(tmp_path, text, why):
 def test_engine_hints_come_from_the_boot_record():
     h = engine_hints(SERVE / "bench-r26.json")
     assert h == {"kv_capacity_tokens": (57489 - 1) * 16, "max_num_seqs": 1024, "max_num_batched_tokens": 8192,
-                 "prefix_caching": True}
+                 "prefix_caching": True, "served_model": "llama-3.1-8b"}
 
 
 def test_replay_of_the_real_h200_runs():
@@ -96,3 +96,47 @@ def test_verify_plumbing_against_a_stand_in_server(tmp_path):
     assert s["predicted_knee_per_s"] < s["predicted_saturation_per_s"]
     assert set(s["runs"]) == {"half-knee", "knee"} and all("measured" in x for x in s["runs"].values())
     assert (tmp_path / "verify.json").exists() and (tmp_path / "serve.log").exists()
+
+
+DAY2 = ROOT / "calibration" / "data" / "h200x2-2026-12-01"
+
+
+def test_failed_requests_of_a_bench_file_are_left_out_and_counted():
+    """planner verify's first H200 run: vLLM refused 74 of 294 requests (HTTP 400, the synthetic tokenizer's
+    text-length bug); the replay keeps the 220 that were served, 294 - 74 = 220, and says how many it left out."""
+    f = DAY2 / "refused-verify-llama" / "bench-half-knee.json"
+    d = json.loads(f.read_text())
+    t = read_vllm_bench(f)
+    assert (d["num_prompts"], d["completed"], d["failed"]) == (294, 220, 74)
+    assert t.arrival_s.size == 220 and t.info["failed_left_out"] == 74 and t.arrival_s.min() == 0.0
+    assert np.all(t.output_tokens == 128) and np.all(np.isfinite(t.e2e_s))
+
+
+def test_a_run_where_every_request_failed_is_refused_by_name(tmp_path):
+    f = DAY2 / "refused-verify-llama" / "bench-knee.json"
+    d = json.loads(f.read_text())
+    d["errors"] = ["Bad Request"] * len(d["errors"])
+    bad = tmp_path / "bench-all-failed.json"
+    bad.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="bench-all-failed.json: none of its 587 requests succeeded"):
+        read_vllm_bench(bad)
+
+
+def test_a_random_prefix_run_is_replayed_with_its_shared_prefix():
+    """vllm bench serve --random-prefix-len 2048 (+ 256 unique, 64 out) at 20 req/s, prefix caching on: the
+    serve_bench record names the prefix, so the replay shares it. Simulated hit rate: the first request
+    misses, each of the other 299 finds the 2,048 shared tokens (128 whole blocks of 16) of its 2,304:
+    299/300 x 2048/2304 = 0.88593; vLLM's own counters over the run say 0.886 too (measured below)."""
+    f = DAY2 / "serve-llama-chat" / "bench-prefix20.json"
+    hints = engine_hints(f)
+    assert hints["shared_prefix_tokens"] == 2048 and hints["prefix_caching"] is True
+    r = CliRunner().invoke(app, ["replay", str(f), "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--json"])
+    assert r.exit_code == 0, r.output
+    run = json.loads(r.output)["runs"][0]
+    assert run["predicted"]["prefix_cache_hit_rate"] == pytest.approx(299 / 300 * 2048 / 2304, abs=1e-4)
+    rec = next(json.loads(x) for x in (DAY2 / "serve-llama-chat" / "serve_bench.jsonl").read_text().splitlines()
+               if '"bench-prefix20.json"' in x)
+    hits = rec["metrics_after"]["vllm:prefix_cache_hits_total"] - rec["metrics_before"]["vllm:prefix_cache_hits_total"]
+    queries = (rec["metrics_after"]["vllm:prefix_cache_queries_total"]
+               - rec["metrics_before"]["vllm:prefix_cache_queries_total"])
+    assert hits / queries == pytest.approx(run["predicted"]["prefix_cache_hit_rate"], abs=0.01)

@@ -1,6 +1,6 @@
 """From a plan to a running deployment (issue #11).
 
-* :func:`startup_check` — the one rule for "can this deployment start" (:mod:`planner.deploy.startup`).
+* :func:`startup_check` — the one rule for "can this deployment start" (:mod:`planner.startup`).
 * :func:`serve_command` — one replica's exact ``vllm serve`` command, vLLM 0.26 flags (:mod:`planner.deploy.command`),
   checked against the pinned option list of vLLM 0.26.0's parser (:mod:`planner.deploy.flags`).
 * :func:`deployment_bundle` — the command with its predictions and every file ``planner deploy`` writes:
@@ -18,7 +18,7 @@ from planner.deploy.command import (
     ServeCommand,
     serve_command,
 )
-from planner.deploy.startup import MIN_HEADROOM_BYTES, StartupCheck, StartupProblem, startup_check
+from planner.startup import MIN_HEADROOM_BYTES, StartupCheck, StartupProblem, startup_check
 
 __all__ = [
     "KV_CACHE_DTYPE_FLAG",

@@ -57,7 +57,7 @@ from planner.deploy.layout import (
     replica_layout,
 )
 from planner.deploy.ray import head_service_selector, raycluster
-from planner.deploy.startup import StartupProblem, startup_check
+from planner.startup import StartupProblem, startup_check
 from planner.plan import plan
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.report import SizingReport

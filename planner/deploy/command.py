@@ -12,7 +12,7 @@ import math
 import shlex
 from dataclasses import dataclass, field
 
-from planner.deploy.startup import StartupCheck, startup_check
+from planner.startup import StartupCheck, startup_check
 from planner.memory import request_kv_bytes_per_gpu
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.specs import Deployment, GpuSpec, ModelSpec

@@ -50,8 +50,9 @@ class SpecDecode:
 
     def __post_init__(self):
         spec_expected_tokens(self.num_speculative_tokens, self.acceptance_rate)  # validates k, α
-        if not (math.isfinite(self.draft_cost_ratio) and self.draft_cost_ratio >= 0):
-            raise ValueError(f"spec_draft_cost: must be a finite number >= 0, got {self.draft_cost_ratio}")
+        if not (math.isfinite(self.draft_cost_ratio) and 0 <= self.draft_cost_ratio <= 10):
+            raise ValueError(f"spec_draft_cost: must be between 0 and 10 (one draft step ÷ one target step), "
+                             f"got {self.draft_cost_ratio}")
         if self.num_speculative_tokens > 15:
             raise ValueError(f"spec_k: at most 15 draft tokens are modelled, got {self.num_speculative_tokens}")
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.memory import memory_budget
 from planner.serving.config import EngineConfig, engine_setup
 from planner.serving.engine import simulate
 from planner.serving.result import SimResult, percentiles
 from planner.serving.step_cost import StepCost
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.specs import Deployment, GpuSpec, ModelSpec, tensor_parallel_candidates
+from planner.startup import startup_check
 from planner.units import MILLION, SECONDS_PER_HOUR
 
 INF = float("inf")
@@ -261,17 +261,20 @@ def _finite_or_none(x):
 def fleet_candidates(model: ModelSpec, gpus: list[tuple[GpuSpec, CalibrationProfile | None]], weight_dtypes,
                      kv_cache_dtype: str, tensor_parallel: list[int] | None, make_requests, ttft_p99_s: float,
                      tpot_p99_s: float, *, target_rate_per_s: float | None = None, enable_prefix_caching: bool = True,
-                     max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None) -> list[dict]:
+                     max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+                     max_model_len: int | None = None) -> list[dict]:
     """One row (:data:`FLEET_COLUMNS`) per GPU (with its calibration profile) × weight dtype × TP:
     the highest rate per replica meeting the SLOs, its $/Mtok and the replicas a target rate needs.
     ``tensor_parallel`` None: the smallest of 1, 2, 4, 8 that fits (one row, or one saying why none
-    fits).  Sorted: feasible rows first, cheapest per output token first."""
+    fits).  A deployment :func:`planner.startup.startup_check` rejects at ``max_model_len`` (the workload's
+    longest request; default the model's context limit, vLLM's own default) does not fit, its problems in
+    ``note``.  Sorted: feasible rows first, cheapest per output token first."""
     rows = []
     for gpu, profile in gpus:
         for weight_dtype in weight_dtypes:
             for row in _candidates(model, gpu, weight_dtype, kv_cache_dtype, tensor_parallel, profile, make_requests,
                                    ttft_p99_s, tpot_p99_s, target_rate_per_s, enable_prefix_caching, max_num_seqs,
-                                   max_num_batched_tokens):
+                                   max_num_batched_tokens, max_model_len or model.max_context_tokens):
                 row["mode"] = profile.mode
                 rows.append(row)
     rows.sort(key=lambda r: (not r["fits"] or not r["max_rate_per_s"],
@@ -280,7 +283,8 @@ def fleet_candidates(model: ModelSpec, gpus: list[tuple[GpuSpec, CalibrationProf
     return rows
 
 
-def _candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_rate, prefix_caching, mns, mnbt):
+def _candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_rate, prefix_caching, mns, mnbt,
+                max_model_len):
     options = tps if tps is not None else tensor_parallel_candidates(m, g)
     base = {"model": m.id, "gpu": g.id, "weight_dtype": wd, "kv_cache_dtype": kv_dtype,
             "price_usd_per_gpu_hour": g.price_usd_per_hour, "target_rate_per_s": target_rate}
@@ -289,38 +293,33 @@ def _candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_rate
     last_note = ""
     for t in options:
         row = {**empty, **base, "tensor_parallel": t, "fits": False, "note": ""}
-        if m.attention.num_heads % t:
-            row["note"] = f"{m.attention.num_heads} attention heads not divisible by TP {t}"
-        elif t > g.max_gpus_per_node:
-            row["note"] = f"TP {t} exceeds {g.max_gpus_per_node} GPUs per node"
+        dep = Deployment.for_gpu(g, num_gpus=t, tensor_parallel=t, weight_dtype=wd, kv_cache_dtype=kv_dtype,
+                                 **({"max_num_seqs": mns} if mns else {}),
+                                 **({"max_num_batched_tokens": mnbt} if mnbt else {}))
+        check = startup_check(m, g, dep, max_model_len, prof)
+        if not check.ok:
+            row["note"] = "does not start: " + "; ".join(check.reasons())
         else:
-            dep = Deployment.for_gpu(g, num_gpus=t, tensor_parallel=t, weight_dtype=wd, kv_cache_dtype=kv_dtype,
-                                     **({"max_num_seqs": mns} if mns else {}),
-                                     **({"max_num_batched_tokens": mnbt} if mnbt else {}))
-            mb = memory_budget(m, g, dep, prof)
-            if not mb.fits:
-                row["note"] = mb.explain()
-            else:
-                cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching)
-                pt = max_rate_under_slo(make, cost, cfg, ttft_s, tpot_s, price_usd_per_gpu_hour=g.price_usd_per_hour,
-                                        gpus_per_replica=t)
-                row.update({
-                    "fits": True, "kv_capacity_tokens": cfg.kv_capacity_tokens,
-                    "max_rate_per_s": pt.max_rate_per_s, "max_rate_per_gpu_per_s": pt.max_rate_per_gpu,
-                    "concurrency_mean": pt.mean_in_system, "running_mean": pt.mean_running,
-                    "ttft_p99_s": _finite_or_none(pt.ttft_p99_s), "tpot_p99_s": _finite_or_none(pt.tpot_p99_s),
-                    "output_tokens_per_s": pt.output_tokens_per_s,
-                    "output_tokens_per_s_per_gpu": pt.output_tokens_per_s / t,
-                    "saturation_rate_per_s": pt.saturation_rate_per_s,
-                    "confidence": pt.confidence, "trial_requests": pt.trial_requests,
-                    "p99_half_ratio": _finite_or_none(pt.p99_half_ratio),
-                    "usd_per_million_output_tokens": _finite_or_none(pt.usd_per_million_output_tokens),
-                    "note": "" if pt.max_rate_per_s > 0 else "misses the SLO even at light load",
-                })
-                reps = pt.replicas_for(target_rate)
-                row["replicas_for_target"] = reps
-                row["gpus_for_target"] = reps * t if reps is not None else None
-                row["usd_per_hour_for_target"] = reps * t * g.price_usd_per_hour if reps is not None else None
+            cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching)
+            pt = max_rate_under_slo(make, cost, cfg, ttft_s, tpot_s, price_usd_per_gpu_hour=g.price_usd_per_hour,
+                                    gpus_per_replica=t)
+            row.update({
+                "fits": True, "kv_capacity_tokens": cfg.kv_capacity_tokens,
+                "max_rate_per_s": pt.max_rate_per_s, "max_rate_per_gpu_per_s": pt.max_rate_per_gpu,
+                "concurrency_mean": pt.mean_in_system, "running_mean": pt.mean_running,
+                "ttft_p99_s": _finite_or_none(pt.ttft_p99_s), "tpot_p99_s": _finite_or_none(pt.tpot_p99_s),
+                "output_tokens_per_s": pt.output_tokens_per_s,
+                "output_tokens_per_s_per_gpu": pt.output_tokens_per_s / t,
+                "saturation_rate_per_s": pt.saturation_rate_per_s,
+                "confidence": pt.confidence, "trial_requests": pt.trial_requests,
+                "p99_half_ratio": _finite_or_none(pt.p99_half_ratio),
+                "usd_per_million_output_tokens": _finite_or_none(pt.usd_per_million_output_tokens),
+                "note": "" if pt.max_rate_per_s > 0 else "misses the SLO even at light load",
+            })
+            reps = pt.replicas_for(target_rate)
+            row["replicas_for_target"] = reps
+            row["gpus_for_target"] = reps * t if reps is not None else None
+            row["usd_per_hour_for_target"] = reps * t * g.price_usd_per_hour if reps is not None else None
         if tps is None:  # auto: the smallest TP that fits
             last_note = row["note"] or last_note
             if row["fits"]:

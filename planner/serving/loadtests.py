@@ -21,19 +21,19 @@ Formats (keys as the tools write them):
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from planner.files import read_json
 from planner.serving.config import EngineConfig
 from planner.serving.engine import simulate
 from planner.serving.result import percentiles
 from planner.serving.step_cost import StepCost
 from planner.units import MS
-from planner.workloads import make_requests
+from planner.workloads import MAX_REQUESTS, make_requests
 
 NAN = float("nan")
 PERCENTILE_KEYS = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "e2e_p50_s",
@@ -76,12 +76,14 @@ def stats(arrival, ttft, tpot, e2e, output) -> dict:
 
 
 def _load_json(path: Path):
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ValueError(f"{path}: cannot read ({err.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
-        raise ValueError(f"{Path(path).name}: not a JSON load-test result ({type(err).__name__})") from None
+    """A load-test JSON file, read as :mod:`planner.files` reads every input (regular, bounded, UTF-8)."""
+    return read_json(path)
+
+
+def _float(x) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float, str)):
+        raise TypeError(type(x).__name__)
+    return float(x)
 
 
 def _floats(d: dict, key: str, where: str, n: int | None = None) -> np.ndarray:
@@ -89,10 +91,41 @@ def _floats(d: dict, key: str, where: str, n: int | None = None) -> np.ndarray:
     if not isinstance(v, list) or (n is not None and len(v) != n):
         raise ValueError(f"{where}: '{key}' must be a list{'' if n is None else f' of {n} numbers'}")
     try:
-        a = np.array([NAN if x is None else float(x) for x in v])
-    except (TypeError, ValueError):
+        a = np.array([NAN if x is None else _float(x) for x in v], dtype=float)
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{where}: '{key}' holds a non-number") from None
     return a
+
+
+def _whole_tokens(a: np.ndarray, what: str, where: str, lo: int = 1) -> np.ndarray:
+    """Token counts as int64: finite whole numbers in [lo, 1e9] (ValueError naming the file and request)."""
+    a = np.asarray(a, dtype=float)
+    bad = ~(np.isfinite(a) & (a == np.round(a)) & (a >= lo) & (a <= 1e9))
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise ValueError(f"{where}: request {k}: {what} must be a whole number >= {lo}, got {a[k]!r}")
+    return a.astype(np.int64)
+
+
+def _checked(test: LoadTest, where: str) -> LoadTest:
+    """A load test the simulator can replay: at most 1,000,000 requests, finite arrivals within 1e9 s, whole
+    token counts (a failed request with no output cannot be replayed: the error names it)."""
+    n = test.arrival_s.size
+    if n == 0:
+        raise ValueError(f"{where}: no requests")
+    if n > MAX_REQUESTS:
+        raise ValueError(f"{where}: {n:,} requests, more than the {MAX_REQUESTS:,} one replay simulates")
+    a = np.asarray(test.arrival_s, dtype=float)
+    fin = np.isfinite(a) | (test.parent >= 0 if test.parent is not None else False)
+    if not fin.all() or np.nanmax(np.abs(a)) > 1e9:
+        raise ValueError(f"{where}: arrival times must be finite and within 1e9 s")
+    test = replace(test, prompt_tokens=_whole_tokens(test.prompt_tokens, "prompt tokens", where),
+                   output_tokens=_whole_tokens(test.output_tokens, "output tokens", where))
+    try:
+        _requests(test)  # what the replay will build: its checks (parents, prefixes, arrivals) name the file here
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    return test
 
 
 def read_vllm_bench(path: str | Path) -> LoadTest:
@@ -108,15 +141,29 @@ def read_vllm_bench(path: str | Path) -> LoadTest:
     itls = d.get("itls")
     if not isinstance(itls, list) or len(itls) != n:
         raise ValueError(f"{path.name}: 'itls' must be a list of {n} lists")
-    itl_sum = np.array([float(np.sum(x)) if isinstance(x, list) and x else NAN for x in itls])
-    ok = np.isfinite(ttft) & (out >= 1)
-    e2e = np.where(ok, ttft + np.nan_to_num(itl_sum), NAN)
-    tpot = np.where(ok & (out > 1), itl_sum / np.maximum(out - 1, 1), NAN)
+    try:
+        itl_sum = np.array([sum(_float(y) for y in x) if isinstance(x, list) and x else NAN for x in itls], dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{path.name}: 'itls' holds a non-number") from None
+    if not np.isfinite(start).all():
+        raise ValueError(f"{path.name}: 'start_times' must hold finite numbers")
+    # A failed request (an 'errors' entry, or no token back) is left out of the replay and counted: one the
+    # server refused (HTTP 400) never reached the engine; one that broke mid-stream did, which the count shows.
+    errors = d.get("errors")
+    errs = np.array([bool(e) for e in errors], dtype=bool) if isinstance(errors, list) and len(errors) == n \
+        else np.zeros(n, dtype=bool)
+    good = ~errs & np.isfinite(ttft) & (out >= 1)
+    if not good.any():
+        raise ValueError(f"{path.name}: none of its {n} requests succeeded (see its 'errors'); nothing to replay")
+    start, inp, out, ttft, itl_sum = (a[good] for a in (start, inp, out, ttft, itl_sum))
+    e2e = ttft + np.nan_to_num(itl_sum)
+    tpot = np.where(out > 1, itl_sum / np.maximum(out - 1, 1), NAN)
     conc = d.get("max_concurrency")
-    return LoadTest(path.stem, "vllm bench serve", start - np.nanmin(start), inp.astype(int), out.astype(int), ttft,
-                    tpot, e2e, closed_loop=int(conc) if isinstance(conc, (int, float)) and conc else 0,
-                    info={"request_rate": d.get("request_rate"), "burstiness": d.get("burstiness"),
-                          "max_concurrency": conc, "completed": d.get("completed"), "failed": d.get("failed")})
+    conc = int(conc) if isinstance(conc, int) and not isinstance(conc, bool) and 0 < conc <= MAX_REQUESTS else 0
+    info = {"request_rate": d.get("request_rate"), "burstiness": d.get("burstiness"), "max_concurrency": conc,
+            "completed": d.get("completed"), "failed": d.get("failed"), "failed_left_out": int((~good).sum())}
+    return _checked(LoadTest(path.stem, "vllm bench serve", start - start.min(), inp, out, ttft, tpot, e2e,
+                             closed_loop=conc, info=info), path.name)
 
 
 def read_guidellm(path: str | Path) -> list[LoadTest]:
@@ -133,18 +180,21 @@ def read_guidellm(path: str | Path) -> list[LoadTest]:
             continue
         where = f"{path.name} benchmarks[{i}]"
         try:
-            start = np.array([float(r["request_start_time"]) for r in reqs])
-            ttft = np.array([float(r["time_to_first_token_ms"]) * MS for r in reqs])
-            tpot = np.array([NAN if r.get("inter_token_latency_ms") is None else float(r["inter_token_latency_ms"]) * MS
-                             for r in reqs])
-            e2e = np.array([float(r["request_latency"]) for r in reqs])
-            inp = np.array([int(r["prompt_tokens"]) for r in reqs])
-            outp = np.array([int(r["output_tokens"]) for r in reqs])
-        except (KeyError, TypeError, ValueError) as err:
-            raise ValueError(f"{where}: request record lacks a field or holds a non-number ({err})") from None
-        strategy = (b.get("config") or {}).get("strategy") or {}
-        out.append(LoadTest(f"{path.stem}[{i}]", "guidellm", start - start.min(), inp, outp, ttft, tpot, e2e,
-                            info={"strategy": strategy.get("type_"), "rate": strategy.get("rate")}))
+            start = np.array([_float(r["request_start_time"]) for r in reqs])
+            ttft = np.array([_float(r["time_to_first_token_ms"]) * MS for r in reqs])
+            tpot = np.array([NAN if r.get("inter_token_latency_ms") is None
+                             else _float(r["inter_token_latency_ms"]) * MS for r in reqs])
+            e2e = np.array([_float(r["request_latency"]) for r in reqs])
+            inp = np.array([_float(r["prompt_tokens"]) for r in reqs])
+            outp = np.array([_float(r["output_tokens"]) for r in reqs])
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as err:
+            raise ValueError(f"{where}: request record lacks a field or holds a non-number ({str(err)[:60]})") from None
+        if not np.isfinite(start).all():
+            raise ValueError(f"{where}: 'request_start_time' must hold finite numbers")
+        config = b.get("config") if isinstance(b.get("config"), dict) else {}
+        strategy = config.get("strategy") if isinstance(config.get("strategy"), dict) else {}
+        out.append(_checked(LoadTest(f"{path.stem}[{i}]", "guidellm", start - start.min(), inp, outp, ttft, tpot, e2e,
+                                     info={"strategy": strategy.get("type_"), "rate": strategy.get("rate")}), where))
     if not out:
         raise ValueError(f"{path.name}: the GuideLLM report holds no successful requests")
     return out
@@ -159,21 +209,35 @@ def read_multiturn(path: str | Path, run: str | None = None) -> LoadTest:
             and (run is None or r.get("run") == run)]
     if not rows:
         raise ValueError(f"{path.name}: no multi-turn request records (with 'parent')")
+    for r in rows:
+        for key in ("index", "parent"):
+            if not isinstance(r.get(key), int) or isinstance(r.get(key), bool):
+                raise ValueError(f"{path.name} line {r.line}: '{key}' must be a whole number, "
+                                 f"got {str(r.get(key))[:40]!r}")
     rows.sort(key=lambda r: r["index"])
     index = {r["index"]: k for k, r in enumerate(rows)}
     parent = np.array([index.get(r["parent"], -1) if r["parent"] >= 0 else -1 for r in rows])
+    if np.any(parent >= np.arange(len(rows))):
+        raise ValueError(f"{path.name}: a turn's parent must come before it (by 'index')")
 
     def col(key, default=NAN):
-        return np.array([default if r.get(key) is None else float(r[key]) for r in rows])
+        try:
+            return np.array([default if r.get(key) is None else _float(r[key]) for r in rows], dtype=float)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"{path.name}: '{key}' holds a non-number") from None
 
-    return LoadTest(run or path.stem, "multi-turn", col("arrival_offset_s"), col("prompt_tokens").astype(int),
-                    col("output_tokens").astype(int), col("ttft_s"), col("tpot_s"), col("e2e_s"), parent=parent,
-                    think_s=col("think_s", 0.0), prefix_group=col("prefix_group", -1).astype(int),
-                    prefix_tokens=col("shared_prefix_tokens", 0).astype(int), info={"run": run})
+    think, group, pre = col("think_s", 0.0), col("prefix_group", -1), col("shared_prefix_tokens", 0)
+    if not (np.isfinite(think).all() and (think >= 0).all() and (think <= 1e9).all()):
+        raise ValueError(f"{path.name}: 'think_s' must hold finite numbers >= 0")
+    return _checked(LoadTest(run or path.stem, "multi-turn", col("arrival_offset_s"), col("prompt_tokens"),
+                             col("output_tokens"), col("ttft_s"), col("tpot_s"), col("e2e_s"), parent=parent,
+                             think_s=think, prefix_group=_whole_tokens(group, "prefix_group", path.name, lo=-1),
+                             prefix_tokens=_whole_tokens(pre, "shared_prefix_tokens", path.name, lo=0),
+                             info={"run": run}), path.name)
 
 
 def read_load_test(path: str | Path) -> list[LoadTest]:
-    """Any of the three formats, recognised by content."""
+    """Any of the three formats, recognised by content; every error is a ValueError naming the file."""
     path = Path(path)
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         return [read_multiturn(path)]
@@ -203,18 +267,24 @@ class LoadTestComparison:
                 "predicted": self.predicted, "error_pct": {k: self.error_pct(k) for k in PERCENTILE_KEYS}}
 
 
-def replay_load_test(test: LoadTest, cost: StepCost, config: EngineConfig) -> LoadTestComparison:
-    """The same requests (arrivals or closed loop; multi-turn turns released by their parents) through the
-    simulator; measured vs predicted percentiles and throughput."""
+def _requests(test: LoadTest):
+    """The test's requests as the simulator takes them (multi-turn turns released by their parents)."""
     n = test.arrival_s.size
     parent = test.parent if test.parent is not None else np.full(n, -1)
     arrival = np.where(parent >= 0, NAN, test.arrival_s) if test.parent is not None else test.arrival_s
     group = test.prefix_group if test.prefix_group is not None else np.full(n, -1)
     prefix = test.prefix_tokens if test.prefix_tokens is not None else np.zeros(n, dtype=int)
     think = test.think_s if test.think_s is not None else np.zeros(n)
-    reqs = make_requests(test.prompt_tokens, test.output_tokens, None if test.closed_loop else arrival,
+    return make_requests(test.prompt_tokens, test.output_tokens, None if test.closed_loop else arrival,
                          prefix_group=np.where(prefix > 0, group, -1), prefix_tokens=prefix, parent=parent,
                          think_s=think, closed_loop=test.closed_loop, name=test.name)
+
+
+def replay_load_test(test: LoadTest, cost: StepCost, config: EngineConfig) -> LoadTestComparison:
+    """The same requests (arrivals or closed loop; multi-turn turns released by their parents) through the
+    simulator; measured vs predicted percentiles and throughput."""
+    n = test.arrival_s.size
+    reqs = _requests(test)
     res = simulate(reqs, cost, config)
     predicted = stats(res.arrival_s, res.ttft_s, res.tpot_s, res.e2e_s, res.output_tokens)
     predicted["prefix_cache_hit_rate"] = res.prefix_cache_hit_rate
@@ -224,7 +294,8 @@ def replay_load_test(test: LoadTest, cost: StepCost, config: EngineConfig) -> Lo
 
 def engine_hints(path: str | Path) -> dict:
     """What a ``serve_bench.jsonl`` beside a load-test file says about the engine that served it: its KV pool
-    (vLLM's block count less the null block), scheduler limits and prefix caching; {} if there is none."""
+    (vLLM's block count less the null block), scheduler limits, prefix caching and the served model's name
+    (``served_model``, from ``--served-model-name``); {} if there is none."""
     from planner.jsonl import read_jsonl
 
     rec_path = Path(path).parent / "serve_bench.jsonl"
@@ -232,14 +303,45 @@ def engine_hints(path: str | Path) -> dict:
         return {}
     recs = read_jsonl(rec_path)
     out: dict = {}
+
+    def whole(v, what) -> int:
+        try:
+            x = int(v) if not isinstance(v, (bool, float)) or float(v).is_integer() else None
+        except (TypeError, ValueError, OverflowError):
+            x = None
+        if x is None or not 1 <= x <= 10**9:
+            raise ValueError(f"{rec_path.name}: {what} must be a whole number between 1 and 1e9, got {str(v)[:40]!r}")
+        return x
+
     boot = next((r for r in recs if r.get("type") == "boot"), None)
     if boot and boot.get("num_gpu_blocks"):
-        out["kv_capacity_tokens"] = (int(boot["num_gpu_blocks"]) - 1) * int(boot.get("block_size", 16))
+        blocks, size = whole(boot["num_gpu_blocks"], "num_gpu_blocks"), whole(boot.get("block_size", 16), "block_size")
+        if blocks > 1:
+            out["kv_capacity_tokens"] = (blocks - 1) * size
     deploy = next((r for r in recs if r.get("type") == "deploy"), None)
     argv = deploy.get("argv", []) if deploy else []
+    argv = [str(a) for a in argv] if isinstance(argv, list) else []
     for flag, key in (("--max-num-seqs", "max_num_seqs"), ("--max-num-batched-tokens", "max_num_batched_tokens")):
         if flag in argv:
-            out[key] = int(argv[argv.index(flag) + 1])
+            i = argv.index(flag) + 1
+            out[key] = whole(argv[i] if i < len(argv) else None, flag)
     if argv:
         out["prefix_caching"] = "--no-enable-prefix-caching" not in argv
+    if "--served-model-name" in argv and argv.index("--served-model-name") + 1 < len(argv):
+        out["served_model"] = argv[argv.index("--served-model-name") + 1][:200]
+    bench = next((r for r in recs if r.get("type") == "bench" and r.get("file") == Path(path).name), None)
+    spec = bench.get("spec") if bench else None
+    if isinstance(spec, dict) and spec.get("prefix"):  # vllm bench serve --random-prefix-len: one prefix for all
+        out["shared_prefix_tokens"] = whole(spec["prefix"], "the run's prefix")
     return out
+
+
+def with_shared_prefix(test: LoadTest, prefix_tokens: int | None) -> LoadTest:
+    """``test`` with every request starting with the same ``prefix_tokens`` tokens (one prefix group), as
+    ``vllm bench serve --random-prefix-len`` sends them; unchanged when it already says its prefixes or when
+    ``prefix_tokens`` is 0/None."""
+    if not prefix_tokens or test.prefix_tokens is not None or test.parent is not None:
+        return test
+    n = test.arrival_s.size
+    return replace(test, prefix_group=np.zeros(n, dtype=np.int64),
+                   prefix_tokens=np.minimum(int(prefix_tokens), test.prompt_tokens).astype(np.int64))
