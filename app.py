@@ -514,7 +514,8 @@ def main() -> None:
         if st.query_params.get_all(key) != [v for v in vals if v]:  # pins and the applied preset travel in the URL
             st.query_params[key] = [v for v in vals if v]
     warn_box = st.empty()
-    problems = scenario_problems(sc)
+    upload = sc.model_key.startswith("upload:")  # an upload is checked as itself; a catalog id is looked up
+    problems = scenario_problems(sc, _uploads().get(sc.model_key.removeprefix("upload:")) if upload else None)
     if problems:
         st.error(" ".join(p[0].upper() + p[1:] + "." for p in problems))
         st.stop()
