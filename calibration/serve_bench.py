@@ -4,12 +4,11 @@ drive real load through its OpenAI-compatible endpoint with the standard tools.
     python -m calibration.serve_bench --model llama-3.1-8b --gpu h200-sxm --max-model-len 4096 \\
         --out DIR --run fixed:input=1024,output=128,n=600,rate=20 --agentic sessions=40,turns=6 --guidellm rate=10
 
-Steps (each writes a record to ``DIR/serve_bench.jsonl`` as it happens; a failure is recorded and the
-next step runs):
+Steps (each writes a record to ``DIR/serve_bench.jsonl`` as it happens; a failure is recorded, the next runs):
 
-1. ``planner.deploy.serve_command`` builds the command (dummy weights: ``--load-format dummy`` and a
-   local model directory with a config.json and the synthetic tokenizer of :mod:`calibration.tokenizer`);
-   its startup check and predicted KV pool are recorded (``deploy``).
+1. ``planner.deploy.serve_command`` builds the command (dummy weights: ``--load-format dummy``, a local model
+   directory with a config.json, the synthetic tokenizer of :mod:`calibration.tokenizer` in a folder of its
+   own as ``--tokenizer``); its startup check and predicted KV pool are recorded (``deploy``).
 2. The server starts (``python -m vllm.entrypoints.cli.main serve …``, log kept); ``/health`` is polled.
    The logged ``Available KV cache memory`` / ``GPU KV cache size`` and the exact block count from
    ``/metrics`` (``vllm:cache_config_info``) are compared with the prediction (``boot``), and a few
