@@ -22,6 +22,7 @@ from planner import catalog, charts, charts_cost, compare, cost_view, deploy_vie
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.hf_import import model_from_config_bytes
 from planner.memory import device_total_bytes
+from planner.plan import SHORTFALL_END
 from planner.presets import PRESETS, resolve
 from planner.report import csv_bytes
 from planner.scenario import Planned, Scenario, plan_scenario, scenario_gpu, scenario_problems, scenario_profile
@@ -420,7 +421,8 @@ def view_report(sc: Scenario, o: Planned, r, da) -> None:
     c.download_button("Download the sweep as CSV", lambda: csv_bytes(sw), file_name=f"sweep-{o.model.id}.csv",
                       mime="text/csv", key="dl-csv", on_click="ignore")
     cmd = views.sweep_command(sc, o.model.id, same)
-    c.download_button("Download the plan report (Markdown)", lambda: deploy_view.plan_report_markdown(o, da),
+    chosen = f"set in the dashboard; its Sizing report ranks every alternative as `{cmd}` does"
+    c.download_button("Download the plan report (Markdown)", lambda: deploy_view.plan_report_markdown(o, da, chosen),
         file_name=f"plan-{o.model.id}-{o.gpu.id}.md", mime="text/markdown", key="dl-plan", on_click="ignore")
     st.caption("The same CSV as:")
     st.code(cmd, language="bash")
@@ -533,7 +535,7 @@ def main() -> None:
     qw = headline.quality_warning(PRESETS[preset].corner if preset else None, sc.weight_dtype, r.quality.retention,
                                   preset or "")
     shown = [*inputs.still_shown(st.session_state.get("url_warnings", {}), st.session_state), *WARNINGS,
-             *[qw] * bool(qw), *(w[0].upper() + w[1:] for w in r.warnings)]
+             *[qw] * bool(qw), *(w[0].upper() + w[1:] for w in r.warnings if not w.endswith(SHORTFALL_END))]
     if shown:
         warn_box.warning("\n".join(f"- {w.rstrip('.')}." for w in shown))
     tabs = st.tabs(list(VIEWS), key="view", bind="query-params")

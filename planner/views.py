@@ -359,19 +359,18 @@ def cost_table(best: pd.DataFrame, gpu_names: dict[str, str] | None = None) -> p
     names = gpu_names or {}
     t, d = (best.get(c, pd.Series(np.nan, index=best.index)).astype(float)
             for c in ("ttft_error_band_pct", "tpot_error_band_pct"))
-    return pd.DataFrame({
+    return pd.DataFrame({  # what decides first (rank, configuration, the ranking key, latency), then the money detail
+        "rank in CSV": col("csv_rank", int),
         "configuration": best["num_gpus"].astype(str) + " × " + best["gpu_id"].astype(str).map(lambda g: names.get(g, g)),
         "weights": best["weight_dtype"].astype(str), "KV": best["kv_cache_dtype"].astype(str),
-        "batch": best["batch_size"].astype(int),
+        "TP": best["tensor_parallel"].astype(int), "batch": best["batch_size"].astype(int),
         ranking.RANK_LABEL: col(ranking.RANK_KEY, lambda x: fmt_usd(x, 3)),
-        "$/M output": col("cost_usd_per_million_output_tokens", fmt_usd),
-        "$/M blended": col("cost_usd_per_million_tokens_blended", fmt_usd),
         "TTFT": col("ttft_s", fmt_ms), "TPOT": col("tpot_s", fmt_ms),
         "error band": [band_text(None if not (np.isfinite(a) and np.isfinite(b)) else max(a, b)) for a, b in zip(t, d)],
-        "TP": best["tensor_parallel"].astype(int),
         "quality": col("quality_score", lambda q: "—" if not np.isfinite(q) else f"{q:.1f}"),
         "calibration": col("calibration_mode", lambda m: MODE_MARK.get(str(m), str(m))),
-        "rank in CSV": col("csv_rank", int),
+        "$/M output": col("cost_usd_per_million_output_tokens", fmt_usd),
+        "$/M blended": col("cost_usd_per_million_tokens_blended", fmt_usd),
         "$/GPU-hour": col("price_usd_per_hour", fmt_usd),
         "price source": col("price_source", str) + " (" + col("price_date", str) + ")",
     })

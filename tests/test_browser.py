@@ -243,10 +243,10 @@ def test_phone_headline_fits_in_one_screen(browser, server):
     page = new_page(browser, "phone")
     try:
         open_app(page, server)
+        shot(page, "phone-headline")  # first, so a failure leaves the picture
         top = page.evaluate("() => document.querySelector('[data-testid=\"stTabs\"]').getBoundingClientRect().top")
         assert top < 844, top
         assert page.locator('[data-testid="stAlert"]').count() <= 1
-        shot(page, "phone-headline")
     finally:
         page.close()
 
@@ -258,10 +258,9 @@ def test_latency_view_at_tp16(page, server):
     """Defect 1: /?gpus=16&tp=16&view=Latency showed "Could not compute the Latency view: Cannot cast array data
     from dtype('O') to dtype('float64')"."""
     open_app(page, server, "?gpus=16&tp=16&view=Latency")
-    page.locator(".js-plotly-plot").nth(3).wait_for()
-    assert page.locator(".js-plotly-plot").count() == 4
-    no_internal_texts(page)
-    assert "TP 16 is more GPUs than one node" in page_text(page)
+    no_internal_texts(page)  # TP beyond a node: the one start-up rule's reason, as the CLI gives it
+    assert "TP 16 spans more GPUs than one h200-sxm node has (8)" in page_text(page)
+    assert page.locator(".js-plotly-plot").count() == 0
 
 
 def _download(page, label: str, tmp_path: Path) -> bytes:
@@ -344,7 +343,8 @@ def test_load_view_with_a_huge_prompt_says_why(page, server):
         simulate.click()
         wait_idle(page)
     no_internal_texts(page)
-    assert "Nothing to simulate: one request of 1,000,512 tokens needs" in page_text(page)
+    assert "Nothing to simulate: context (prompt + output) 1,000,512 tokens exceeds the model's 32,768-token limit" \
+        in page_text(page)
 
 
 def test_typed_values_that_are_changed_are_said(page, server):
@@ -398,13 +398,28 @@ def test_triangle_draws_few_points_and_skips_work_when_users_change(page, server
     assert page.evaluate(cloud) == before
 
 
+# The grid draws only the columns in view: scroll it sideways and collect every header it draws.
+HEADERS_JS = """async () => {
+  const root = document.querySelector('[data-testid=stDataFrame]');
+  const sc = root.querySelector('.dvn-scroller');
+  const seen = new Set();
+  for (let x = 0; ; x += 200) {
+    sc.scrollLeft = x;
+    await new Promise(r => setTimeout(r, 80));
+    root.querySelectorAll('[role=columnheader]').forEach(e => seen.add(e.innerText.trim()));
+    if (x >= sc.scrollWidth) break;
+  }
+  sc.scrollLeft = 0;
+  return [...seen];
+}"""
+
+
 def test_cost_table_marks_calibration_and_shows_tp_quality_and_band(page, server):
     """Defect 9: the Cost table had no TP, quality or calibration column; a transferred MI300X won unmarked."""
     open_app(page, server, "?view=Cost")
-    headers = page.evaluate("() => [...document.querySelectorAll('[data-testid=stDataFrame] [role=columnheader]')]"
-                            ".map(e => e.innerText)")
-    for col in ("rank", "TP", "quality", "error band", "calibration"):
-        assert col in headers, headers
+    headers = page.evaluate(HEADERS_JS)
+    for col in ("rank in CSV", "TP", "quality", "error band", "calibration"):
+        assert col in headers, f"{col} not in {headers}"
     sentence = page.locator('[data-testid="stAlertContentSuccess"]').inner_text()
     if "MI300X" in sentence:
         assert "transferred from another GPU's calibration" in sentence

@@ -280,7 +280,9 @@ def test_cheapest_per_gpu_only_rows_meeting_the_targets_in_ranking_order(sweep_f
 def test_cost_table_has_tp_quality_calibration_and_the_error_band(sweep_frame):
     best = views.cheapest_per_gpu(sweep_frame, 160)
     t = views.cost_table(best, {k: g.name for k, g in catalog.gpus().items()})
-    assert list(t.columns[4:6]) == [ranking.RANK_LABEL, "$/M output"]  # the ranking key first among the money
+    assert list(t.columns[:2]) == ["rank in CSV", "configuration"]
+    assert list(t.columns[5:7]) == ["batch", ranking.RANK_LABEL]  # the ranking key first among the money columns
+    assert list(t.columns).index("$/M output") > list(t.columns).index(ranking.RANK_LABEL)
     for col in ("TP", "quality", "calibration", "error band", "rank in CSV", "price source"):
         assert col in t.columns, col
     modes = dict(zip(best["gpu_id"].astype(str), best["calibration_mode"].astype(str)))
@@ -350,11 +352,14 @@ def test_picked_config_reads_a_points_customdata():
 def test_load_view_says_why_nothing_can_be_simulated():
     """#13 defect 6: a prompt too long for one request's KV reached the simulator and showed "rate: must be a
     finite number > 0, got np.float64(0.0)".  The view gets a plain sentence instead."""
-    p = planned(scenario(prompt_tokens=1_000_000))
-    why = views.load_problem(p.report)
-    assert why.startswith("Nothing to simulate: one request of 1,000,512 tokens needs") and "GiB" in why
+    p = planned(scenario(prompt_tokens=1_000_000))  # the start-up rule's first problem: Mistral's 32,768 limit
+    assert views.load_problem(p.report) == ("Nothing to simulate: context (prompt + output) 1,000,512 tokens "
+                                            "exceeds the model's 32,768-token limit.")
     with pytest.raises(ValueError, match="Nothing to simulate"):
         views.load_view(p, 200)
+    # within Llama-3.1-8B's 131,072 limit but not the L4's pool: 120,512 x 131,072 B = 14.7 GiB of KV
+    why = views.load_problem(planned(scenario(model_key="llama-3.1-8b", gpu_id="l4", prompt_tokens=120_000)).report)
+    assert why.startswith("Nothing to simulate: one request of 120,512 tokens needs 14.7 GiB of KV per GPU")
     assert "does not fit: needs" in views.load_problem(planned(scenario(gpu_memory_utilization=0.1)).report)
     assert views.load_problem(planned(scenario()).report) is None
 
