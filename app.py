@@ -1,13 +1,16 @@
 """LLM inference capacity planner — the Streamlit dashboard (`make app`).
 
-Views only: sidebar widgets -> a Scenario -> planner calls (planner.views computes every frame and
-number a view shows) -> metrics, tables and plotly figures (planner.charts).  The scenario is
-mirrored in the URL (every sidebar widget is bound to a query parameter), so a plan can be shared.
+Views only: widgets -> a Scenario (planner.inputs says whenever a typed or shared value is not the one
+used) -> planner calls (planner.views, headline, cost_view, compare and deploy_view compute every frame,
+number and sentence) -> metrics, tables and plotly figures (planner.charts, planner.charts_cost).  Every
+input that changes an answer is bound to a query parameter, so a plan is shared as a URL.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+from pathlib import Path
 
 import streamlit as st
 
@@ -15,25 +18,26 @@ st.set_page_config(page_title="LLM inference capacity planner", page_icon="🧮"
 
 import pandas as pd
 
-from planner import catalog, charts, views
+from planner import catalog, charts, charts_cost, compare, cost_view, deploy_view, headline, inputs, view_text, views
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.hf_import import model_from_config_bytes
+from planner.memory import device_total_bytes
+from planner.plan import SHORTFALL_END
 from planner.presets import PRESETS, resolve
 from planner.report import csv_bytes
 from planner.scenario import Planned, Scenario, plan_scenario, scenario_gpu, scenario_problems, scenario_profile
-from planner.specs import ModelSpec, Workload
-from planner.sweep import sweep
-from planner.units import BILLION, MS, TB_PER_S, fmt_gb, fmt_gib, fmt_int, fmt_ms, fmt_tflops, fmt_usd
+from planner.specs import ModelSpec
+from planner.units import MS, fmt_ms, fmt_usd
 
+LOG = logging.getLogger("planner.app")
 UPLOAD = "upload config.json"  # the model option that opens the uploader
 MAX_UPLOAD_BYTES = 256 * 1024  # a config.json is a few kB
-#: The scenario a bare URL opens (values equal to these are left out of the URL).
-DEFAULTS = {"model": "mistral-7b-v0.3", "gpu": "h200-sxm", "gpus": 1, "wdtype": "bf16", "kvdtype": "bf16",
-            "util": 0.92, "prompt": 4096, "output": 512, "users": 160, "ttft_ms": 2000, "tpot_ms": 50.0, "price": 0.0}
-TP_CHOICES = [1, 2, 4, 8, 16]
-CALIB_CHOICES = ["ideal roofline", "calibrated profile"]
-
-VIEWS = views.VIEW_BLURBS  # tab name -> the sentence that explains it
+TP_CHOICES, CALIB_CHOICES, DEFAULTS = inputs.TP_CHOICES, inputs.CALIB_CHOICES, inputs.DEFAULTS
+VIEWS = view_text.VIEW_BLURBS  # tab name -> the sentence that explains it
+BIND = {"bind": "query-params"}  # every input that changes an answer mirrors itself in the URL
+WARNINGS: list[str] = []  # this run's sentences: a typed or shared value is not the one used
+# Compact on a phone, metric values never clipped (.streamlit/dashboard.css).
+CSS = f"<style>{(Path(__file__).parent / '.streamlit' / 'dashboard.css').read_text(encoding='utf-8')}</style>"
 
 
 # ============================================================================ loaders (cached by id)
@@ -65,20 +69,13 @@ def _parse_upload(data: bytes) -> tuple[ModelSpec | None, str | None]:
     return model_from_config_bytes(data, MAX_UPLOAD_BYTES)
 
 
-def _register_upload(spec: ModelSpec) -> str:
-    """Keep an uploaded model where the cached planner calls can find it by key."""
-    _uploads()[spec.id] = spec
-    return f"upload:{spec.id}"
-
-
 # ========================================================================== data for the views (cached)
 
 
 @st.cache_resource(max_entries=256)
 def _planned(sc: Scenario) -> Planned:
-    """The planner's objects for a scenario and its SizingReport ``report``; cached by the scenario."""
     return plan_scenario(sc, _model(sc.model_key), scenario_gpu(sc.gpu_id, sc.price_usd_per_hour),
-                               scenario_profile(sc.gpu_id, sc.calibrated))
+                         scenario_profile(sc.gpu_id, sc.calibrated))
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -91,68 +88,86 @@ def _latency_frames(sc: Scenario) -> views.LatencyFrames:
     return views.latency_frames(_planned(sc))
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
-def _sweep_all(model_key: str, prompt: int, output: int, users: int, ttft_s: float, tpot_s: float, util: float,
-               price_gpu: str, price: float, calibrated: bool, batch_sizes: tuple[int, ...] | None = None,
-               weight_dtypes: tuple[str, ...] | None = None, kv_dtypes: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """The sweep over every catalog GPU for this model and workload (the price override applies to
-    the scenario's GPU only)."""
-    wl = Workload(prompt_tokens=prompt, output_tokens=output, concurrency=users, ttft_slo_s=ttft_s, tpot_slo_s=tpot_s)
-    gpus = [scenario_gpu(g, price if g == price_gpu else 0.0) for g in catalog.gpus()]
-    return sweep(_model(model_key), wl, gpus=gpus, weight_dtypes=list(weight_dtypes) if weight_dtypes else None,
-                 kv_dtypes=list(kv_dtypes) if kv_dtypes else None,
-                 batch_sizes=list(batch_sizes) if batch_sizes else None,
-                 profile_for=lambda g: scenario_profile(g, calibrated),
-                 deployment_defaults={"gpu_memory_utilization": util})
-
-
-def _sweep_for(sc: Scenario, **kw) -> pd.DataFrame:
-    return _sweep_all(sc.model_key, sc.prompt_tokens, sc.output_tokens, sc.target_users, sc.ttft_slo_s,
-                      sc.tpot_slo_s, sc.gpu_memory_utilization, sc.gpu_id, sc.price_usd_per_hour, sc.calibrated, **kw)
+def _ranked_sweep(sc: Scenario, same_dtypes: bool) -> pd.DataFrame:
+    """The ranked views' rows (cost_view.ranking_sweep: `planner sweep`'s), cached on what they depend on only."""
+    return _sweep_cached(cost_view.sweep_key(sc, same_dtypes), same_dtypes)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _triangle_frame(sc: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return views.triangle_frame(_sweep_for(sc), sc.output_tokens)
+def _sweep_cached(key: Scenario, same_dtypes: bool) -> pd.DataFrame:
+    return cost_view.ranking_sweep(_model(key.model_key), key, same_dtypes)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _cost_frame(sc: Scenario, same_dtypes: bool) -> pd.DataFrame:
-    return views.cheapest_per_gpu(_sweep_for(sc, **views.cost_grid(sc, same_dtypes)), sc.target_users)
+def _triangle(key: Scenario) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    df, corners = views.triangle_frame(cost_view.triangle_sweep(_model(key.model_key), key), key.output_tokens)
+    return df, corners, views.triangle_points(df)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _pareto(key: Scenario, same_dtypes: bool) -> pd.DataFrame:
+    return cost_view.pareto_frame(_sweep_cached(key, same_dtypes), key.target_users)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _fits(sc: Scenario) -> pd.DataFrame:
+    """Does the model fit each catalog GPU at this context (the scenario's TP, dtypes, utilisation)?"""
+    return headline.fits_per_gpu(_model(sc.model_key), catalog.gpus().values(), _planned(sc).deployment,
+                                 sc.context_tokens, lambda g: scenario_profile(g, sc.calibrated))
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _demand_answer(sc: Scenario, demand: headline.Demand) -> headline.DemandAnswer:
+    return headline.demand_fleet(_planned(sc), demand)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _cli_sweep(model_key: str, prompt: int, output: int, ttft_s: float, tpot_s: float,
-               calibrated: bool) -> pd.DataFrame:
-    """What `planner sweep -m MODEL --context P --output-tokens N --ttft-slo-ms … --tpot-slo-ms … --profile
-    auto|none` computes: every catalog GPU at catalog prices, default dtypes, TP and batches."""
-    wl = Workload(prompt_tokens=prompt, output_tokens=output, ttft_slo_s=ttft_s, tpot_slo_s=tpot_s)
-    return sweep(_model(model_key), wl, contexts=[prompt], profile_for=lambda g: scenario_profile(g, calibrated))
+def _deploy(sc: Scenario, rate: float) -> deploy_view.DeployPanel:
+    return deploy_view.deploy_panel(_planned(sc), rate)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Simulating the load…")
-def _load_view(sc: Scenario, num_requests: int) -> views.LoadView:
-    return views.load_view(_planned(sc), num_requests)
+@st.cache_resource(max_entries=1)
+def _load_results() -> dict:
+    """Finished load simulations by (scenario, requests): filled with a progress bar, outside any cache."""
+    return {}
 
 
-# ========================================================================================= sidebar
+# ========================================================================================= inputs
+
+
+def num(where, key: str, step: float, help: str) -> float:
+    """A number bound to the URL, unbounded in the browser (nothing typed is dropped); planner.inputs clamps it."""
+    spec = inputs.NUMBERS[key]
+    raw = where.number_input(f"{spec.label}{f' ({spec.unit})' if spec.unit else ''}", value=float(spec.default),
+                             step=float(step), format="%.0f" if spec.integer else "%g", key=key, help=help, **BIND)
+    v, warn = inputs.clean_number(spec, raw)
+    if warn:
+        WARNINGS.append(warn)
+    return int(v) if spec.integer else float(v)
+
+
+def _check_url(models: dict, gpus: dict) -> None:
+    """Once per session: what the opening URL asked for that does not exist (shown until changed)."""
+    s, q = st.session_state, st.query_params
+    if "url_warnings" in s:
+        return
+    if (ctx := inputs.legacy_context(q)) is not None:  # a link from before the one context input
+        s["context"] = ctx
+        del q["prompt"]
+    choices = {"model": [*models, UPLOAD], "gpu": list(gpus), "tp": TP_CHOICES, "wdtype": list(WEIGHT_BITS),
+               "kvdtype": list(KV_BYTES), "calib": CALIB_CHOICES, "demand": headline.DEMAND_MODES,
+               "view": list(VIEWS), "cost_same_dtypes": [True, False], "report_only_slo": [True, False]}
+    s["url_warnings"] = inputs.url_warnings({k: q[k] for k in q if k not in ("pin", "preset")}, choices, DEFAULTS,
+                                            inputs.URL_LABELS)
+    s["pins"], why = compare.read_pins(q.get_all("pin"))
+    s["preset_applied"] = q.get("preset") if q.get("preset") in PRESETS else None
+    if why:
+        s["url_warnings"]["pin"] = (why, None)
 
 
 def _apply_preset(name: str) -> None:
     models, gpus, _ = _catalog()
-    vals = resolve(PRESETS[name], models, gpus)
-    s = st.session_state
-    if vals["model_id"]:
-        s["model"] = vals["model_id"]
-    if vals["gpu_id"]:
-        s["gpu"] = vals["gpu_id"]
-    s.update(gpus=vals["num_gpus"], tp=vals["tensor_parallel"], wdtype=vals["weight_dtype"],
-             kvdtype=vals["kv_cache_dtype"], prompt=vals["prompt_tokens"], output=vals["output_tokens"],
-             users=vals["target_users"], ttft_ms=round(vals["ttft_slo_s"] / MS),
-             tpot_ms=float(vals["tpot_slo_s"] / MS), preset_applied=name)
-
-
-BIND = {"bind": "query-params"}  # every scenario widget mirrors itself in the URL
+    st.session_state.update(inputs.preset_state(resolve(PRESETS[name], models, gpus)), preset_applied=name)
 
 
 def _presets_section() -> None:
@@ -167,12 +182,12 @@ def _presets_section() -> None:
 
 def _model_section(models: dict) -> str | None:
     """The model key: a catalog id or 'upload:<id>'; None while waiting for a usable upload."""
-    model_ids = [*models, UPLOAD]
-    default = DEFAULTS["model"] if DEFAULTS["model"] in models else model_ids[0]
-    choice = st.selectbox("Model", model_ids, index=model_ids.index(default), key="model", **BIND,
-                          help="A catalog id (models/*.yaml) or your own Hugging Face config.json")
-    key = choice
-    if choice == UPLOAD:
+    ids = [*models, UPLOAD]
+    choice = st.selectbox("Model", ids, index=ids.index(DEFAULTS["model"]) if DEFAULTS["model"] in ids else 0,
+                          key="model", help="A catalog id (models/*.yaml) or your own Hugging Face config.json", **BIND)
+    if choice != UPLOAD:
+        key = choice
+    else:
         up = st.file_uploader("config.json", type=["json"], key="upload",
                               help=f"A Hugging Face config.json, at most {MAX_UPLOAD_BYTES // 1024} kB")
         if up is None:
@@ -182,72 +197,66 @@ def _model_section(models: dict) -> str | None:
         if err:
             st.error(err)
             return None
-        key = _register_upload(spec)
+        _uploads()[spec.id] = spec
+        key = f"upload:{spec.id}"
         st.caption("Uploads are not part of the shareable URL.")
-    m = _model(key)
-    st.caption(f"{m.name}: {m.published_total_params / BILLION:,.2f}B parameters, {m.attention.kind.upper()}, "
-               f"{m.max_context_tokens:,}-token context")
+    st.caption(views.model_caption(_model(key)))
     return key
 
 
-def _hardware_section(gpus: dict) -> dict:
-    gpu_ids = list(gpus)
-    default = DEFAULTS["gpu"] if DEFAULTS["gpu"] in gpus else gpu_ids[0]
-    gpu_id = st.selectbox("GPU", gpu_ids, index=gpu_ids.index(default), key="gpu", **BIND,
-                          help="A catalog id (hardware/*.yaml)")
-    g = gpus[gpu_id]
-    st.caption(f"{g.name}: {fmt_gib(g.memory_bytes)} as CUDA reports it ({g.memory_marketed} marketed), "
-               f"{g.hbm_bandwidth_bytes_per_s / TB_PER_S:,.2f} TB/s, "
-               f"{fmt_tflops(g.peak_flops_for('bf16')[1])} bf16 dense")
+def _hardware_section(gpus: dict) -> tuple[dict, object]:
+    ids = list(gpus)
+    gpu_id = st.selectbox("GPU", ids, index=ids.index(DEFAULTS["gpu"]) if DEFAULTS["gpu"] in ids else 0, key="gpu",
+                          help="A catalog id (hardware/*.yaml)", **BIND)
+    gpu_caption = st.empty()  # filled once the latency model is known (it decides the memory CUDA reports)
     c1, c2 = st.columns(2)
-    num_gpus = c1.number_input("GPUs", min_value=0, max_value=4096, value=DEFAULTS["gpus"], step=1, key="gpus", **BIND,
-                               help="GPUs in the deployment; replicas = GPUs ÷ tensor parallel")
-    tp = c2.selectbox("Tensor parallel", TP_CHOICES, index=0, key="tp", **BIND,
-                      help="GPUs one replica spans (two all-reduces per layer per step)")
+    n = num(c1, "gpus", 1, "GPUs in the deployment the views examine; replicas = GPUs ÷ tensor parallel")
+    tp = c2.selectbox("Tensor parallel", TP_CHOICES, key="tp", help="GPUs one replica spans (two all-reduces per "
+                      "layer per step)", **BIND)
+    if tp > n:
+        WARNINGS.append(f"GPUs: {n:,} is fewer than tensor parallel {tp}; using {tp} GPUs (one replica)")
+        n = tp
     c1, c2 = st.columns(2)
     wd, kd = list(WEIGHT_BITS), list(KV_BYTES)
     weight_dtype = c1.selectbox("Weights", wd, index=wd.index(DEFAULTS["wdtype"]), key="wdtype", **BIND,
                                 help="Weight format (int4 = group-wise with 16-bit scales, 4.125 bits)")
     kv_dtype = c2.selectbox("KV cache", kd, index=kd.index(DEFAULTS["kvdtype"]), key="kvdtype", **BIND,
                             help="fp8 KV halves the cache: roughly twice the tokens")
-    util = st.slider("gpu_memory_utilization", min_value=0.10, max_value=1.00, value=DEFAULTS["util"], step=0.01,
-                     key="util", **BIND, help="Fraction of GPU memory vLLM may use (vLLM default 0.92)")
-    return {"gpu_id": gpu_id, "num_gpus": int(num_gpus), "tensor_parallel": int(tp), "weight_dtype": weight_dtype,
-            "kv_cache_dtype": kv_dtype, "gpu_memory_utilization": float(util)}
+    util = st.slider("gpu_memory_utilization", min_value=0.10, max_value=1.00, value=0.92, step=0.01, key="util",
+                     help="Fraction of GPU memory vLLM may use (vLLM default 0.92)", **BIND)
+    return {"gpu_id": gpu_id, "num_gpus": n, "tensor_parallel": int(tp), "weight_dtype": weight_dtype,
+            "kv_cache_dtype": kv_dtype, "gpu_memory_utilization": float(util)}, gpu_caption
 
 
 def _workload_section() -> dict:
+    context = num(st, "context", 512, "Tokens a request holds at its end: prompt + output (the KV cache it needs)")
     c1, c2 = st.columns(2)
-    prompt = c1.number_input("Prompt tokens", min_value=0, max_value=10_000_000, value=DEFAULTS["prompt"], step=256,
-                             key="prompt", **BIND, help="Input tokens per request (prefill)")
-    output = c2.number_input("Output tokens", min_value=0, max_value=1_000_000, value=DEFAULTS["output"], step=64,
-                             key="output", **BIND, help="Generated tokens per request (decode)")
-    users = st.number_input("Target concurrent users", min_value=0, max_value=1_000_000, value=DEFAULTS["users"],
-                            step=10, key="users", **BIND, help="Requests in flight at once (the seeds' 160)")
+    output = num(c1, "output", 64, "Generated tokens per request (decode); the rest of the context is the prompt")
+    prompt, output, warn = inputs.split_context(context, output)
+    if warn:
+        WARNINGS.append(warn)
+    c2.caption(f"= **{prompt:,}** prompt + **{output:,}** output tokens")
+    users = num(st, "users", 10, "Requests in flight at once on the deployment (the seeds' 160)")
     c1, c2 = st.columns(2)
-    ttft_ms = c1.number_input("TTFT target (ms)", min_value=0, max_value=3_600_000, value=DEFAULTS["ttft_ms"],
-                              step=100, key="ttft_ms", **BIND, help="Time to first token")
-    tpot_ms = c2.number_input("TPOT target (ms)", min_value=0.0, max_value=60_000.0, value=DEFAULTS["tpot_ms"],
-                              step=5.0, key="tpot_ms", **BIND, help="Time per output token (inter-token latency)")
-    return {"prompt_tokens": int(prompt), "output_tokens": int(output), "target_users": int(users),
-            "ttft_slo_s": float(ttft_ms) * MS, "tpot_slo_s": float(tpot_ms) * MS}
+    ttft = num(c1, "ttft_ms", 100, "Time to first token")
+    tpot = num(c2, "tpot_ms", 5, "Time per output token (inter-token latency)")
+    return {"prompt_tokens": prompt, "output_tokens": output, "target_users": users, "ttft_slo_s": ttft * MS,
+            "tpot_slo_s": tpot * MS}
 
 
 def _price_calibration_section(gpu) -> dict:
     src = gpu.price_source
-    price = st.number_input("Price override ($/GPU-hour)", min_value=0.0, max_value=10_000.0, value=DEFAULTS["price"],
-                            step=0.1, key="price", **BIND,
-                            help=f"0 = catalog price ({fmt_usd(gpu.price_usd_per_hour)}/h, {src.url}, {src.date})")
-    profile = scenario_profile(gpu.id)
-    calib = st.radio("Latency model", CALIB_CHOICES, index=0 if profile.is_ideal else 1, key="calib",
-                     horizontal=True, **BIND, disabled=profile.is_ideal,
-                     help="Efficiencies fitted on real vLLM probes (the default where a profile exists: this GPU's "
-                          "own, or another GPU's transferred), or the ideal roofline (speed of light)")
-    if profile.is_ideal:
+    price = num(st, "price", 0.1, f"0 = catalog price ({fmt_usd(gpu.price_usd_per_hour)}/h, {src.url}, {src.date})")
+    own = scenario_profile(gpu.id)
+    calib = st.radio("Latency model", CALIB_CHOICES, index=0 if own.is_ideal else 1, key="calib", horizontal=True,
+                     disabled=own.is_ideal, help="Efficiencies fitted on real vLLM probes (this GPU's own, or another "
+                     "GPU's transferred), or the ideal roofline (speed of light)", **BIND)
+    calibrated = calib == CALIB_CHOICES[1] and not own.is_ideal
+    if own.is_ideal:
         st.caption(f"No calibrated profile for {gpu.name} yet: the ideal roofline is used.")
     else:
-        st.caption(views.profile_caption(profile))
-    return {"price_usd_per_hour": float(price), "calibrated": calib == CALIB_CHOICES[1] and not profile.is_ideal}
+        st.caption(views.profile_caption(scenario_profile(gpu.id, calibrated)))
+    return {"price_usd_per_hour": price, "calibrated": calibrated}
 
 
 def sidebar(models: dict, gpus: dict) -> Scenario | None:
@@ -257,70 +266,79 @@ def sidebar(models: dict, gpus: dict) -> Scenario | None:
         _presets_section()
         st.subheader("Model and hardware")
         model_key = _model_section(models)
-        hw = _hardware_section(gpus)
+        hw, gpu_caption = _hardware_section(gpus)
         st.subheader("Workload and targets")
         wl = _workload_section()
         st.subheader("Price and calibration")
-        pc = _price_calibration_section(gpus[hw["gpu_id"]])
+        g = gpus[hw["gpu_id"]]
+        pc = _price_calibration_section(g)
+        total = device_total_bytes(g, scenario_profile(g.id, pc["calibrated"]))
+        gpu_caption.caption(views.gpu_caption(g, total))
     return None if model_key is None else Scenario(model_key=model_key, **hw, **wl, **pc)
+
+
+# ========================================================================================= headline
+
+
+@contextlib.contextmanager
+def guard(name: str):
+    """A failure inside one view becomes a plain sentence there (the details go to the server log)."""
+    try:
+        yield
+    except Exception:
+        LOG.exception("the %s view failed", name)
+        st.warning(view_text.VIEW_FAILED.format(name))
+
+
+def _demand() -> headline.Demand:
+    c = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
+    mode = c.radio("Demand", headline.DEMAND_MODES, key="demand", horizontal=True, width="content",
+                   help="What the fleet must serve: a request rate, or people who each wait for an answer, read "
+                        "for a while and ask again", **BIND)
+    if mode == headline.DEMAND_MODES[0]:
+        rate = num(c.container(width=170), "rate", 1, "Requests per second, all users")
+        return headline.Demand(mode, rate_per_s=rate)
+    users = num(c.container(width=150), "active_users", 100, "People using the service at the same time")
+    think = num(c.container(width=150), "think_s", 5, "Seconds a user reads/types between answers")
+    return headline.Demand(mode, active_users=users, think_s=think)
+
+
+def headline_section(sc: Scenario, o: Planned, r, demand: headline.Demand) -> headline.DemandAnswer:
+    da = _demand_answer(sc, demand)
+    if da.fleet.batch_size_per_replica:
+        row = st.container(horizontal=True, gap="small")
+        for label, value, help in headline.fleet_metrics(da.fleet, o.gpu.price_source.url):
+            row.metric(label, value, help=help, width="content")
+    st.caption(f"{headline.fleet_sentence(da.fleet, demand)} The same: `{headline.fleet_command(sc, o.model.id, demand)}`")
+    row = st.container(horizontal=True, gap="small")
+    for label, value, help in headline.detail_metrics(r, o.deployment.replicas, views.mem):
+        row.metric(label, value, help=help, width="content")
+    st.caption(view_text.scenario_caption(o, views.latency_model_label(r.profile_mode), views.scenario_notes(o)))
+    s, token = st.session_state, compare.encode(sc)
+    st.button("Pin this scenario", icon=":material/push_pin:", key="pin_btn",
+              on_click=lambda: s.update(pins=compare.add_pin(s.get("pins", []), token)),
+              help=f"Keep it for the Compare view (up to {compare.MAX_PINS}; the pins travel in the URL)")
+    return da
 
 
 # =========================================================================================== views
 
 
-@contextlib.contextmanager
-def guard(what: str):
-    """Show a failure inside one view as a plain message, never a traceback."""
-    try:
-        yield
-    # the dashboard must keep standing: any failure in one view becomes a message in that view
-    except Exception as err:  # noqa: BLE001
-        st.error(f"Could not compute {what}: {err}")
-
-
-def headline(sc: Scenario, o: Planned, r) -> None:
-    reps = o.deployment.replicas
-    for reason in r.reasons:
-        st.error(f"Infeasible: {reason}.")
-    for note in r.notes:
-        st.info(note[0].upper() + note[1:] + ".")
-    c = st.columns(6)
-    c[0].metric("Max concurrent users", fmt_int(views.deployment_users(r)),
-                help=f"At {sc.context_tokens:,} tokens of context (prompt + output), KV cache limit, "
-                     f"{reps} replica(s) of {sc.tensor_parallel} GPU(s)")
-    c[1].metric("KV cache pool / GPU", fmt_gib(max(r.memory.kv_pool_bytes, 0.0)),
-                help=f"{fmt_gb(max(r.memory.kv_pool_bytes, 0.0))}; {r.memory.kv_capacity_tokens:,} tokens per GPU")
-    c[2].metric("TTFT (one prompt)", fmt_ms(r.ttft.time_s), help=f"prefill of {sc.prompt_tokens:,} tokens, "
-                f"{r.ttft.bound}-bound")
-    c[3].metric("SLO-feasible batch", fmt_int(r.batch_size),
-                help=f"largest batch per replica meeting TTFT ≤ {fmt_ms(sc.ttft_slo_s)} and TPOT ≤ "
-                     f"{fmt_ms(sc.tpot_slo_s)} (stopped by: {r.slo.binding})")
-    c[4].metric("TPOT at that batch", fmt_ms(r.tpot_effective_s) if r.batch_size else "—",
-                help=f"mean time per output token with the other requests' prefills mixed into the decode steps "
-                     f"(chunked prefill); the decode step alone is {fmt_ms(r.tpot.time_s)}, {r.tpot.bound}-bound")
-    c[5].metric("$ / M output tokens", fmt_usd(float(r.cost.usd_per_million_output_tokens)) if r.batch_size else "—",
-                help=f"at {fmt_usd(o.gpu.price_usd_per_hour)}/GPU-h ({o.gpu.price_source.url}, "
-                     f"{o.gpu.price_source.date})")
-    st.caption(f"{o.model.name} on {sc.num_gpus} × {o.gpu.name} (TP {sc.tensor_parallel}), weights {sc.weight_dtype}, "
-               f"KV {sc.kv_cache_dtype}; {sc.prompt_tokens:,} prompt + {sc.output_tokens:,} output tokens; "
-               f"latency model: {views.latency_model_label(r.profile_mode)}. Memory: {r.memory.explain()}.")
-
-
-def view_memory(sc: Scenario, o: Planned, r) -> None:
+def view_memory(sc: Scenario, o: Planned, r, da) -> None:
     curve, max_ctx = _users_vs_context(sc)
     left, right = st.columns([1, 2])
     left.plotly_chart(charts.memory_stack(views.memory_bar(r, o.gpu.name)), key="mem-stack")
     right.plotly_chart(charts.users_vs_context(curve, sc.target_users, sc.context_tokens, max_ctx), key="mem-users")
-    if max_ctx:
-        st.markdown(f"For **{sc.target_users:,} concurrent users** on {sc.num_gpus} × {o.gpu.name}, each request's "
-                    f"context must stay at or below **{max_ctx:,} tokens** (KV {sc.kv_cache_dtype}).")
-    else:
-        st.markdown(f"**{sc.target_users:,} concurrent users** do not fit at any context length: the KV pool is "
-                    f"{fmt_gib(max(r.memory.kv_pool_bytes, 0))} per GPU.")
+    st.markdown(view_text.memory_sentence(o, max_ctx))
     st.dataframe(views.memory_table(o), hide_index=True, width="stretch")
+    fits = _fits(sc)
+    st.markdown(f"**Fits per GPU** at {sc.context_tokens:,} tokens (TP {sc.tensor_parallel}, {sc.weight_dtype} "
+                f"weights, KV {sc.kv_cache_dtype}):")
+    st.table(fits.assign(fits=fits["fits"].map({True: "✅ fits", False: "❌ does not fit"}))[
+        ["gpu", "fits", "sentence"]].set_index("gpu"))
 
 
-def view_latency(sc: Scenario, o: Planned, r) -> None:
+def view_latency(sc: Scenario, o: Planned, r, da) -> None:
     f = _latency_frames(sc)
     c1, c2 = st.columns(2)
     c1.plotly_chart(charts.ttft_vs_prompt(f.ttft, sc.ttft_slo_s, sc.prompt_tokens), key="lat-ttft")
@@ -329,153 +347,204 @@ def view_latency(sc: Scenario, o: Planned, r) -> None:
     c1.plotly_chart(charts.tpot_vs_context(f.tpot_context, sc.tpot_slo_s), key="lat-tpot-c")
     c2.plotly_chart(charts.throughput_vs_batch(f.throughput, r.batch_size or None, r.batch_size or None),
                     key="lat-thr")
-    if f.crossing:
-        st.markdown(f"The TPOT target {fmt_ms(sc.tpot_slo_s)} is crossed above **batch {f.crossing:,}** "
-                    f"(decode at {f.decode_context_tokens:,.0f} tokens of context); the KV cache "
-                    f"holds {r.max_concurrency:,} requests per replica.")
-    else:
-        st.markdown(f"Even one sequence takes {fmt_ms(r.slo.tpot_batch1_s)} per output token: the TPOT target "
-                    f"{fmt_ms(sc.tpot_slo_s)} cannot be met on this GPU.")
+    st.markdown(view_text.latency_sentence(f, r))
+    st.caption(f"Error bands (p90 of |error| on measurements, planner.bands): TTFT {r.bands['ttft'].text()}, "
+               f"TPOT {r.bands['tpot'].text()} — {f.band_basis}.")
 
 
-def view_roofline(sc: Scenario, o: Planned, r) -> None:
+def view_roofline(sc: Scenario, o: Planned, r, da) -> None:
     rv = views.roofline_view(o)
     st.plotly_chart(charts.roofline(rv.peaks, o.gpu.hbm_bandwidth_bytes_per_s, rv.points, o.gpu.name), key="roof")
     st.markdown(views.ridge_sentence(o.gpu, rv))
     st.dataframe(rv.table, hide_index=True, width="stretch")
 
 
-def view_triangle(sc: Scenario, o: Planned, r) -> None:
-    df, corners = _triangle_frame(sc)
+def view_triangle(sc: Scenario, o: Planned, r, da) -> None:
+    df, corners, pts = _triangle(cost_view.sweep_key(sc, None))
     if df.empty:
         st.warning("No configuration of this model fits any catalog GPU at this context length.")
         return
-    st.plotly_chart(charts.triangle(df, views.scenario_point(r, sc.output_tokens), corners), key="tri")
-    q = r.quality
-    st.caption(f"Quality: {q.benchmark or 'no published score'} {q.published_score:.1f} × retention "
-               f"{q.retention:.3f} (weights {sc.weight_dtype}, KV {sc.kv_cache_dtype}) = {q.score:.1f} for this "
-               f"scenario; source {q.score_source_url or '—'}. Retention factors: planner.quality (cited per dtype).")
+    st.plotly_chart(charts.triangle(pts, views.scenario_point(r, sc.output_tokens), corners), key="tri")
     if not corners.empty:
         tbl = corners.assign(latency=corners["latency_s"].map(fmt_ms),
                              throughput=corners["output_tokens_per_s_per_gpu"].map(lambda x: f"{x:,.0f} tok/s/GPU"))
         st.dataframe(tbl[["corner", "label", "latency", "throughput"]], hide_index=True, width="stretch")
-    st.caption(f"{len(df):,} candidates that fit, {int(df['pareto'].sum()):,} on the Pareto front "
-               "(no other candidate is at least as good on all three and better on one).")
+    st.caption(view_text.triangle_caption(r, len(df), int(df["pareto"].sum()), len(pts)))
 
 
-def view_cost(sc: Scenario, o: Planned, r) -> None:
-    same = st.toggle("Keep the scenario's weight and KV dtypes", value=True, key="cost_same_dtypes",
-                     help="Off: any weight/KV dtype may win (quality changes with the dtype)")
-    best = _cost_frame(sc, same)
+def _same_dtypes_toggle() -> bool:
+    return st.toggle("Keep the scenario's weight and KV dtypes", value=True, key="cost_same_dtypes", **BIND,
+                     help="Off: any weight/KV dtype may win (quality changes with the dtype; see the quality column)")
+
+
+def _apply_pick() -> None:
+    s = st.session_state
+    pts = ((s.get("pareto") or {}).get("selection") or {}).get("points") or []
+    if new := cost_view.picked_state(pts, float(s.get("gpus", 1)), int(s.get("tp", 1))):
+        s.update(new)
+
+
+def view_cost(sc: Scenario, o: Planned, r, da) -> None:
+    same = _same_dtypes_toggle()
+    best = views.cheapest_per_gpu(_ranked_sweep(sc, same), sc.target_users)
+    names = {k: g.name for k, g in catalog.gpus().items()}
     if best.empty:
-        st.warning(f"No GPU in the catalog meets TTFT ≤ {fmt_ms(sc.ttft_slo_s)} and TPOT ≤ {fmt_ms(sc.tpot_slo_s)} "
-                   f"for {sc.prompt_tokens:,} + {sc.output_tokens:,} tokens with this model. Loosen a target or "
-                   "shorten the context.")
+        st.warning(cost_view.nothing_meets_sentence(sc))
         return
-    gpus = catalog.gpus()
-    top = best.iloc[0]
-    st.success(f"Cheapest configuration meeting the targets: **{int(top['num_gpus'])} × {gpus[top['gpu_id']].name}, "
-               f"{top['weight_dtype']} weights, KV {top['kv_cache_dtype']}, batch {int(top['batch_size']):,}: "
-               f"{fmt_usd(top['cost_usd_per_million_output_tokens'])} per million output tokens**, TPOT "
-               f"{fmt_ms(top['tpot_s'], 0)}, TTFT {fmt_ms(top['ttft_s'], 0)} "
-               f"(price {fmt_usd(top['price_usd_per_hour'])}/GPU-h, {top['price_source']}, {top['price_date']}).")
-    st.plotly_chart(charts.cost_bars(best), key="cost")
-    st.dataframe(views.cost_table(best), hide_index=True, width="stretch")
-    missing = sorted(set(gpus) - set(best["gpu_id"].astype(str)))
+    st.success(cost_view.first_sentence(best, names))
+    st.caption(cost_view.RANKING_DEFINITION + " " + (cost_view.overrides_note(sc, o.gpu.name) or ""))
+    st.plotly_chart(charts_cost.cost_bars(best), key="cost")
+    st.dataframe(views.cost_table(best, names), hide_index=True, width="stretch")
+    missing = sorted(set(names) - set(best["gpu_id"].astype(str)))
     if missing:
-        st.caption("No configuration meets the targets on: " + ", ".join(gpus[g].name for g in missing) + ".")
+        st.caption("No configuration meets the targets on: " + ", ".join(names[g] for g in missing) + ".")
+    fig = charts_cost.cost_vs_speed(_pareto(cost_view.sweep_key(sc, same), same), cost_view.scenario_speed_point(r),
+                                    cost_view.PICK_FIELDS)
+    st.plotly_chart(fig, key="pareto", on_select=_apply_pick, selection_mode="points")
+    picked = st.session_state.get("picked")
+    st.caption((f"Applied **{picked}** to the scenario. " if picked else "") + cost_view.PARETO_CAPTION)
 
 
-def view_report(sc: Scenario, o: Planned, r) -> None:
-    sw = _cli_sweep(sc.model_key, sc.prompt_tokens, sc.output_tokens, sc.ttft_slo_s, sc.tpot_slo_s, sc.calibrated)
-    only = st.toggle("Only rows that meet the targets", value=False, key="report_only_slo")
+def view_report(sc: Scenario, o: Planned, r, da) -> None:
+    same = _same_dtypes_toggle()
+    sw = _ranked_sweep(sc, same)  # in the ranking's order (planner.sweep ranks with planner.ranking)
+    only = st.toggle("Only rows that meet the targets", value=False, key="report_only_slo", **BIND)
     shown = sw[sw["meets_slo"]] if only else sw
     cfg = {c: st.column_config.NumberColumn(c, help=f"unit: {c.rsplit('_', 1)[-1]}", format="%.4g")
            for c in sw.columns if c.endswith(("_s", "_bytes", "_per_gpu", "_per_s")) or c.startswith("cost_")}
-    st.dataframe(shown, hide_index=True, width="stretch", height=560, column_config=cfg)
-    st.caption(f"{len(shown):,} of {len(sw):,} rows, ranked by $/M output tokens among the rows that meet the "
-               "targets. Column names carry their units (s, bytes, usd); the CSV holds the same raw numbers.")
-    # the CSV is written only when the user clicks (formatting ~7,000 rows takes a few hundred ms)
-    st.download_button("Download the sweep as CSV", lambda: csv_bytes(sw), file_name=f"sweep-{o.model.id}.csv",
-                       mime="text/csv", key="dl-csv", on_click="ignore")
-    st.caption("The same file as:")
-    st.code(views.sweep_command(sc, o.model.id), language="bash")
-    if sc.price_usd_per_hour > 0 or abs(sc.gpu_memory_utilization - 0.92) > 1e-9 or sc.model_key.startswith("upload:"):
-        st.caption("Like the CLI, this table uses catalog prices and the default gpu_memory_utilization (0.92); "
-                   "the sidebar's overrides apply to the other views." +
-                   (" An uploaded model has no catalog id: save it with `planner import-hf` first."
-                    if sc.model_key.startswith("upload:") else ""))
+    st.dataframe(shown, hide_index=True, width="stretch", height=480, column_config=cfg)
+    st.caption(f"{len(shown):,} of {len(sw):,} rows. {cost_view.RANKING_DEFINITION} Column names carry their units "
+               "(s, bytes, usd); the CSV holds the same raw numbers. "
+               + (cost_view.overrides_note(sc, o.gpu.name) or ""))
+    c = st.container(horizontal=True)
+    # both files are built only when clicked (formatting ~7,000 rows takes a few hundred ms)
+    c.download_button("Download the sweep as CSV", lambda: csv_bytes(sw), file_name=f"sweep-{o.model.id}.csv",
+                      mime="text/csv", key="dl-csv", on_click="ignore")
+    cmd = views.sweep_command(sc, o.model.id, same)
+    chosen = f"set in the dashboard; its Sizing report ranks every alternative as `{cmd}` does"
+    c.download_button("Download the plan report (Markdown)", lambda: deploy_view.plan_report_markdown(o, da, chosen),
+        file_name=f"plan-{o.model.id}-{o.gpu.id}.md", mime="text/markdown", key="dl-plan", on_click="ignore")
+    st.caption("The same CSV as:")
+    st.code(cmd, language="bash")
 
 
-def view_load(sc: Scenario, o: Planned, r) -> None:
-    if not r.memory.fits:
-        st.warning(f"Nothing to simulate: {r.memory.explain()}.")
+def view_load(sc: Scenario, o: Planned, r, da) -> None:
+    problem = views.load_problem(r)
+    if problem:
+        st.warning(problem)
         return
-    c1, c2 = st.columns([1, 2], vertical_alignment="bottom")
-    n = int(c1.number_input("Requests per simulated run", min_value=100, max_value=20_000, value=1000, step=100,
-                            key="load_requests", help="Poisson arrivals with the sidebar's prompt and output "
-                                                      "lengths on one replica; more requests = steadier tails"))
-    # the simulation runs on request (about a second), so that widget changes elsewhere stay fast
-    if c2.button("Simulate", type="primary", key="load_run"):
+    c = st.container(horizontal=True, vertical_alignment="bottom")
+    n = num(c.container(width=220), "load_requests", 100, "Poisson arrivals with the sidebar's prompt and output "
+            "lengths on one replica; more requests = steadier tails (and a longer run)")
+    if c.button("Simulate", type="primary", key="load_run"):
         st.session_state["load_for"] = (sc, n)
-    if st.session_state.get("load_for") != (sc, n):
-        st.info("Press **Simulate** to run the serving simulator on this scenario (about a second).")
-        return
-    res = _load_view(sc, n)
+    store = _load_results()
+    if (sc, n) not in store:
+        if st.session_state.get("load_for") != (sc, n):
+            st.info(view_text.LOAD_PRESS)
+            return
+        bar = st.progress(0.0, text="Simulating: the burst that sets the scale…")
+        store[(sc, n)] = views.load_view(o, n, progress=lambda f, rate: bar.progress(
+            f, text="Simulating…" if rate is None else f"Simulating {n:,} requests at {rate:,.2f} requests/s…"))
+        bar.empty()
+        if len(store) > 16:
+            store.pop(next(iter(store)))
+    res = store[(sc, n)]
     st.plotly_chart(charts.latency_vs_rate(res.frame, {"TTFT": sc.ttft_slo_s, "TPOT": sc.tpot_slo_s}, res.knee),
                     key="load")
-    reps, targets = o.deployment.replicas, f"p99 TTFT ≤ {fmt_ms(sc.ttft_slo_s)} and p99 TPOT ≤ {fmt_ms(sc.tpot_slo_s)}"
-    if res.knee is None:
-        st.markdown(f"Even the lightest simulated load ({res.lightest_rate:,.3f} requests/s) misses {targets} "
-                    "on one replica.")
-    elif not res.found_miss:
-        st.markdown(f"One replica meets {targets} even at **{res.knee:,.2f} requests/s**, the highest rate "
-                    "searched: the knee lies above that.")
-    else:
-        st.markdown(f"One replica ({sc.tensor_parallel} × {o.gpu.name}) keeps {targets} up to about "
-                    f"**{res.knee:,.2f} requests/s** (the knee); the deployment's {reps} replica(s): "
-                    f"**{res.deployment_knee:,.2f} requests/s**. (For scale: {n:,} requests arriving at once finish "
-                    f"at {res.burst_rate:,.2f} requests/s.)")
-    st.caption("Discrete-event simulation of a vLLM-style engine (continuous batching, chunked prefill, paged KV "
-               "with preemption, prefix caching) with the same roofline step times; planner.serving.")
+    st.markdown(view_text.load_sentence(res, o, n))
+    st.caption(view_text.LOAD_CAPTION)
+
+
+def view_compare(sc: Scenario, o: Planned, r, da) -> None:
+    pins = st.session_state.get("pins", [])
+    if not pins:
+        st.info("Nothing pinned yet: press **Pin this scenario** under the headline, change the sidebar, pin again.")
+        return
+    items = [("now", o, da.fleet, views.latency_model_label(r.profile_mode))]
+    for i, token in enumerate(pins, 1):
+        pin = compare.decode(token)
+        p = _planned(pin)
+        items.append((f"{i}. {compare.pin_name(pin)}", p, _demand_answer(pin, da.demand).fleet,
+                      views.latency_model_label(p.report.profile_mode)))
+    st.dataframe(compare.compare_frame(items), hide_index=True, width="stretch", height=35 * 19)
+    c = st.container(horizontal=True)
+    for i, token in enumerate(pins, 1):
+        c.button(f"Unpin {i}", key=f"unpin-{i}", on_click=lambda t=token: st.session_state["pins"].remove(t))
+
+
+def view_deploy(sc: Scenario, o: Planned, r, da) -> None:
+    panel = _deploy(sc, da.fleet.request_rate_per_s or 0.0)
+    if panel.bundle is None:
+        st.warning(panel.refusal)
+        return
+    b = panel.bundle
+    left, right = st.columns([3, 2])
+    left.markdown(f"One replica of **{b.layout.describe()}**; {b.replicas:,} replica(s) for the demand above:")
+    left.code(b.serve_command, language="bash", wrap_lines=True)
+    right.table(deploy_view.deploy_predictions(b).set_index("predicted"))
+    c = st.container(horizontal=True)
+    c.download_button("Download every file (zip)", deploy_view.files_zip(b.files), file_name=f"deploy-{o.model.id}.zip",
+                      mime="application/zip", key="dl-zip", on_click="ignore", type="primary")
+    for name, text in sorted(b.files.items()):
+        c.download_button(name, text, file_name=name, key=f"dl-{name}", on_click="ignore")
+    if b.notes:
+        st.caption("Notes: " + "; ".join(b.notes) + ".")
 
 
 VIEW_FUNCS = {"Memory": view_memory, "Latency": view_latency, "Roofline": view_roofline, "Triangle": view_triangle,
-              "Cost": view_cost, "Sizing report": view_report, "Load": view_load}
+              "Cost": view_cost, "Sizing report": view_report, "Load": view_load, "Compare": view_compare,
+              "Deploy": view_deploy}
 
 
 # ============================================================================================ page
 
 
 def main() -> None:
+    st.markdown(CSS, unsafe_allow_html=True)
     st.title("LLM inference capacity planner")
     models, gpus, cat_err = _catalog()
     if cat_err or not models or not gpus:
         st.error(f"The catalog could not be read: {cat_err or 'no models or GPUs found'}")
         st.stop()
+    _check_url(models, gpus)
     sc = sidebar(models, gpus)
     if sc is None:
         st.info("Upload a Hugging Face config.json in the sidebar (or pick a catalog model) to see the plan.")
         st.stop()
-    problems = scenario_problems(sc)
+    for key, vals in (("pin", st.session_state.get("pins", [])), ("preset", [st.session_state.get("preset_applied")])):
+        if st.query_params.get_all(key) != [v for v in vals if v]:  # pins and the applied preset travel in the URL
+            st.query_params[key] = [v for v in vals if v]
+    warn_box = st.empty()
+    upload = sc.model_key.startswith("upload:")  # an upload is checked as itself; a catalog id is looked up
+    problems = scenario_problems(sc, _uploads().get(sc.model_key.removeprefix("upload:")) if upload else None)
     if problems:
-        for p in problems:
-            st.error(p[0].upper() + p[1:] + ".")
+        st.error(" ".join(p[0].upper() + p[1:] + "." for p in problems))
         st.stop()
     try:
         o = _planned(sc)
-        r = o.report
-    except Exception as err:  # noqa: BLE001 — any planner error becomes a plain message
-        st.error(f"This scenario cannot be planned: {err}")
+    except Exception:
+        LOG.exception("planning failed")
+        st.error("This scenario cannot be planned: one of its inputs is outside what the planner models.")
         st.stop()
-    headline(sc, o, r)
+    r = o.report
+    if r.reasons:
+        st.error("Infeasible: " + "; ".join(r.reasons) + ".")
+    da = headline_section(sc, o, r, _demand())
+    preset = st.session_state.get("preset_applied")
+    qw = headline.quality_warning(PRESETS[preset].corner if preset else None, sc.weight_dtype, r.quality.retention,
+                                  preset or "")
+    shown = [*inputs.still_shown(st.session_state.get("url_warnings", {}), st.session_state), *WARNINGS,
+             *[qw] * bool(qw), *(w[0].upper() + w[1:] for w in r.warnings if not w.endswith(SHORTFALL_END))]
+    if shown:
+        warn_box.warning("\n".join(f"- {w.rstrip('.')}." for w in shown))
     tabs = st.tabs(list(VIEWS), key="view", bind="query-params")
     for tab, (name, blurb) in zip(tabs, VIEWS.items()):
         with tab:
             if tab.open:
                 st.caption(blurb)
-                with guard(f"the {name} view"):
-                    VIEW_FUNCS[name](sc, o, r)
+                with guard(name):
+                    VIEW_FUNCS[name](sc, o, r, da)
 
 
 main()

@@ -31,26 +31,72 @@ COLORS = {
     "chosen": "#000000",
     "feasible": "rgba(84,162,75,0.15)",
 }
+#: Colours of several lines in one chart (one per batch size).
+LINE_COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756")
 
 # No template: st.plotly_chart applies the Streamlit theme, and validating a template per figure costs
 # more than everything else a figure does.
+# The legend sits under the plot (never over the title, whatever its length on a phone); plotly grows the
+# bottom margin to fit it.
 _LAYOUT = {
-    "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
-    "height": 380,
-    "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
+    "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
+    "height": 400,
+    "legend": {"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "xanchor": "left", "x": 0},
 }
 
 
-def _fig(title: str, x_title: str, y_title: str, **layout) -> go.Figure:
-    fig = go.Figure()
-    fig.update_layout(title={"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}}, **{**_LAYOUT, **layout})
-    fig.update_xaxes(title_text=x_title)
-    fig.update_yaxes(title_text=y_title)
-    return fig
+def _fig(title: str, x_title: str, y_title: str, xaxis_type: str | None = None, yaxis_type: str | None = None,
+         **layout) -> go.Figure:
+    """A figure with its title, axis titles and the common layout, built in one go (each plotly ``update_*``
+    call validates the whole layout again: the dashboard builds several figures per widget change)."""
+    axes = {f"{a}axis": {"title": {"text": t}, **({"type": k} if k else {})}
+            for a, t, k in (("x", x_title, xaxis_type), ("y", y_title, yaxis_type))}
+    return go.Figure(layout={"title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
+                             **_LAYOUT, **axes, **layout})
 
 
 def _finite(x) -> bool:
     return x is not None and isinstance(x, (int, float, np.floating, np.integer)) and math.isfinite(float(x))
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    h = hex_color.lstrip("#")
+    return f"rgba({int(h[0:2], 16)},{int(h[2:4], 16)},{int(h[4:6], 16)},{alpha})"
+
+
+def error_band(fig: go.Figure, x, y, band_pct, color: str, what: str, legend: bool = True) -> None:
+    """Shade y × (1 ± band_pct/100) where the band is known; say "no measured basis" where it is not
+    (``band_pct`` NaN: :class:`planner.bands.Band` with ``pct`` None).  ``legend``: list the band in the legend."""
+    x, y, pct = (np.asarray(v, dtype=float) for v in (x, y, band_pct))
+    pct = np.broadcast_to(pct, y.shape)
+    ok = np.isfinite(pct) & np.isfinite(y)
+    if ok.any():
+        xs, lo, hi = x[ok], y[ok] * (1 - pct[ok] / 100), y[ok] * (1 + pct[ok] / 100)
+        vals = sorted({float(v) for v in pct[ok]})
+        fig.add_scatter(x=np.r_[xs, xs[::-1]], y=np.r_[hi, lo[::-1]], fill="toself", fillcolor=_rgba(color, 0.18),
+                        line={"width": 0}, hoverinfo="skip", mode="lines", showlegend=legend, legendgroup="band",
+                        name="error band ±" + " / ±".join(f"{v:.0f}" for v in vals) + " %")
+    if not ok.all() and legend:
+        where = "" if not ok.any() else f" beyond {x[ok].max():,.0f}" if ok[0] else f" below {x[ok].min():,.0f}"
+        fig.add_annotation(x=1.0, xref="paper", y=1.0, yref="paper", xanchor="right", yanchor="top", showarrow=False,
+                           text=f"{what}: no measured basis for an error band{where}",
+                           font={"size": 11, "color": "#8A6D3B"}, bgcolor="rgba(255,255,255,0.8)")
+
+
+def thin_cloud(df: pd.DataFrame, x: str, y: str, max_points: int, cells: int = 48) -> pd.DataFrame:
+    """At most ``max_points`` rows of ``df``: one per cell of a ``cells`` × ``cells`` grid over log(x), log(y)
+    (then evenly spaced if still too many), so a scatter keeps its shape with far fewer points."""
+    if len(df) <= max_points:
+        return df
+    if max_points <= 0:
+        return df.iloc[:0]
+    lx, ly = (np.log10(df[c].to_numpy(float).clip(1e-300)) for c in (x, y))
+    span = lambda v: (v - v.min()) / ((v.max() - v.min()) or 1.0)
+    key = (span(lx) * (cells - 1)).round().astype(int) * cells + (span(ly) * (cells - 1)).round().astype(int)
+    keep = df.iloc[np.unique(key, return_index=True)[1]]
+    if len(keep) > max_points:
+        keep = keep.iloc[np.linspace(0, len(keep) - 1, max_points).astype(int)]
+    return keep
 
 
 def empty_figure(message: str) -> go.Figure:
@@ -70,14 +116,14 @@ def _axis_pos(fig: go.Figure, axis: str, value: float) -> float:
 
 def _vline(fig: go.Figure, x: float, text: str, color: str, top: bool = True) -> None:
     """A dotted vertical line with a label that also works on log axes."""
-    fig.add_vline(x=x, line={"color": color, "dash": "dot"})
+    fig.add_shape(type="line", x0=x, x1=x, y0=0, y1=1, yref="paper", line={"color": color, "dash": "dot"})
     fig.add_annotation(x=_axis_pos(fig, "x", x), y=1.0 if top else 0.0, yref="paper", text=text, showarrow=False,
                        xanchor="left", yanchor="top" if top else "bottom", font={"color": color, "size": 11})
 
 
 def _hline(fig: go.Figure, y: float, text: str, color: str, dash: str = "dash") -> None:
     """A horizontal line with a label that also works on log axes."""
-    fig.add_hline(y=y, line={"color": color, "dash": dash})
+    fig.add_shape(type="line", x0=0, x1=1, xref="paper", y0=y, y1=y, line={"color": color, "dash": dash})
     fig.add_annotation(x=0.0, xref="paper", y=_axis_pos(fig, "y", y), text=text, showarrow=False, xanchor="left",
                        yanchor="bottom", font={"color": color, "size": 11})
 
@@ -124,6 +170,10 @@ def users_vs_context(df: pd.DataFrame, target_users: int | None = None, chosen_c
     fig = _fig("Max concurrent users vs context length", "context length per request (tokens, log scale)",
                "max concurrent users (KV cache limit, log scale)", xaxis_type="log", yaxis_type="log")
     df = df[df["max_users"] > 0]
+    if df.empty:
+        fig.add_annotation(x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font={"size": 14},
+                           text="not one request fits at any context length")
+        return fig
     groups = df.groupby("series", sort=False) if "series" in df else [("max users", df)]
     for name, g in groups:
         fig.add_scatter(x=g["context_tokens"], y=g["max_users"], mode="lines", name=str(name),
@@ -153,12 +203,14 @@ def ttft_vs_prompt(df: pd.DataFrame, ttft_slo_s: float | None = None, chosen_pro
     fig = _fig("TTFT vs prompt length (prefill)", "prompt length (tokens, log scale)", "TTFT (ms)",
                xaxis_type="log")
     custom = df.get("bound")
+    if "band_pct" in df:
+        error_band(fig, df["prompt_tokens"], df["ttft_s"] / MS, df["band_pct"], COLORS["prefill"], "TTFT")
     fig.add_scatter(x=df["prompt_tokens"], y=df["ttft_s"] / MS, mode="lines", name="TTFT",
                     line={"color": COLORS["prefill"]}, customdata=custom,
                     hovertemplate="%{x:,} tokens: %{y:,.1f} ms" + (" (%{customdata}-bound)" if custom is not None
                                                                     else "") + "<extra></extra>")
     _slo_line(fig, ttft_slo_s, "TTFT")
-    if chosen_prompt:
+    if chosen_prompt and len(df):
         y = float(np.interp(np.log(chosen_prompt), np.log(df["prompt_tokens"].astype(float)), df["ttft_s"]))
         fig.add_scatter(x=[chosen_prompt], y=[y / MS], mode="markers", name="this scenario",
                         marker={"color": COLORS["chosen"], "size": 11, "symbol": "diamond"})
@@ -171,6 +223,8 @@ def tpot_vs_batch(df: pd.DataFrame, tpot_slo_s: float | None = None, crossing_ba
     other requests' interleaved prefills) and, if present, ``decode_step_s`` (the decode step alone)."""
     fig = _fig("TPOT vs batch size (decode)", "batch size (sequences decoding together, log scale)",
                "TPOT (ms)", xaxis_type="log")
+    if "band_pct" in df:
+        error_band(fig, df["batch_size"], df["tpot_s"] / MS, df["band_pct"], COLORS["decode"], "TPOT")
     fig.add_scatter(x=df["batch_size"], y=df["tpot_s"] / MS, mode="lines+markers", name="TPOT (with prefills)",
                     line={"color": COLORS["decode"]}, marker={"size": 4},
                     hovertemplate="batch %{x:,}: %{y:,.2f} ms<extra></extra>")
@@ -190,8 +244,12 @@ def tpot_vs_context(df: pd.DataFrame, tpot_slo_s: float | None = None) -> go.Fig
     """TPOT vs context length, one line per batch size.  ``df``: ``context_tokens``, ``tpot_s``, ``batch_size``."""
     fig = _fig("TPOT vs context length (decode reads the whole KV cache)", "context per sequence (tokens, log scale)",
                "TPOT (ms)", xaxis_type="log")
-    for b, g in df.groupby("batch_size", sort=True):
+    for i, (b, g) in enumerate(df.groupby("batch_size", sort=True)):
+        color = LINE_COLORS[i % len(LINE_COLORS)]
+        if "band_pct" in g:
+            error_band(fig, g["context_tokens"], g["tpot_s"] / MS, g["band_pct"], color, "TPOT", legend=i == 0)
         fig.add_scatter(x=g["context_tokens"], y=g["tpot_s"] / MS, mode="lines", name=f"batch {int(b):,}",
+                        line={"color": color},
                         hovertemplate="%{x:,} tokens: %{y:,.2f} ms<extra>batch " + f"{int(b):,}</extra>")
     _slo_line(fig, tpot_slo_s, "TPOT")
     return fig
@@ -205,12 +263,15 @@ def throughput_vs_batch(df: pd.DataFrame, feasible_max_batch: float | None = Non
     """
     fig = _fig("Throughput vs batch size", "batch size (log scale)", "output tokens/s per replica",
                xaxis_type="log")
-    if _finite(feasible_max_batch) and feasible_max_batch >= 1:
+    if _finite(feasible_max_batch) and feasible_max_batch >= 1 and len(df):
         x0 = float(df["batch_size"].min())
-        fig.add_vrect(x0=x0, x1=max(float(feasible_max_batch), x0), fillcolor=COLORS["feasible"], line_width=0)
+        fig.add_shape(type="rect", x0=x0, x1=max(float(feasible_max_batch), x0), y0=0, y1=1, yref="paper",
+                      fillcolor=COLORS["feasible"], line_width=0, layer="below")
         fig.add_annotation(x=_axis_pos(fig, "x", x0), y=1.0, yref="paper", xanchor="left", yanchor="top",
                            showarrow=False, text="SLO-feasible: meets TTFT + TPOT, fits the KV cache",
                            font={"size": 11, "color": "#2E7D32"})
+    if "band_pct" in df:
+        error_band(fig, df["batch_size"], df["output_tokens_per_s"], df["band_pct"], COLORS["decode"], "throughput")
     if "decode_tokens_per_s" in df:
         fig.add_scatter(x=df["batch_size"], y=df["decode_tokens_per_s"], mode="lines",
                         name="decode only (batch ÷ TPOT)",
@@ -219,7 +280,7 @@ def throughput_vs_batch(df: pd.DataFrame, feasible_max_batch: float | None = Non
     fig.add_scatter(x=df["batch_size"], y=df["output_tokens_per_s"], mode="lines+markers",
                     name="with prefill of arriving requests", line={"color": COLORS["decode"]}, marker={"size": 4},
                     hovertemplate="batch %{x:,}: %{y:,.0f} tok/s<extra></extra>")
-    if _finite(chosen_batch) and chosen_batch >= 1:
+    if _finite(chosen_batch) and chosen_batch >= 1 and len(df):
         y = float(np.interp(np.log(chosen_batch), np.log(df["batch_size"].astype(float)), df["output_tokens_per_s"]))
         fig.add_scatter(x=[chosen_batch], y=[y], mode="markers", name="SLO-feasible batch",
                         marker={"color": COLORS["chosen"], "size": 11, "symbol": "diamond"})
@@ -248,7 +309,8 @@ def roofline(peaks: pd.DataFrame, bandwidth_bytes_per_s: float, points: pd.DataF
                         line={"color": "black" if i == 0 else COLORS["candidate"],
                               "dash": "solid" if i == 0 else "dash"},
                         hovertemplate="%{x:,.1f} FLOP/B: %{y:,.0f} TFLOP/s<extra></extra>")
-        fig.add_vline(x=ridge, line={"color": "lightgray", "dash": "dot"})  # shapes use data coordinates
+        fig.add_shape(type="line", x0=ridge, x1=ridge, y0=0, y1=1, yref="paper",  # shapes use data coordinates
+                      line={"color": "lightgray", "dash": "dot"})
     colors = {"prefill": COLORS["prefill"], "decode": COLORS["decode"]}
     for row in points.itertuples():
         color = next((c for k, c in colors.items() if str(row.label).startswith(k)), COLORS["chosen"])
@@ -333,29 +395,6 @@ def triangle(df: pd.DataFrame, chosen: dict | None = None, corners: pd.DataFrame
                         name="this scenario", marker={"size": 18, "symbol": "star", "color": COLORS["chosen"],
                                                           "line": {"color": "white", "width": 1}},
                         hovertemplate="this scenario: %{x:,.0f} ms, %{y:,.0f} tok/s/GPU<extra></extra>")
-    return fig
-
-
-# -------------------------------------------------------------------------------------------- cost
-
-
-def cost_bars(df: pd.DataFrame) -> go.Figure:
-    """$/Mtok per GPU type, cheapest first.
-
-    ``df``: ``label``, ``cost_usd_per_million_output_tokens``, ``cost_usd_per_million_tokens_blended`` (rows with
-    no SLO-feasible batch left out by the caller).
-    """
-    df = df.sort_values("cost_usd_per_million_output_tokens")
-    fig = _fig("Cost per million tokens at the SLO-feasible batch", "", "USD per million tokens",
-               barmode="group", height=420)
-    fig.add_bar(x=df["label"], y=df["cost_usd_per_million_output_tokens"], name="output tokens",
-                marker_color=COLORS["decode"], text=[f"${v:,.2f}" for v in df["cost_usd_per_million_output_tokens"]],
-                textposition="outside", hovertemplate="%{x}: $%{y:,.3f} per M output tokens<extra></extra>")
-    if "cost_usd_per_million_tokens_blended" in df:
-        fig.add_bar(x=df["label"], y=df["cost_usd_per_million_tokens_blended"], name="blended (input + output)",
-                    marker_color=COLORS["prefill"],
-                    hovertemplate="%{x}: $%{y:,.3f} per M tokens (blended)<extra></extra>")
-    fig.update_xaxes(tickangle=-30)
     return fig
 
 

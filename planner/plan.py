@@ -48,6 +48,10 @@ def batch_limit_phrase(slo, workload: Workload) -> str:
     return f"{limit:,} that max_num_seqs allows"
 
 
+#: How :func:`shortfall_warning` ends (the dashboard, whose headline is the fleet answer, leaves it out).
+SHORTFALL_END = "as given it misses its targets"
+
+
 def shortfall_warning(fleet, deployment: Deployment) -> str:
     """The warning of a deployment with fewer GPUs than its own fleet answer: what it needs and why."""
     why = []
@@ -56,7 +60,7 @@ def shortfall_warning(fleet, deployment: Deployment) -> str:
     if fleet.concurrency:
         why.append(f"{fleet.concurrency:,} requests in flight at {fleet.batch_size_per_replica:,} per replica")
     return (f"the deployment has {deployment.num_gpus:,} GPU(s) but the workload needs {fleet.replicas:,} "
-            f"replica(s) = {fleet.num_gpus:,} GPUs ({'; '.join(why)}): as given it misses its targets")
+            f"replica(s) = {fleet.num_gpus:,} GPUs ({'; '.join(why)}): {SHORTFALL_END}")
 
 
 def _f(x) -> float:

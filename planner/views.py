@@ -14,35 +14,15 @@ import pandas as pd
 
 from planner import batching, memory, phases, ranking, roofline, serving
 from planner import cost as cost_mod
-from planner.charts import pareto_mask
+from planner.bands import band, prefill_regime
+from planner.charts import pareto_mask, thin_cloud
+from planner.choose import question_command
 from planner.profile import CalibrationProfile
 from planner.report import SizingReport
 from planner.scenario import Planned, Scenario
 from planner.specs import GpuSpec
-from planner.sweep import sweep
-from planner.units import MS, TB_PER_S, fmt_bytes, fmt_gb, fmt_gib, fmt_ms, fmt_tflops, fmt_usd
+from planner.units import BILLION, TB_PER_S, fmt_bytes, fmt_gib, fmt_ms, fmt_tflops, fmt_usd
 from planner.workloads import synthetic
-
-#: The dashboard's views, in tab order, each with the sentence that explains what it shows.
-VIEW_BLURBS = {
-    "Memory": "Weights are a fixed cost; the **KV cache** is the variable one: whatever memory the weights and "
-              "overheads leave becomes the KV pool, and context length × users must fit in it.",
-    "Latency": "**Prefill** processes the prompt in parallel and sets **TTFT** (compute-bound); **decode** makes one "
-               "token per step for the whole batch and sets **TPOT/ITL** (memory-bound: it streams the weights and "
-               "every sequence's KV cache).",
-    "Roofline": "Arithmetic intensity (FLOPs per byte read) decides the bound: left of the ridge a step is "
-                "**memory-bound**, right of it **compute-bound**. Prefill sits right, decode far left.",
-    "Triangle": "Quality, latency, throughput: pick two. Every configuration of this model (GPU × weight dtype × "
-                "KV dtype × TP × batch), latency = TTFT + TPOT × output, quality = published score × quantisation "
-                "retention.",
-    "Cost": "$/Mtok at the largest batch that meets the TTFT and TPOT targets: a pricier GPU can be cheaper per "
-            "token if its useful throughput rises enough.",
-    "Sizing report": "The full sweep (every GPU × dtype × KV dtype × TP × batch) as the CLI computes it; sort any "
-                     "column, download the raw CSV.",
-    "Load": "Queueing under a Poisson request stream: TTFT and TPOT/ITL percentiles as the request rate rises, "
-            "and the knee where the latency targets break.",
-}
-
 
 # ========================================================================================= headline
 
@@ -58,10 +38,14 @@ def latency_model_label(profile_mode: str) -> str:
 
 
 def profile_caption(p: CalibrationProfile) -> str:
-    """Provenance and error of a calibrated profile, in one caption."""
-    def errs(table) -> str:
-        return ", ".join(f"{k} {r.median_abs_error_pct:.1f}% (p90 {r.p90_abs_error_pct:.1f}%)"
-                         for k, r in table.items() if r.n > 1)
+    """Provenance and error of the latency model in use, in one caption (the ideal roofline says so)."""
+    def errs(table, most: int = 4) -> str:
+        rows = [f"{k} {r.median_abs_error_pct:.1f}% (p90 {r.p90_abs_error_pct:.1f}%)"
+                for k, r in table.items() if r.n > 1]
+        return ", ".join(rows[:most]) + (f" and {len(rows) - most} more (planner.bands)" if len(rows) > most else "")
+    if p.mode == "ideal":
+        return ("Ideal roofline (speed of light): datasheet peak FLOP/s and bandwidth, no measurement; no error "
+                "band can be given.")
     fit, val = errs(p.residuals), errs(p.validation)
     used = f" on {', '.join(p.models_used)}" if p.models_used else ""
     if p.mode == "transferred":
@@ -72,6 +56,46 @@ def profile_caption(p: CalibrationProfile) -> str:
             f"fitted {p.created[:10] or '?'}{used}."
             + (f" Fit error, median |error|: {fit}." if fit else " No residuals recorded.")
             + (f" Validation: {val}." if val else ""))
+
+
+def model_caption(m) -> str:
+    return (f"{m.name}: {m.published_total_params / BILLION:,.2f}B parameters, {m.attention.kind.upper()}, "
+            f"{m.max_context_tokens:,}-token context")
+
+
+def gpu_caption(g: GpuSpec, memory_bytes: float) -> str:
+    """The GPU in one line; ``memory_bytes`` as CUDA reports it (the total the memory views use)."""
+    return (f"{g.name}: {mem(memory_bytes)} as CUDA reports it, {g.hbm_bandwidth_bytes_per_s / TB_PER_S:,.2f} TB/s, "
+            f"{fmt_tflops(g.peak_flops_for('bf16')[1])} bf16 dense")
+
+
+def mem(num_bytes: float) -> str:
+    """Every memory quantity of the dashboard, one way: binary GiB (2³⁰ bytes), one decimal (three below 1 GiB)."""
+    return fmt_gib(num_bytes, 1 if abs(num_bytes) >= 2**30 else 3)
+
+
+def scenario_notes(p: Planned) -> list[str]:
+    """What the plan does not say itself but the user should know about this scenario."""
+    d, g = p.deployment, p.gpu
+    out = []
+    if d.tensor_parallel > g.max_gpus_per_node:
+        out.append(f"TP {d.tensor_parallel} is more GPUs than one node of {g.name} holds ({g.max_gpus_per_node}): "
+                   f"vLLM would span nodes (`planner deploy` uses TP {g.max_gpus_per_node} × PP "
+                   f"{-(-d.tensor_parallel // g.max_gpus_per_node)}); the all-reduce here assumes the node's own "
+                   "links, so latency is optimistic")
+    return out
+
+
+def load_problem(r: SizingReport) -> str | None:
+    """Why the serving simulator has nothing to run for this scenario (None: it can run)."""
+    if not r.memory.fits:
+        return f"Nothing to simulate: {r.memory.explain()}."
+    if r.max_concurrency < 1:
+        return f"Nothing to simulate: {r.reasons[0] if r.reasons else 'not one request fits in the KV cache'}."
+    if r.quality.context_exceeds_limit:
+        return (f"Nothing to simulate: {r.workload.context_tokens:,} tokens of context exceed the model's "
+                f"{r.quality.max_context_tokens:,}-token limit.")
+    return None
 
 
 # =========================================================================================== memory
@@ -115,16 +139,15 @@ def memory_table(p: Planned) -> pd.DataFrame:
     context = p.workload.context_tokens
     per_tok_model = memory.kv_bytes_per_token(p.model, d.kv_cache_dtype)
     rows = [
-        ("KV bytes per token (whole model)", f"{per_tok_model:,.0f} B", f"{fmt_bytes(per_tok_model)} (decimal)"),
+        ("KV bytes per token (whole model)", f"{per_tok_model:,.0f} B", f"{fmt_bytes(per_tok_model)} in decimal units"),
         ("KV bytes per token per GPU", f"{m.kv_bytes_per_token:,.0f} B", f"after TP {d.tensor_parallel} sharding"),
-        (f"KV per request at {context:,} tokens", fmt_gib(r.kv_per_request.total_bytes, 3),
-         fmt_gb(r.kv_per_request.total_bytes, 3) + f", blocks of {d.block_size_tokens} tokens"),
-        ("KV per request per GPU", fmt_gib(r.kv_per_request_bytes_per_gpu, 3),
-         fmt_gb(r.kv_per_request_bytes_per_gpu, 3)),
-        ("KV pool per GPU", fmt_gib(max(m.kv_pool_bytes, 0)), f"{m.kv_capacity_tokens:,} tokens"),
-        ("Weights per GPU", fmt_gib(m.weight_bytes), fmt_gb(m.weight_bytes)),
-        ("Usable per GPU", fmt_gib(m.usable_bytes),
-         f"{d.gpu_memory_utilization:.0%} of {fmt_gib(m.gpu_memory_bytes)}"),
+        (f"KV per request at {context:,} tokens", mem(r.kv_per_request.total_bytes),
+         f"all GPUs, blocks of {d.block_size_tokens} tokens"),
+        ("KV per request per GPU", mem(r.kv_per_request_bytes_per_gpu), "what one request takes from the pool"),
+        ("KV pool per GPU", mem(max(m.kv_pool_bytes, 0)), f"{m.kv_capacity_tokens:,} tokens"),
+        ("Weights per GPU", mem(m.weight_bytes), f"{d.weight_dtype}, TP {d.tensor_parallel}"),
+        ("GPU memory", mem(m.gpu_memory_bytes), "as CUDA reports it (what vLLM multiplies by the utilisation)"),
+        ("Usable per GPU", mem(m.usable_bytes), f"{d.gpu_memory_utilization:.0%} of {mem(m.gpu_memory_bytes)}"),
     ]
     return pd.DataFrame(rows, columns=["quantity", "value", "also"])
 
@@ -134,11 +157,13 @@ def memory_table(p: Planned) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class LatencyFrames:
-    """The Latency view: TTFT vs prompt, TPOT vs batch and vs context, throughput vs batch.
+    """The Latency view: TTFT vs prompt, TPOT vs batch and vs context, throughput vs batch; each frame carries
+    ``band_pct`` (the ± error band of that prediction, NaN where there is no measured basis).
 
     ``crossing``: the largest batch whose TPOT (with interleaved prefills) meets the target (0: none);
     ``kv_limit_batch``: the most sequences one replica holds (KV cache, or max_num_seqs);
-    ``decode_context_tokens``: the context the decode curves are drawn at."""
+    ``decode_context_tokens``: the context the decode curves are drawn at; ``band_basis``: where the
+    decode band comes from, or why there is none."""
 
     ttft: pd.DataFrame
     tpot_batch: pd.DataFrame
@@ -147,39 +172,57 @@ class LatencyFrames:
     crossing: int
     kv_limit_batch: int
     decode_context_tokens: float
+    band_basis: str = ""
+
+
+def _pct(b) -> float:
+    return float("nan") if b.pct is None else float(b.pct)
 
 
 def latency_frames(p: Planned) -> LatencyFrames:
+    """Every curve from the same phase and cost functions :func:`planner.plan.plan` uses, for the scenario's own
+    deployment (any TP the dropdown offers, also one spanning nodes)."""
     d, w, report = p.deployment, p.workload, p.report
     mc, hw = roofline.model_costs(p.model, d), roofline.hw_coeffs(p.gpu, d.weight_dtype, p.profile, p.model)
     m_tok = d.max_num_batched_tokens
     prompts = np.unique(np.geomspace(16, max(131072, w.prompt_tokens * 2), 48).astype(int))
     pre = phases.prefill_time_costs(mc, hw, prompts, 1, m_tok)
-    ttft = pd.DataFrame({"prompt_tokens": prompts, "ttft_s": pre.time_s, "bound": pre.bound})
+    pre_band = {r: _pct(band(p.profile, p.model, d, r)) for r in ("prefill_short", "prefill_long")}
+    ttft = pd.DataFrame({"prompt_tokens": prompts, "ttft_s": np.asarray(pre.time_s, dtype=float),
+                         "bound": np.asarray(pre.bound).astype(str),
+                         "band_pct": [pre_band[prefill_regime(x)] for x in prompts]})
+    dec = band(p.profile, p.model, d, "decode")
 
     dctx = batching.decode_context_tokens(w)
     all_b = np.arange(1, d.max_num_seqs + 1)
-    step_all = np.atleast_1d(phases.decode_step_costs(mc, hw, all_b, dctx).time_s)
-    busy = cost_mod.prefill_busy_costs(mc, hw, w.prompt_tokens, all_b, m_tok)
+    step_all = np.atleast_1d(np.asarray(phases.decode_step_costs(mc, hw, all_b, dctx).time_s, dtype=float))
+    busy = np.atleast_1d(np.asarray(cost_mod.prefill_busy_costs(mc, hw, w.prompt_tokens, all_b, m_tok), dtype=float))
     tpot_all = np.atleast_1d(cost_mod.effective_tpot_s(step_all, all_b, busy, w.output_tokens))
     under = np.flatnonzero(tpot_all <= w.tpot_slo_s)
     crossing = int(all_b[under[-1]]) if under.size else 0
     batches = np.unique(np.geomspace(1, d.max_num_seqs, 40).astype(int))
-    tpot_b = pd.DataFrame({"batch_size": batches, "tpot_s": tpot_all[batches - 1],
-                           "decode_step_s": step_all[batches - 1]})
+    i = batches - 1
+    tpot_b = pd.DataFrame({"batch_size": batches, "tpot_s": tpot_all[i], "decode_step_s": step_all[i],
+                           "band_pct": _pct(dec)})
 
     ctxs = np.unique(np.geomspace(128, max(p.model.max_context_tokens, w.context_tokens), 40).astype(int))
     lines = sorted({1, max(1, report.batch_size), max(1, min(report.max_concurrency, d.max_num_seqs))})
-    tpot_c = pd.concat([pd.DataFrame({"context_tokens": ctxs, "batch_size": b,
-                                      "tpot_s": phases.decode_step_costs(mc, hw, b, ctxs).time_s}) for b in lines])
+    tpot_c = pd.concat([pd.DataFrame({"context_tokens": ctxs, "batch_size": b, "band_pct": _pct(dec),
+                                      "tpot_s": np.asarray(phases.decode_step_costs(mc, hw, b, ctxs).time_s,
+                                                           dtype=float)}) for b in lines])
 
-    sw = sweep(p.model, w, gpus=[p.gpu], weight_dtypes=[d.weight_dtype], kv_dtypes=[d.kv_cache_dtype],
-               tensor_parallels=[d.tensor_parallel], batch_sizes=batches.tolist(), profile_for=lambda _g: p.profile,
-               deployment_defaults={"gpu_memory_utilization": d.gpu_memory_utilization})
-    thr = sw.sort_values("batch_size")[["batch_size", "output_tokens_per_s", "tpot_s", "decode_step_s", "meets_slo",
-                                         "fits"]].copy()
-    thr["decode_tokens_per_s"] = thr["batch_size"] / thr["decode_step_s"]
-    return LatencyFrames(ttft, tpot_b, tpot_c, thr, crossing, min(report.max_concurrency, d.max_num_seqs), dctx)
+    # throughput as planner.sweep computes each row (pinned to it by tests/test_views.py)
+    kv_limit = min(report.max_concurrency, d.max_num_seqs)
+    thr = cost_mod.throughput(batches, step_all[i], busy[i], w.prompt_tokens, w.output_tokens, d.gpus_per_replica)
+    ttft_load = np.asarray(batching.ttft_under_load_costs(mc, hw, w.prompt_tokens, batches, dctx, m_tok).time_s,
+                           dtype=float)
+    fits = batches <= kv_limit
+    meets = fits & (tpot_all[i] <= w.tpot_slo_s) & (ttft_load <= w.ttft_slo_s)
+    frame = pd.DataFrame({"batch_size": batches, "output_tokens_per_s": np.asarray(thr.output_tokens_per_s, float),
+                          "tpot_s": tpot_all[i], "decode_step_s": step_all[i], "meets_slo": meets, "fits": fits,
+                          "band_pct": _pct(dec)})
+    frame["decode_tokens_per_s"] = frame["batch_size"] / frame["decode_step_s"]
+    return LatencyFrames(ttft, tpot_b, tpot_c, frame, crossing, kv_limit, dctx, dec.basis)
 
 
 # ========================================================================================= roofline
@@ -230,7 +273,9 @@ def ridge_sentence(g: GpuSpec, rv: RooflineView) -> str:
 def triangle_frame(sw: pd.DataFrame, output_tokens: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The sweep's configurations that fit (latency = TTFT + TPOT × output, quality, a label, Pareto flag),
     and the corner of the front that is best on each pair of the three (the *pick two* corners)."""
-    df = sw[sw["fits"] & ~sw["context_exceeds_model_limit"]].copy()
+    cols = ["gpu_id", "weight_dtype", "kv_cache_dtype", "num_gpus", "batch_size", "ttft_s", "tpot_s",
+            "quality_score", "output_tokens_per_s_per_gpu"]
+    df = sw.loc[sw["fits"] & ~sw["context_exceeds_model_limit"], cols].copy()
     df["latency_s"] = df["ttft_s"] + df["tpot_s"] * output_tokens
     df["quality"] = df["quality_score"].fillna(0.0)
     df["label"] = (df["num_gpus"].astype(str) + " × " + df["gpu_id"].astype(str) + ", " + df["weight_dtype"].astype(str)
@@ -255,6 +300,14 @@ def triangle_frame(sw: pd.DataFrame, output_tokens: int) -> tuple[pd.DataFrame, 
     return df, pd.DataFrame(corners)
 
 
+def triangle_points(df: pd.DataFrame, max_points: int = 200) -> pd.DataFrame:
+    """What the triangle draws: the whole Pareto front, and the other candidates thinned to one per cell of a
+    grid on the chart's log axes (the cloud keeps its shape; a browser draws thousands of points slowly)."""
+    front, rest = df[df["pareto"]], df[~df["pareto"]]
+    rest = thin_cloud(rest, "latency_s", "output_tokens_per_s_per_gpu", max(0, max_points - len(front)))
+    return pd.concat([front, rest])
+
+
 def scenario_point(report: SizingReport, output_tokens: int) -> dict | None:
     """The scenario on the triangle's axes (None when no batch meets the targets)."""
     if not report.batch_size:
@@ -265,9 +318,15 @@ def scenario_point(report: SizingReport, output_tokens: int) -> dict | None:
 
 # ============================================================================================= cost
 
+#: How a calibration mode is marked wherever a row is shown (a transferred or ideal row never passes unmarked).
+MODE_MARK = {"calibrated": "calibrated (measured on this GPU)",
+             "transferred": "⚠ transferred (another GPU's calibration, not measured here)",
+             "ideal": "⚠ ideal roofline (no measurement)"}
+
+
 def cost_grid(sc: Scenario, same_dtypes: bool) -> dict:
-    """The sweep grid of the Cost view: every batch size up to the target users
-    (:func:`planner.ranking.batch_grid`, what plan() searches), with the scenario's dtypes or with any dtype."""
+    """The sweep grid of the Cost view's question (:mod:`planner.choose`'s): every batch size up to the target
+    users (:func:`planner.ranking.batch_grid`, what plan() searches), with the scenario's dtypes or any dtype."""
     grid = {"batch_sizes": ranking.batch_grid(sc.target_users)}
     if same_dtypes:
         grid.update(weight_dtypes=(sc.weight_dtype,), kv_dtypes=(sc.kv_cache_dtype,))
@@ -276,30 +335,56 @@ def cost_grid(sc: Scenario, same_dtypes: bool) -> dict:
 
 def cheapest_per_gpu(sw: pd.DataFrame, target_users: int) -> pd.DataFrame:
     """Per GPU type, the cheapest configuration meeting every target at a batch ≤ the target users, in the one
-    ranking order (:func:`planner.ranking.cheapest_per`): the first row is the cheapest of all."""
-    best = ranking.cheapest_per(sw, "gpu_id", users=target_users)
+    ranking order (:func:`planner.ranking.cheapest_per`): the first row is the cheapest of all.  ``csv_rank``:
+    the row's rank in the sweep (and its CSV)."""
+    src = sw.rename(columns={"rank": "csv_rank"}) if "rank" in sw.columns else sw
+    best = ranking.cheapest_per(src, "gpu_id", users=target_users)
     return best.assign(label=best["num_gpus"].astype(str) + " × " + best["gpu_id"].astype(str))
 
 
-def cost_table(best: pd.DataFrame) -> pd.DataFrame:
-    """:func:`cheapest_per_gpu`'s rows, formatted, with their price sources; the first money column is the
-    ranking key (:data:`planner.ranking.RANK_LABEL`)."""
-    return pd.DataFrame({
-        "configuration": best["label"], "weights": best["weight_dtype"].astype(str),
-        "KV": best["kv_cache_dtype"].astype(str), "batch": best["batch_size"],
-        ranking.RANK_LABEL: best[ranking.RANK_KEY].map(fmt_usd),
-        "$/M output": best["cost_usd_per_million_output_tokens"].map(fmt_usd),
-        "$/M blended": best["cost_usd_per_million_tokens_blended"].map(fmt_usd),
-        "TPOT": best["tpot_s"].map(fmt_ms), "TTFT": best["ttft_s"].map(fmt_ms),
-        "$/GPU-hour": best["price_usd_per_hour"].map(fmt_usd), "price source": best["price_source"].astype(str),
-        "price date": best["price_date"].astype(str)})
+def band_text(pct) -> str:
+    return "no measured basis" if pct is None or not np.isfinite(pct) else f"±{pct:.0f} %"
 
 
-def sweep_command(sc: Scenario, model_id: str) -> str:
-    """The ``planner sweep`` command that writes the Sizing report's CSV."""
-    return (f"planner sweep -m {model_id} --prompt-tokens {sc.prompt_tokens} --output-tokens {sc.output_tokens} "
-            f"--ttft-slo-ms {sc.ttft_slo_s / MS:g} --tpot-slo-ms {sc.tpot_slo_s / MS:g} "
-            f"--profile {'auto' if sc.calibrated else 'none'} --csv sweep.csv")
+def cost_table(best: pd.DataFrame, gpu_names: dict[str, str] | None = None) -> pd.DataFrame:
+    """:func:`cheapest_per_gpu`'s rows for the user: the configuration and its dtypes, the ranking key first among
+    the money columns (:data:`planner.ranking.RANK_LABEL`), latency with its error band (the wider of TTFT and
+    TPOT), TP, quality, the calibration mode (transferred and ideal rows marked), the rank in the CSV, the price
+    and its source.  Columns a frame lacks show '—'."""
+    def col(name, fmt, default="—"):
+        if name not in best.columns:
+            return pd.Series(default, index=best.index)
+        return pd.Series([fmt(v) for v in best[name]], index=best.index, dtype=object)
+
+    names = gpu_names or {}
+    t, d = (best.get(c, pd.Series(np.nan, index=best.index)).astype(float)
+            for c in ("ttft_error_band_pct", "tpot_error_band_pct"))
+    return pd.DataFrame({  # what decides first (rank, configuration, the ranking key, latency), then the money detail
+        "rank in CSV": col("csv_rank", int),
+        "configuration": best["num_gpus"].astype(str) + " × " + best["gpu_id"].astype(str).map(lambda g: names.get(g, g)),
+        "weights": best["weight_dtype"].astype(str), "KV": best["kv_cache_dtype"].astype(str),
+        "TP": best["tensor_parallel"].astype(int), "batch": best["batch_size"].astype(int),
+        ranking.RANK_LABEL: col(ranking.RANK_KEY, lambda x: fmt_usd(x, 3)),
+        "TTFT": col("ttft_s", fmt_ms), "TPOT": col("tpot_s", fmt_ms),
+        "error band": [band_text(None if not (np.isfinite(a) and np.isfinite(b)) else max(a, b)) for a, b in zip(t, d)],
+        "quality": col("quality_score", lambda q: "—" if not np.isfinite(q) else f"{q:.1f}"),
+        "calibration": col("calibration_mode", lambda m: MODE_MARK.get(str(m), str(m))),
+        "$/M output": col("cost_usd_per_million_output_tokens", fmt_usd),
+        "$/M blended": col("cost_usd_per_million_tokens_blended", fmt_usd),
+        "$/GPU-hour": col("price_usd_per_hour", fmt_usd),
+        "price source": col("price_source", str) + " (" + col("price_date", str) + ")",
+    })
+
+
+def sweep_command(sc: Scenario, model_id: str, same_dtypes: bool = True) -> str:
+    """The ``planner sweep`` call whose rows (and CSV) the Cost view and the Sizing report show: the Cost view's
+    question (:func:`planner.choose.question_command`), with any dtype when ``same_dtypes`` is off."""
+    cmd = question_command("sweep", model_id, prompt_tokens=sc.prompt_tokens, output_tokens=sc.output_tokens,
+                           ttft_slo_s=sc.ttft_slo_s, tpot_slo_s=sc.tpot_slo_s, users=sc.target_users,
+                           weight_dtype=sc.weight_dtype, kv_dtype=sc.kv_cache_dtype, calibrated=sc.calibrated)
+    if not same_dtypes:
+        cmd = cmd.replace(f" --weight-dtype {sc.weight_dtype} --kv-dtype {sc.kv_cache_dtype}", "")
+    return cmd + " --csv sweep.csv"
 
 
 # ============================================================================================= load
@@ -323,16 +408,33 @@ class LoadView:
     deployment_knee: float | None
 
 
-def load_view(p: Planned, num_requests: int) -> LoadView:
+#: Simulations one Load view runs, about: the burst, ~8 knee trials, the 8-rate grid (progress is shown
+#: against this; it never claims to be done before it is).
+LOAD_RUNS_EXPECTED = 17
+
+
+def load_view(p: Planned, num_requests: int, progress=None) -> LoadView:
     """From :func:`planner.serving.load_curve`, with a fixed seed, so every rate sees the same arrival
-    pattern compressed in time."""
+    pattern compressed in time.  ``progress(fraction, rate)`` is called before each simulation.
+    A replica that cannot hold one request (:func:`load_problem`) raises ValueError with the reason."""
+    problem = load_problem(p.report)
+    if problem:
+        raise ValueError(problem)
     w = p.workload
     cost, cfg = serving.engine_setup(p.model, p.gpu, p.deployment, p.profile)
-    curve = serving.load_curve(lambda rate: synthetic(num_requests, w.prompt_tokens, w.output_tokens,
-                                                      rate_per_s=rate, seed=0),
-                               cost, cfg, w.ttft_slo_s, w.tpot_slo_s)
+    runs = [0]
+
+    def make(rate):
+        runs[0] += 1
+        if progress is not None:
+            progress(min(0.95, runs[0] / (LOAD_RUNS_EXPECTED + 1)), rate)
+        return synthetic(num_requests, w.prompt_tokens, w.output_tokens, rate_per_s=rate, seed=0)
+
+    curve = serving.load_curve(make, cost, cfg, w.ttft_slo_s, w.tpot_slo_s)
     rows = [{"request_rate_per_s": row["rate_per_s"], "metric": f"{metric} {q}", "value_s": row[f"{key}_{q}_s"]}
             for row in curve.rows for metric, key in (("TTFT", "ttft"), ("TPOT", "tpot")) for q in ("p50", "p99")]
     knee, cap = curve.knee.max_rate_per_s or None, curve.knee.saturation_rate_per_s
+    if progress is not None:
+        progress(1.0, None)
     return LoadView(pd.DataFrame(rows).dropna(), knee, not curve.knee.at_search_limit, cap,
                     cap * serving.load.LOWER_BRACKET, knee * p.deployment.replicas if knee is not None else None)

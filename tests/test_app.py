@@ -1,6 +1,7 @@
 """The Streamlit dashboard through streamlit.testing's AppTest: every view, every preset, widget changes
-that move numbers the right way, the URL round trip, and hostile inputs that must end in a plain
-message (st.error / st.warning), never an exception."""
+that move numbers the right way, the URL round trip, the fleet headline, pins, the Deploy view, and hostile
+inputs that must end in a plain message (st.error / st.warning) naming what was used instead, never an
+exception.  tests/test_browser.py drives the same pages in Chromium."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from planner.presets import PRESETS
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-VIEWS = ["Memory", "Latency", "Roofline", "Triangle", "Cost", "Sizing report", "Load"]
+VIEWS = ["Memory", "Latency", "Roofline", "Triangle", "Cost", "Sizing report", "Load", "Compare", "Deploy"]
 
 #: Mistral-7B-v0.3's config.json (the keys the importer reads), for the upload path.
 MISTRAL_CONFIG = {
@@ -37,8 +38,10 @@ def new_app(**query) -> AppTest:
 
 
 def run(at: AppTest, view: str | None = None) -> AppTest:
+    """Run the script, first switching to ``view`` (the tabs are bound to the URL: both must say it)."""
     if view is not None:
         at.session_state["view"] = view
+        at.query_params["view"] = view
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -71,6 +74,10 @@ def errors(at: AppTest) -> list[str]:
     return [e.value for e in at.error]
 
 
+def warnings(at: AppTest) -> str:
+    return " ".join(w.value for w in at.warning)
+
+
 def figure_titles(at: AppTest) -> list[str]:
     return [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in nodes(at, "plotly_chart")]
 
@@ -83,36 +90,47 @@ def app() -> AppTest:
 # ------------------------------------------------------------------------------------ default + views
 
 
-def test_default_scenario_shows_every_headline_metric_with_units(app):
+def test_default_scenario_shows_the_fleet_then_every_replica_metric_with_units(app):
     labels = [m.label for m in app.metric]
-    assert labels == ["Max concurrent users", "KV cache pool / GPU", "TTFT (one prompt)", "SLO-feasible batch",
-                      "TPOT at that batch", "$ / M output tokens"]
+    assert labels == ["Replicas", "GPUs", "$ / hour", "$ / month", "Max concurrent users", "KV cache pool / GPU",
+                      "TTFT (one prompt)", "SLO-feasible batch", "TPOT at that batch", "$ / M output tokens"]
     assert metric(app, "KV cache pool / GPU").endswith("GiB")
     assert metric(app, "TTFT (one prompt)").endswith(" ms")
-    assert metric(app, "$ / M output tokens").startswith("$")
+    assert metric(app, "$ / M output tokens").startswith("$") and metric(app, "$ / month").startswith("$")
     assert num(metric(app, "Max concurrent users")) > 0
     assert not errors(app)
+    # 160 users on one GPU (TPOT holds a replica to 139): the CLI warns that the deployment as given misses its
+    # targets; here the headline is that fleet answer itself (2 replicas = 2 GPUs), so no banner repeats it
+    assert not warnings(app) and (metric(app, "Replicas"), metric(app, "GPUs")) == ("2", "2")
 
 
-@pytest.mark.parametrize("view", VIEWS)
-def test_every_view_renders_with_its_explanation(view):
-    at = run(new_app(), view)
-    assert not errors(at), errors(at)
-    captions = " ".join(c.value for c in at.caption)
-    vocab = {"Memory": "KV cache", "Latency": "TTFT", "Roofline": "memory-bound", "Triangle": "pick two",
-             "Cost": "$/Mtok", "Sizing report": "sweep", "Load": "TPOT/ITL"}
-    assert vocab[view] in captions
-    charts = figure_titles(at)
-    expected = {
-        "Memory": ["Memory per GPU", "Max concurrent users vs context length"],
-        "Latency": ["TTFT vs prompt length (prefill)", "TPOT vs batch size (decode)",
-                    "TPOT vs context length (decode reads the whole KV cache)", "Throughput vs batch size"],
-        "Roofline": ["Roofline: NVIDIA H200 SXM 141GB"],
-        "Triangle": ["Quality – latency – throughput: pick two"],
-        "Cost": ["Cost per million tokens at the SLO-feasible batch"],
-    }.get(view, [])
-    for title in expected:
-        assert title in charts, (title, charts)
+def test_fleet_headline_follows_the_demand(app):
+    """10 requests/s by default; 5× the rate needs about 5× the replicas; users + think time is Little's law."""
+    before = num(metric(app, "Replicas"))
+    app.number_input(key="rate").set_value(50.0)
+    run(app)
+    after = num(metric(app, "Replicas"))
+    assert 4 * before <= after <= 6 * before
+    assert num(metric(app, "GPUs")) == after  # TP 1
+    assert num(metric(app, "$ / month")) == pytest.approx(730 * num(metric(app, "$ / hour")), rel=0.01)
+    caption = " ".join(c.value for c in app.caption)
+    assert "50 requests/s" in caption and "throughput band" in caption and "/month" in caption
+    assert "The same: `planner size -m mistral-7b-v0.3 --gpu h200-sxm --tp 1" in caption and "--rate 50" in caption
+    app.radio(key="demand").set_value("users + think time")
+    run(app)
+    app.number_input(key="active_users").set_value(20000.0)
+    app.number_input(key="think_s").set_value(10.0)
+    run(app)
+    caption = " ".join(c.value for c in app.caption)
+    assert "20,000 users thinking 10 s between answers = " in caption and "--users 20000 --think-time-s 10" in caption
+
+
+def test_memory_view_says_whether_the_model_fits_each_gpu():
+    at = run(new_app(model="llama-3.1-70b"), "Memory")
+    [fits] = [t.value for t in at.table]
+    assert fits.loc["NVIDIA H200 SXM 141GB", "fits"] == "❌ does not fit"  # 70B bf16 on one GPU
+    assert fits.loc["AMD Instinct MI300X 192GB", "fits"] == "✅ fits"
+    assert fits["sentence"].str.contains("needs").all()
 
 
 def test_memory_view_answers_the_seeds_160_user_question(app):
@@ -134,22 +152,57 @@ def test_roofline_names_the_bounds():
 def test_cost_view_calls_out_the_cheapest_configuration_in_words():
     at = run(new_app(), "Cost")
     [msg] = [s.value for s in at.success]
-    assert "per million output tokens" in msg and "batch" in msg and "TPOT" in msg and " × " in msg
+    assert msg.startswith("Cheapest configuration meeting every target:") and "all-in" in msg and " × " in msg
+    assert "Ranked as `planner sweep`, `planner size` and `planner report` rank" in " ".join(c.value for c in at.caption)
 
 
-def test_sizing_report_offers_the_cli_csv():
-    at = run(new_app(), "Sizing report")
-    [button] = at.get("download_button")
-    assert button.label == "Download the sweep as CSV"
+def _report_first(at: AppTest):
+    return next(d for d in nodes(at, "dataframe") if "rank" in d.value.columns and "gpu_id" in d.value.columns).value
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_cost_view_and_sizing_report_name_the_same_cheapest_configuration(same):
+    """#13 defect 2: the Cost view ranked by the decode-share $/Mtok over its own grid, the report and the CLI
+    by the all-in cost: they named different winners.  Now both show the same rows in the same ranking."""
+    at = run(new_app(), "Cost")
+    at.toggle(key="cost_same_dtypes").set_value(same)
+    run(at)
+    [msg] = [s.value for s in at.success]
+    table = next(d for d in nodes(at, "dataframe") if "calibration" in d.value.columns).value
+    first = table.iloc[0]
+    run(at, "Sizing report")
+    assert at.toggle(key="cost_same_dtypes").value is same
+    row = _report_first(at).iloc[0]
+    assert int(row["rank"]) == int(first["rank in CSV"]) == 1 and bool(row["meets_slo"])
+    assert (int(row["tensor_parallel"]), str(row["weight_dtype"]), int(row["batch_size"])) == (
+        int(first["TP"]), first["weights"], int(first["batch"]))
+    assert f"batch {int(row['batch_size']):,}" in msg and f"(TP {int(row['tensor_parallel'])})" in msg
     code = " ".join(c.value for c in nodes(at, "code"))
-    assert "planner sweep -m mistral-7b-v0.3 --prompt-tokens 4096 --output-tokens 512" in code
-    assert len(nodes(at, "dataframe")[0].value) > 100
+    assert ("--weight-dtype bf16 --kv-dtype bf16" in code) is same
+
+
+def test_sizing_report_offers_the_cli_csv_and_the_plan_report():
+    at = run(new_app(), "Sizing report")
+    labels = [b.label for b in at.get("download_button")]
+    assert labels == ["Download the sweep as CSV", "Download the plan report (Markdown)"]
+    code = " ".join(c.value for c in nodes(at, "code"))
+    assert ("planner sweep -m mistral-7b-v0.3 --prompt-tokens 4096 --output-tokens 512 --ttft-slo-ms 2000 "
+            "--tpot-slo-ms 50 --users 160 --weight-dtype bf16 --kv-dtype bf16 --profile auto --csv sweep.csv") in code
+    assert len(_report_first(at)) > 100
 
 
 def simulate_load(at: AppTest) -> AppTest:
     run(at, "Load")
     at.button(key="load_run").click()
     return run(at)
+
+
+def test_load_view_with_a_prompt_too_long_for_one_request_says_why():
+    """#13 defect 6: "rate: must be a finite number > 0, got np.float64(0.0)" reached the Load view."""
+    at = run(new_app(context=1_000_512), "Load")
+    assert "Nothing to simulate: context (prompt + output) 1,000,512 tokens exceeds the model's 32,768-token limit" \
+        in warnings(at)
+    assert not [b for b in at.button if b.key == "load_run"]  # nothing to press
 
 
 def test_load_view_simulates_on_request_and_finds_the_knee():
@@ -163,7 +216,7 @@ def test_load_view_simulates_on_request_and_finds_the_knee():
     assert {t["name"] for t in spec["data"]} == {"TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99"}
     knee = float(text.split("up to about **")[1].split()[0].replace(",", ""))
     # a stricter TTFT target moves the knee down
-    at.number_input(key="ttft_ms").set_value(300)
+    at.number_input(key="ttft_ms").set_value(300.0)
     run(at)
     assert any("Press **Simulate**" in i.value for i in at.info)  # the scenario changed: results are not stale
     simulate_load(at)
@@ -186,7 +239,7 @@ def test_every_preset_applies_and_plans(name):
     at.button(key=f"preset-{name}").click()
     run(at)
     p = PRESETS[name]
-    assert at.session_state["prompt"] == p.prompt_tokens
+    assert at.session_state["context"] == p.prompt_tokens + p.output_tokens
     assert at.session_state["output"] == p.output_tokens
     assert at.session_state["wdtype"] == p.weight_dtype and at.session_state["kvdtype"] == p.kv_cache_dtype
     assert at.session_state["users"] == p.target_users
@@ -209,7 +262,7 @@ def users(at: AppTest) -> float:
 
 def test_longer_context_fits_fewer_users(app):
     before = users(app)
-    app.number_input(key="prompt").set_value(16384)
+    app.number_input(key="context").set_value(16896.0)
     assert users(run(app)) < before / 3
 
 
@@ -228,7 +281,7 @@ def test_int4_weights_free_memory_for_more_users(app):
 
 def test_more_gpus_serve_more_users(app):
     before = users(app)
-    app.number_input(key="gpus").set_value(4)
+    app.number_input(key="gpus").set_value(4.0)
     assert users(run(app)) == pytest.approx(4 * before)
 
 
@@ -248,7 +301,7 @@ def test_tighter_tpot_target_shrinks_the_batch(app):
 
 def test_longer_prompt_raises_ttft(app):
     before = num(metric(app, "TTFT (one prompt)"))
-    app.number_input(key="prompt").set_value(32000)
+    app.number_input(key="context").set_value(32512.0)
     assert num(metric(run(app), "TTFT (one prompt)")) > 4 * before
 
 
@@ -263,30 +316,49 @@ def test_price_override_scales_the_cost(app):
 
 
 def test_url_query_params_reopen_a_scenario():
-    at = run(new_app(prompt=16384, kvdtype="fp8", gpus=2, tp=2, gpu="h100-sxm", model="llama-3.1-8b"))
-    assert at.session_state["prompt"] == 16384
+    at = run(new_app(context=16896, kvdtype="fp8", gpus=2, tp=2, gpu="h100-sxm", model="llama-3.1-8b"))
+    assert at.session_state["context"] == 16896
     assert at.session_state["kvdtype"] == "fp8"
     assert at.session_state["gpu"] == "h100-sxm" and at.session_state["model"] == "llama-3.1-8b"
     via_url = users(at)
     at2 = run(new_app())
     at2.selectbox(key="model").set_value("llama-3.1-8b")
     at2.selectbox(key="gpu").set_value("h100-sxm")
-    at2.number_input(key="gpus").set_value(2)
+    at2.number_input(key="gpus").set_value(2.0)
     at2.selectbox(key="tp").set_value(2)
-    at2.number_input(key="prompt").set_value(16384)
+    at2.number_input(key="context").set_value(16896.0)
     at2.selectbox(key="kvdtype").set_value("fp8")
     assert users(run(at2)) == via_url
 
 
-def test_every_scenario_widget_is_bound_to_the_url(app):
-    """The browser writes bound widgets to the URL (tests/test_browser.py checks that end to end);
-    here: every scenario widget and the view tabs carry a query-parameter key."""
-    widgets = [*app.sidebar.selectbox, *app.sidebar.number_input, *app.sidebar.slider, *app.sidebar.radio]
+def test_links_from_before_the_context_input_still_open():
+    at = run(new_app(prompt=16384, output=512))
+    assert at.session_state["context"] == 16896
+    assert "= **16,384** prompt" in " ".join(c.value for c in at.sidebar.caption)
+
+
+def test_every_input_that_changes_an_answer_is_bound_to_the_url(app):
+    """The browser writes bound widgets to the URL (tests/test_browser.py checks that end to end); here: every
+    scenario widget, the demand, the Cost view's dtype toggle, the report's filter, the Load view's request
+    count and the view tabs carry a query-parameter key (#13 defect 5: the dtype toggle did not)."""
+    widgets = [*app.selectbox, *app.number_input, *app.slider, *app.radio]
     bound = {w.proto.query_param_key for w in widgets}
-    assert bound >= {"model", "gpu", "gpus", "tp", "wdtype", "kvdtype", "util", "prompt", "output", "users",
-                     "ttft_ms", "tpot_ms", "price", "calib"}
+    assert bound >= {"model", "gpu", "gpus", "tp", "wdtype", "kvdtype", "util", "context", "output", "users",
+                     "ttft_ms", "tpot_ms", "price", "calib", "demand", "rate"}
     [tabs] = nodes(app, "tab_container")
     assert tabs.proto.tab_container.query_param_key == "view"
+    run(app, "Cost")
+    assert app.toggle(key="cost_same_dtypes").proto.query_param_key == "cost_same_dtypes"
+    run(app, "Sizing report")
+    assert app.toggle(key="report_only_slo").proto.query_param_key == "report_only_slo"
+    run(app, "Load")
+    assert app.number_input(key="load_requests").proto.query_param_key == "load_requests"
+
+
+def test_cost_toggle_reopens_from_the_url():
+    at = run(new_app(view="Cost", cost_same_dtypes="false"))
+    assert at.toggle(key="cost_same_dtypes").value is False
+    assert "--weight-dtype" not in " ".join(c.value for c in nodes(run(at, "Sizing report"), "code"))
 
 
 def test_view_reopens_from_the_url():
@@ -298,21 +370,26 @@ def test_view_reopens_from_the_url():
 
 
 @pytest.mark.parametrize("key,value,fragment", [
-    ("prompt", 0, "Prompt length must be at least 1"),
-    ("output", 0, "Output length must be at least 1"),
-    ("users", 0, "Target concurrent users must be at least 1"),
-    ("gpus", 0, "GPU count must be at least 1"),
-    ("ttft_ms", 0, "TTFT target must be above 0 ms"),
-    ("tpot_ms", 0.0, "TPOT target must be above 0 ms"),
+    ("context", 0.0, "Context length: 0 tokens is below the minimum 2 tokens; using 2 tokens"),
+    ("output", 0.0, "Output: 0 tokens is below the minimum 1 tokens; using 1 tokens"),
+    ("users", 0.0, "Concurrent users: 0 is below the minimum 1; using 1"),
+    ("gpus", -5.0, "GPUs: -5 is below the minimum 1; using 1"),
+    ("context", 1e9, "Context length: 1,000,000,000 tokens is above the limit 10,000,000 tokens; using 10,000,000"),
+    ("ttft_ms", 0.0, "TTFT target: 0 ms is below the minimum 0.1 ms; using 0.1 ms"),
+    ("tpot_ms", 0.0, "TPOT target: 0 ms is below the minimum 0.1 ms; using 0.1 ms"),
+    ("gpus", 2.5, "GPUs: 2.5 is not a whole number; using 3"),
 ])
-def test_zero_inputs_give_a_plain_error(app, key, value, fragment):
+def test_typed_values_out_of_range_are_used_as_said(app, key, value, fragment):
+    """#13 defect 7: 1e9 prompt tokens became 1, −5 GPUs kept 1 GPU behind a red icon; each now shows a warning
+    naming the input and what was used instead."""
     app.number_input(key=key).set_value(value)
     run(app)
-    assert any(fragment in e for e in errors(app)), errors(app)
+    assert fragment in warnings(app), warnings(app)
+    assert not app.exception
 
 
-def test_huge_prompt_explains_with_numbers(app):
-    app.number_input(key="prompt").set_value(10_000_000)
+def test_huge_context_explains_with_numbers(app):
+    app.number_input(key="context").set_value(10_000_000.0)
     run(app)
     errs = " ".join(errors(app))
     assert "exceeds the model's 32,768-token limit" in errs
@@ -320,42 +397,139 @@ def test_huge_prompt_explains_with_numbers(app):
     assert users(app) == 0
     for view in VIEWS:
         run(app, view)
+        assert "cannot be drawn" not in warnings(app), view
 
 
-def test_model_that_does_not_fit_says_needs_and_has():
-    at = run(new_app(model="llama-3.1-405b", gpu="l4"))
+@pytest.mark.parametrize("query", [{"model": "llama-3.1-405b", "gpu": "rtx-4090"}, {"util": 0.1},
+                                   {"model": "deepseek-v3"}, {"model": "llama-3.1-405b", "gpu": "l4"}])
+def test_model_that_does_not_fit_says_needs_and_has_on_every_view(query):
+    """#13 defect 6: these showed "array of sample points is empty" in the Memory view."""
+    at = run(new_app(**query))
     errs = " ".join(errors(at))
     assert "does not fit: needs" in errs and "GiB" in errs and "has" in errs
     for view in VIEWS:
         run(at, view)
+        text = " ".join([*errors(at), warnings(at), *(m.value for m in at.markdown)])
+        assert "array of sample points" not in text and "cannot be drawn" not in text, (view, text)
+    run(at, "Memory")
+    assert "do not fit at any context length" in " ".join(m.value for m in at.markdown)
 
 
-def test_tensor_parallel_larger_than_gpu_count(app):
+def test_tensor_parallel_larger_than_gpu_count_uses_one_replica(app):
     app.selectbox(key="tp").set_value(8)
     run(app)
-    assert any("Tensor parallel 8 needs at least 8 GPUs" in e for e in errors(app))
+    assert "GPUs: 1 is fewer than tensor parallel 8; using 8 GPUs (one replica)" in warnings(app)
+    assert "8 × NVIDIA H200" in " ".join(c.value for c in app.caption)
+
+
+def test_tp16_latency_view_draws_every_chart():
+    """#13 defect 1: /?gpus=16&tp=16&view=Latency showed "Cannot cast array data from dtype('O')…".  Under the
+    one start-up rule (issue #10) TP beyond a node is a layout vLLM refuses: the page says so, as the CLI does
+    (`planner size --gpus 16 --tp 16` exits 1), instead of drawing a plan that would not start."""
+    at = run(new_app(gpus=16, tp=16), "Latency")
+    assert errors(at) == ["Tensor parallel: TP 16 spans more GPUs than one h200-sxm node has (8); keep TP inside a "
+                          "node and split across nodes with pipeline parallelism."]
+    assert not figure_titles(at) and not warnings(at)
 
 
 def test_impossible_tpot_target_is_explained(app):
     app.number_input(key="tpot_ms").set_value(0.5)
     run(app)
     assert any("TPOT target 0.5 ms is below" in e for e in errors(app)), errors(app)
+    assert "No fleet can be sized" in " ".join(c.value for c in app.caption)
     run(app, "Cost")
     assert any("No GPU in the catalog meets" in w.value for w in app.warning)
 
 
 def test_huge_gpu_count_and_tiny_utilization_do_not_crash(app):
-    app.number_input(key="gpus").set_value(4096)
+    app.number_input(key="gpus").set_value(4096.0)
     app.slider(key="util").set_value(0.1)
     run(app)
     for view in VIEWS:
         run(app, view)
+        assert "cannot be drawn" not in warnings(app), view
 
 
-def test_hostile_url_values_are_ignored():
-    at = run(new_app(prompt="-5", gpu="no-such-gpu", util="7", tp="3", model="../../etc/passwd", view="Nope"))
-    assert at.session_state["prompt"] == 4096 and at.session_state["gpu"] == "h200-sxm"
-    assert not errors(at)
+def test_hostile_url_values_are_replaced_and_said():
+    """#13 defect 7: bad URL parameters were silently replaced by defaults."""
+    at = run(new_app(context="-5", gpu="no-such-gpu", util="7", tp="3", model="../../etc/passwd", view="Nope",
+                     gpus="-3"))
+    assert at.session_state["gpu"] == "h200-sxm" and at.session_state["model"] == "mistral-7b-v0.3"
+    w = warnings(at)
+    for fragment in ("URL parameter gpu=no-such-gpu: gpu 'no-such-gpu' is not one of the 11 in the catalog",
+                     "using h200-sxm",
+                     "URL parameter util=7: gpu_memory_utilization must lie in 0.10–1.00; using 0.92",
+                     "URL parameter tp=3: tensor parallel '3' is not one of 1, 2, 4, 8, 16; using 1",
+                     "URL parameter model=../../etc/passwd: model",
+                     "URL parameter view=Nope: view 'Nope' is not one of",
+                     "Context length: -5 tokens is below the minimum 2 tokens; using 2 tokens",
+                     "GPUs: -3 is below the minimum 1; using 1"):
+        assert fragment in w, (fragment, w)
+    assert not at.exception
+
+
+def test_url_warning_goes_once_the_input_is_changed():
+    at = run(new_app(tp="3"))
+    assert "tp=3" in warnings(at)
+    at.selectbox(key="tp").set_value(2)
+    at.number_input(key="gpus").set_value(2.0)
+    assert "tp=3" not in warnings(run(at))
+
+
+# ------------------------------------------------------------------------------------ pins and Deploy
+
+
+def test_pinned_scenarios_compare_side_by_side_and_travel_in_the_url(app):
+    app.button(key="pin_btn").click()
+    run(app)
+    app.selectbox(key="kvdtype").set_value("fp8")
+    run(app)
+    app.button(key="pin_btn").click()
+    run(app, "Compare")
+    table = next(d for d in nodes(app, "dataframe") if "quantity" in d.value.columns).value
+    assert list(table.columns)[:2] == ["quantity", "now"] and len(table.columns) == 4
+    pins = app.query_params["pin"]
+    assert len(pins) == 2
+    at = new_app(view="Compare")
+    at.query_params["pin"] = pins
+    at = run(at)
+    again = next(d for d in nodes(at, "dataframe") if "quantity" in d.value.columns).value
+    assert list(again.columns)[2:] == list(table.columns)[2:]
+
+
+def test_deploy_view_shows_the_command_with_its_predictions_and_files():
+    at = run(new_app(), "Deploy")
+    code = " ".join(c.value for c in nodes(at, "code"))
+    assert "vllm serve" in code and "--gpu-memory-utilization" in code
+    [pred] = [t.value for t in at.table]
+    assert {"KV cache pool per GPU", "max concurrency at max-model-len", "TPOT"} <= set(pred.index)
+    labels = [b.label for b in at.get("download_button")]
+    assert labels[0] == "Download every file (zip)" and "serve.sh" in labels and "predictions.json" in labels
+
+
+def test_sweep_is_not_recomputed_when_only_the_target_users_change(monkeypatch):
+    """#13 defect 8: the Triangle recomputed everything on every change; the ranked sweep is cached on what it
+    depends on (not target users or the deployment's size)."""
+    import streamlit as st
+
+    from planner import cost_view
+
+    calls = []
+    real = cost_view.triangle_sweep
+    monkeypatch.setattr(cost_view, "triangle_sweep", lambda *a, **k: calls.append(1) or real(*a, **k))
+    st.cache_resource.clear()
+    at = run(new_app(), "Triangle")
+    n = len(calls)
+    assert n == 1
+    at.number_input(key="users").set_value(333.0)
+    run(at)
+    at.number_input(key="gpus").set_value(3.0)
+    run(at)
+    assert len(calls) == n
+    at.number_input(key="context").set_value(5000.0)
+    run(at)
+    assert len(calls) == n + 1
+    st.cache_resource.clear()
 
 
 # -------------------------------------------------------------------------------------------- uploads
@@ -450,6 +624,11 @@ def test_without_its_own_profile_a_gpu_offers_the_transferred_calibration():
     at = run(new_app(gpu="l4", model="llama-3.1-8b"))
     assert not at.radio(key="calib").disabled
     assert any("Transferred calibration: measured on h200-sxm" in c.value for c in at.sidebar.caption)
+    # #13 defect 9: the caption follows the choice
+    at.radio(key="calib").set_value("ideal roofline")
+    run(at)
+    captions = " ".join(c.value for c in at.sidebar.caption)
+    assert "Ideal roofline (speed of light)" in captions and "Transferred calibration" not in captions
 
 
 def test_without_any_profile_the_calibrated_mode_is_disabled(monkeypatch):
@@ -492,9 +671,15 @@ def test_preset_resolution_falls_back_when_a_model_is_missing():
     assert none["model_id"] is None and none["gpu_id"] is None
 
 
-def test_cost_view_row_for_the_scenario_gpu_matches_the_headline():
-    at = run(new_app(), "Cost")
-    table = next(d for d in nodes(at, "dataframe") if "configuration" in d.value.columns).value
-    row = table[table["configuration"] == "1 × h200-sxm"].iloc[0]
-    assert int(row["batch"]) == int(num(metric(at, "SLO-feasible batch")))
-    assert row["$/M output"] == metric(at, "$ / M output tokens")
+def test_premium_preset_landing_on_int4_is_warned_and_the_preset_travels_in_the_url():
+    at = run(new_app())
+    at.button(key="preset-premium chat").click()
+    run(at)
+    assert at.query_params["preset"] in ("premium chat", ["premium chat"])
+    assert "keeps quality" not in warnings(at)
+    at.selectbox(key="wdtype").set_value("int4")
+    run(at)
+    assert "The premium chat preset keeps quality, but this configuration serves int4 weights" in warnings(at)
+    shared = run(new_app(preset="premium chat", wdtype="int4", model="llama-3.1-70b", gpus=4, tp=4))
+    assert "The premium chat preset keeps quality" in warnings(shared)
+    assert "URL parameter preset" not in warnings(run(new_app(preset="nonsense")))

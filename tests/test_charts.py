@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import charts
+from planner import charts, charts_cost
 from planner.units import MS, TFLOPS, GiB
 
 
@@ -25,9 +25,10 @@ def annotation_texts(fig: go.Figure) -> list[str]:
     return [a.text for a in fig.layout.annotations]
 
 
-def test_charts_module_is_pure():
+@pytest.mark.parametrize("module", [charts, charts_cost])
+def test_charts_module_is_pure(module):
     """No streamlit (or any UI) import: the dashboard stays a thin layer over these builders."""
-    tree = ast.parse(Path(charts.__file__).read_text(encoding="utf-8"))
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
     imported = {n.names[0].name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert "streamlit" not in imported
@@ -73,6 +74,14 @@ def test_users_vs_context_drops_zero_users_on_the_log_axis():
     assert list(fig.data[0].y) == [10]
 
 
+def test_users_vs_context_when_nothing_fits_says_so():
+    """#13 defect 6: a model that does not fit left no point to draw and the Memory view showed numpy's
+    "array of sample points is empty"; the chart says it in words instead."""
+    df = pd.DataFrame({"context_tokens": [1000, 2000], "max_users": [0, 0]})
+    fig = charts.users_vs_context(df, target_users=160, chosen_context=4096, max_context_for_target=None)
+    assert annotation_texts(fig) == ["not one request fits at any context length"] and not fig.data
+
+
 # ----------------------------------------------------------------------------------------- latency
 
 
@@ -105,6 +114,37 @@ def test_tpot_vs_context_one_line_per_batch():
                     for b in (1, 32)])
     fig = charts.tpot_vs_context(df, tpot_slo_s=0.05)
     assert names(fig) == ["batch 1", "batch 32"]
+
+
+def test_latency_curves_shade_their_error_band():
+    """#12 in the dashboard: y × (1 ± band) shaded around each curve, one legend entry for the band."""
+    df = pd.DataFrame({"batch_size": [1, 8, 64], "tpot_s": [0.01, 0.02, 0.04], "band_pct": 10.0})
+    fig = charts.tpot_vs_batch(df, tpot_slo_s=0.05)
+    band = next(t for t in fig.data if t.fill == "toself")
+    assert band.name == "error band ±10 %" and band.hoverinfo == "skip"
+    assert list(band.y) == pytest.approx([11, 22, 44, 36, 18, 9])  # upper edge, then the lower edge back
+    ctx = pd.concat([pd.DataFrame({"context_tokens": [1000, 10000], "tpot_s": [0.003, 0.01], "batch_size": b,
+                                   "band_pct": 5.0}) for b in (1, 32)])
+    fig = charts.tpot_vs_context(ctx)
+    bands = [t for t in fig.data if t.fill == "toself"]
+    assert len(bands) == 2 and [t.showlegend for t in bands] == [True, False]
+
+
+def test_a_curve_without_measured_basis_says_so():
+    df = pd.DataFrame({"prompt_tokens": [128, 1024, 8192], "ttft_s": [0.01, 0.05, 0.4], "band_pct": np.nan})
+    fig = charts.ttft_vs_prompt(df)
+    assert not [t for t in fig.data if t.fill == "toself"]
+    assert "TTFT: no measured basis for an error band" in annotation_texts(fig)
+    part = df.assign(band_pct=[12.0, 12.0, np.nan])
+    fig = charts.ttft_vs_prompt(part)
+    assert [t.name for t in fig.data if t.fill == "toself"] == ["error band ±12 %"]
+    assert "TTFT: no measured basis for an error band beyond 1,024" in annotation_texts(fig)
+
+
+def test_latency_charts_survive_an_empty_frame():
+    """No curve to draw (every point filtered out) is an empty chart, not numpy's interp error."""
+    charts.ttft_vs_prompt(pd.DataFrame({"prompt_tokens": [], "ttft_s": []}), 1.0, chosen_prompt=4096)
+    charts.throughput_vs_batch(pd.DataFrame({"batch_size": [], "output_tokens_per_s": []}), 8, 8)
 
 
 def test_throughput_vs_batch_shades_the_feasible_region():
@@ -210,15 +250,51 @@ def test_triangle_empty_frame_is_an_empty_figure():
 # -------------------------------------------------------------------------------------------- cost
 
 
-def test_cost_bars_sorted_cheapest_first():
-    df = pd.DataFrame({"label": ["1 × b200", "1 × l4", "2 × h100"],
-                       "cost_usd_per_million_output_tokens": [0.3, 0.1, 0.2],
-                       "cost_usd_per_million_tokens_blended": [0.05, 0.02, 0.04]})
-    fig = charts.cost_bars(df)
-    assert list(fig.data[0].x) == ["1 × l4", "2 × h100", "1 × b200"]
-    assert list(fig.data[0].text) == ["$0.10", "$0.20", "$0.30"]
-    assert names(fig) == ["output tokens", "blended (input + output)"]
+def _cost_rows() -> pd.DataFrame:
+    return pd.DataFrame({"label": ["1 × mi300x (TP 1)", "1 × h200-sxm (TP 1)", "2 × l4 (TP 2)"],
+                         "cost_usd_per_million_output_tokens_all_in": [0.15, 0.45, 1.2],
+                         "calibration_mode": ["transferred", "calibrated", "ideal"],
+                         "ttft_error_band_pct": [np.nan, 13.0, np.nan], "tpot_error_band_pct": [np.nan, 4.0, np.nan]})
+
+
+def test_cost_bars_mark_how_each_latency_was_obtained_and_its_band():
+    """#13 defect 9: a transferred MI300X won every comparison unmarked.  Bars in ranking order, patterned by
+    calibration mode, the band as error bars, "(no band)" where there is no measured basis."""
+    fig = charts_cost.cost_bars(_cost_rows())
+    by = {t.name: t for t in fig.data}
+    assert set(by) == {"calibrated", "transferred (not measured here)", "ideal roofline"}
+    assert by["transferred (not measured here)"].marker.pattern.shape == "/"
+    assert by["ideal roofline"].marker.pattern.shape == "x"
+    assert list(by["calibrated"].error_y.array) == pytest.approx([0.45 * 0.13])
+    assert list(by["transferred (not measured here)"].text) == ["$0.150 (no band)"]
+    assert list(fig.layout.xaxis.categoryarray) == list(_cost_rows()["label"])
     assert "USD" in fig.layout.yaxis.title.text
+
+
+def test_cost_vs_speed_is_selectable_and_carries_the_configuration():
+    df = pd.DataFrame({"per_user_tokens_per_s": [20.0, 40.0, 30.0], "cost": [0.2, 0.5, 0.6],
+                       "quality": [60.0, 58.0, 61.0], "pareto": [True, True, False], "label": ["a", "b", "c"],
+                       "calibration_mode": ["calibrated", "transferred", "calibrated"],
+                       "gpu_id": ["h200-sxm", "mi300x", "h200-sxm"], "weight_dtype": ["bf16", "fp8", "bf16"],
+                       "kv_cache_dtype": ["bf16", "bf16", "fp8"], "tensor_parallel": [1, 1, 2]})
+    cols = ("gpu_id", "weight_dtype", "kv_cache_dtype", "tensor_parallel")
+    fig = charts_cost.cost_vs_speed(df, {"per_user_tokens_per_s": 25.0, "cost": 0.3}, cols)
+    pts = {t.name: t for t in fig.data}
+    assert [list(x) for x in pts["calibrated"].customdata] == [["h200-sxm", "bf16", "bf16", 1],
+                                                               ["h200-sxm", "bf16", "fp8", 2]]
+    assert pts["transferred (not measured here)"].marker.symbol == "diamond"
+    assert list(pts["Pareto front"].x) == [20.0, 40.0]
+    assert fig.layout.clickmode == "event+select" and fig.layout.yaxis.type == "log"
+    assert "this scenario" in pts
+
+
+def test_thin_cloud_keeps_the_shape_with_few_points():
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": 10 ** rng.uniform(0, 3, 5000), "y": 10 ** rng.uniform(0, 2, 5000)})
+    thin = charts.thin_cloud(df, "x", "y", 300)
+    assert 100 < len(thin) <= 300
+    assert thin["x"].max() > 500 and thin["x"].min() < 2  # reaches the corners
+    assert charts.thin_cloud(df.head(10), "x", "y", 300) is not None and len(charts.thin_cloud(df, "x", "y", 0)) == 0
 
 
 # -------------------------------------------------------------------------------------------- load
@@ -246,8 +322,20 @@ def test_every_builder_returns_a_serialisable_figure():
         charts.users_vs_context(pd.DataFrame({"context_tokens": [1, 2], "max_users": [2, 1]})),
         charts.ttft_vs_prompt(pd.DataFrame({"prompt_tokens": [1, 2], "ttft_s": [0.1, 0.2]})),
         charts.tpot_vs_batch(pd.DataFrame({"batch_size": [1, 2], "tpot_s": [0.1, 0.2]})),
-        charts.cost_bars(pd.DataFrame({"label": ["a"], "cost_usd_per_million_output_tokens": [1.0]})),
+        charts_cost.cost_bars(_cost_rows()),
     ]
     for f in figs:
         assert isinstance(f, go.Figure)
         assert f.to_json()
+
+
+def test_legends_sit_under_the_plot_never_over_the_title():
+    """#13 defect 9: horizontal legends above the plot overlapped the titles on narrow screens.  Every figure's
+    legend is anchored to the bottom of the figure (plotly makes room for it), the title at the top."""
+    figs = [charts.tpot_vs_batch(pd.DataFrame({"batch_size": [1, 2], "tpot_s": [0.1, 0.2]})),
+            charts.memory_stack(pd.DataFrame([{"label": "x", "weights_bytes": 1e9, "kv_pool_bytes": 2e9}])),
+            charts_cost.cost_bars(_cost_rows()), charts.triangle(_candidates())]
+    for f in figs:
+        leg = f.layout.legend
+        assert (leg.yref, leg.yanchor, leg.y, leg.orientation) == ("container", "bottom", 0, "h")
+        assert f.layout.title.text

@@ -102,7 +102,8 @@ def test_cost_view_ranks_by_the_all_in_key(monkeypatch):
         best[c] = 1.0
     best["price_source"], best["price_date"] = "x", "2026-01-01"
     table = views.cost_table(best)
-    assert list(table.columns[4:6]) == [ranking.RANK_LABEL, "$/M output"]
+    assert list(table.columns[:2]) == ["rank in CSV", "configuration"]  # the rank first, then the ranking key
+    assert list(table.columns[5:7]) == ["batch", ranking.RANK_LABEL]  # first among the money columns
 
 
 @pytest.mark.parametrize("text", [ranking.RANK_DEFINITION, ranking.__doc__])

@@ -1,5 +1,6 @@
-"""planner.scenario and planner.views: the dashboard's frames agree with the planner numbers they are drawn
-beside (the same report, the same SLO search, the same memory budget), and the sidebar's helpers behave."""
+"""The dashboard's pure modules (planner.scenario, views, inputs, headline, cost_view, compare, deploy_view): the
+frames agree with the planner numbers they are drawn beside (the same report, the same SLO search, the same
+memory budget, the same ranking as `planner sweep`), and the input rules say what they change."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from planner import catalog, views
+from planner import catalog, compare, cost_view, deploy_view, headline, inputs, ranking, views
+from planner.bands import band
 from planner.cost import with_price
 from planner.hf_import import model_from_config_bytes
 from planner.profile import CalibrationProfile, Residuals
-from planner.ranking import RANK_KEY
 from planner.report import csv_bytes, write_csv
 from planner.scenario import Planned, Scenario, plan_scenario, scenario_gpu, scenario_problems, scenario_profile
 from planner.specs import Source
@@ -105,6 +106,21 @@ def test_memory_table_kv_bytes_per_token():
     assert row["value"] == "131,072 B"
 
 
+def test_gpu_memory_is_shown_one_way():
+    """#13 defect 9: the GPU's memory appeared as 80.0 / 79.7 / 79.66 GiB.  Every memory value of the table is
+    binary GiB from one formatter, and the GPU's memory is the budget's (what vLLM multiplies)."""
+    from planner.memory import device_total_bytes
+
+    p = planned(scenario(gpu_id="a100-sxm-80gb"))
+    t = views.memory_table(p)
+    mem_rows = t[~t["value"].str.endswith(" B")]
+    assert mem_rows["value"].str.fullmatch(r"[\d,]+\.\d+ GiB").all()
+    gpu_mem = t.loc[t["quantity"] == "GPU memory", "value"].item()
+    assert gpu_mem == views.mem(device_total_bytes(p.gpu, p.profile)) == "79.7 GiB"
+    assert t.loc[t["quantity"] == "Usable per GPU", "also"].item().endswith(f"of {gpu_mem}")
+    assert views.mem(0.5 * 2**30) == "0.500 GiB"
+
+
 # ------------------------------------------------------------------------------------------- latency
 
 
@@ -114,10 +130,52 @@ def test_latency_crossing_is_the_slo_search_batch_when_tpot_binds():
     assert p.report.slo.binding == "tpot"
     assert f.crossing == p.report.batch_size
     assert f.kv_limit_batch == min(p.report.max_concurrency, p.deployment.max_num_seqs)
-    # the throughput curve (the sweep) and the TPOT curve (phases + cost) are the same numbers
-    m = f.throughput.merge(f.tpot_batch, on="batch_size", suffixes=("_sweep", "_curve"))
-    np.testing.assert_allclose(m["tpot_s_sweep"], m["tpot_s_curve"], rtol=1e-9)
     assert set(f.tpot_context["batch_size"]) == {1, p.report.batch_size, f.kv_limit_batch}
+
+
+def test_latency_throughput_curve_is_the_sweeps_rows():
+    """The throughput frame is computed as planner.sweep computes a row (same formulas, pinned here)."""
+    from planner.sweep import sweep
+
+    p = planned(scenario())
+    f = views.latency_frames(p)
+    d = p.deployment
+    sw = sweep(p.model, p.workload, gpus=[p.gpu], weight_dtypes=[d.weight_dtype], kv_dtypes=[d.kv_cache_dtype],
+               tensor_parallels=[1], batch_sizes=f.throughput["batch_size"].tolist(), profile_for=lambda _g: p.profile)
+    m = f.throughput.merge(sw, on="batch_size", suffixes=("", "_sweep"))
+    assert len(m) == len(f.throughput)
+    for col in ("output_tokens_per_s", "tpot_s", "decode_step_s"):
+        np.testing.assert_allclose(m[col], m[f"{col}_sweep"], rtol=1e-9)
+    assert (m["fits"] == m["fits_sweep"]).all() and (m["meets_slo"] == m["meets_slo_sweep"]).all()
+
+
+def test_latency_frames_at_tp16_beyond_a_node():
+    """#13 defect 1: TP 16 (offered in the dropdown) is more than one node of 8 GPUs; the sweep skips such a
+    TP, which left the throughput frame empty (object dtype) and the Latency view failed.  Every curve is
+    there, in floats, and a note says the replica spans nodes."""
+    from planner import charts
+
+    p = planned(scenario(num_gpus=16, tensor_parallel=16))
+    f = views.latency_frames(p)
+    assert len(f.throughput) == len(f.tpot_batch) > 10
+    assert f.throughput["output_tokens_per_s"].dtype == float and f.throughput["output_tokens_per_s"].gt(0).all()
+    charts.throughput_vs_batch(f.throughput, p.report.batch_size or None, p.report.batch_size or None)
+    charts.ttft_vs_prompt(f.ttft, 2.0, 4096)
+    [note] = views.scenario_notes(p)
+    assert "TP 16 is more GPUs than one node" in note and "TP 8 × PP 2" in note
+
+
+def test_latency_frames_carry_the_error_band_of_each_prediction():
+    p = planned(scenario())
+    f = views.latency_frames(p)
+    short = band(p.profile, p.model, p.deployment, "prefill_short").pct
+    long = band(p.profile, p.model, p.deployment, "prefill_long").pct
+    dec = band(p.profile, p.model, p.deployment, "decode").pct
+    assert set(f.ttft.loc[f.ttft["prompt_tokens"] <= 2048, "band_pct"]) == {short}
+    assert set(f.ttft.loc[f.ttft["prompt_tokens"] > 2048, "band_pct"]) == {long}
+    assert set(f.tpot_batch["band_pct"]) == set(f.throughput["band_pct"]) == {dec}
+    ideal = views.latency_frames(planned(scenario(calibrated=False)))
+    assert ideal.ttft["band_pct"].isna().all() and "no measured basis" in ideal.band_basis
 
 
 def test_roofline_points_and_ridge():
@@ -136,24 +194,30 @@ def test_roofline_points_and_ridge():
 
 @pytest.fixture(scope="module")
 def sweep_frame():
-    from planner.specs import Workload
-    from planner.sweep import sweep
-
-    sc = scenario()
-    wl = Workload(prompt_tokens=sc.prompt_tokens, output_tokens=sc.output_tokens, concurrency=sc.target_users,
-                  ttft_slo_s=sc.ttft_slo_s, tpot_slo_s=sc.tpot_slo_s)
-    grid = views.cost_grid(sc, same_dtypes=True)
-    return sweep(catalog.model(MODEL), wl, gpus=[scenario_gpu(g, 0.0) for g in catalog.gpus()],
-                 weight_dtypes=list(grid["weight_dtypes"]), kv_dtypes=list(grid["kv_dtypes"]),
-                 batch_sizes=list(grid["batch_sizes"]), profile_for=lambda g: scenario_profile(g))
+    """The Cost view's question for the default scenario (its dtypes, every batch up to the 160 users)."""
+    return cost_view.ranking_sweep(catalog.model(MODEL), scenario(), same_dtypes=True)
 
 
-def test_triangle_latency_is_ttft_plus_tpot_times_output(sweep_frame):
-    df, corners = views.triangle_frame(sweep_frame, 512)
+@pytest.fixture(scope="module")
+def triangle_frame():
+    return views.triangle_frame(cost_view.triangle_sweep(catalog.model(MODEL), scenario()), 512)
+
+
+def test_triangle_latency_is_ttft_plus_tpot_times_output(triangle_frame):
+    df, corners = triangle_frame
     np.testing.assert_allclose(df["latency_s"], df["ttft_s"] + 512 * df["tpot_s"])
-    assert df["fits"].all() and df["pareto"].any()
+    assert df["pareto"].any()
     assert set(corners["corner"]) == {"quality + latency", "quality + throughput", "latency + throughput"}
     assert set(corners["label"]) <= set(df.loc[df["pareto"], "label"])
+
+
+def test_triangle_draws_the_whole_front_and_a_thinned_cloud(triangle_frame):
+    """Thousands of candidates, at most 200 drawn: every Pareto point, the rest one per chart cell."""
+    df, _ = triangle_frame
+    pts = views.triangle_points(df)
+    assert len(df) > 2000 and len(pts) <= 200
+    assert pts["pareto"].sum() == df["pareto"].sum()
+    assert (~pts["pareto"]).sum() > 50  # the cloud keeps its shape
 
 
 def test_scenario_point_on_the_triangle():
@@ -163,39 +227,148 @@ def test_scenario_point_on_the_triangle():
     assert views.scenario_point(planned(scenario(tpot_slo_s=0.5 * MS)).report, 512) is None
 
 
-def test_cost_grid():
-    sc = scenario(target_users=20)
-    assert views.cost_grid(sc, True) == {"batch_sizes": tuple(range(1, 21)), "weight_dtypes": ("bf16",),
-                                         "kv_dtypes": ("bf16",)}
-    # any dtype: the same every-size grid (a coarser one could name another cheapest configuration than plan())
-    assert views.cost_grid(sc, False) == {"batch_sizes": tuple(range(1, 21))}
-    assert views.cost_grid(scenario(target_users=5000), True)["batch_sizes"][-1] == 1024
+# ------------------------------------------------------------------------------- the one ranking (#13 part 2)
 
 
-def test_cheapest_per_gpu_matches_the_plan_on_the_scenario_gpu(sweep_frame):
+def test_the_cost_views_rows_are_in_the_one_ranking(sweep_frame):
+    """planner.ranking's order: every row meeting every target (TTFT, TPOT, context, no more requests per replica
+    than users) before any that misses one, then the all-in cost."""
+    ok = ranking.meets_targets(sweep_frame, 160).to_numpy()
+    assert ok.any() and not ok.all()
+    assert not (np.diff(ok.astype(int)) > 0).any()  # never a meeting row after a missing one
+    assert sweep_frame.loc[ok, ranking.RANK_KEY].is_monotonic_increasing
+    assert list(sweep_frame["rank"]) == list(range(1, len(sweep_frame) + 1))
+    assert sweep_frame["batch_size"].max() == 160 and sweep_frame["batch_size"].nunique() == 160
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_cost_view_cheapest_is_planner_sweeps_first_row(same):
+    """The Cost view's first row, the Sizing report's first row and `planner sweep --json`'s first row are the
+    same configuration: the command the dashboard prints, run through the CLI."""
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app as cli
+
+    sc = scenario(target_users=40)
+    sw = cost_view.ranking_sweep(catalog.model(MODEL), sc, same)
+    best = views.cheapest_per_gpu(sw, sc.target_users)
+    argv = shlex.split(views.sweep_command(sc, MODEL, same))[1:]
+    argv = argv[: argv.index("--csv")] + ["--json", "--top", "1"]
+    res = CliRunner().invoke(cli, argv)
+    assert res.exit_code == 0, res.output
+    [cli_top] = json.loads(res.output)
+    top = best.iloc[0]
+    assert ranking.config_key(top) == ranking.config_key(cli_top) == ranking.config_key(sw.iloc[0])
+    assert int(top["csv_rank"]) == 1 == cli_top["rank"] and cli_top["meets_slo"]
+    assert top[ranking.RANK_KEY] == pytest.approx(cli_top[ranking.RANK_KEY], rel=1e-9)
+
+
+def test_cheapest_per_gpu_only_rows_meeting_the_targets_in_ranking_order(sweep_frame):
     best = views.cheapest_per_gpu(sweep_frame, 160)
     assert best["gpu_id"].is_unique and best["meets_slo"].all() and (best["batch_size"] <= 160).all()
-    assert best[RANK_KEY].is_monotonic_increasing  # the one ranking key: all-in $/M output tokens
+    assert best["csv_rank"].is_monotonic_increasing and best["csv_rank"].iloc[0] == 1
+    assert best[ranking.RANK_KEY].is_monotonic_increasing
     r = planned(scenario()).report
     row = best[best["gpu_id"] == GPU].iloc[0]
-    assert int(row["batch_size"]) == r.batch_size
-    assert row["cost_usd_per_million_output_tokens"] == pytest.approx(float(r.cost.usd_per_million_output_tokens))
-    assert row[RANK_KEY] == pytest.approx(float(r.cost.usd_per_million_output_tokens_all_in))
-    table = views.cost_table(best)
-    assert list(table["configuration"]) == list(best["label"]) and table["$/M output"].str.startswith("$").all()
+    if int(row["tensor_parallel"]) == 1:  # the scenario's own configuration: plan()'s batch and cost
+        assert int(row["batch_size"]) == r.batch_size
+        assert row[ranking.RANK_KEY] == pytest.approx(float(r.cost.usd_per_million_output_tokens_all_in))
 
 
-def test_sweep_command_is_the_cli_call():
+def test_cost_table_has_tp_quality_calibration_and_the_error_band(sweep_frame):
+    best = views.cheapest_per_gpu(sweep_frame, 160)
+    t = views.cost_table(best, {k: g.name for k, g in catalog.gpus().items()})
+    assert list(t.columns[:2]) == ["rank in CSV", "configuration"]
+    assert list(t.columns[5:7]) == ["batch", ranking.RANK_LABEL]  # the ranking key first among the money columns
+    assert list(t.columns).index("$/M output") > list(t.columns).index(ranking.RANK_LABEL)
+    for col in ("TP", "quality", "calibration", "error band", "rank in CSV", "price source"):
+        assert col in t.columns, col
+    modes = dict(zip(best["gpu_id"].astype(str), best["calibration_mode"].astype(str)))
+    marked = dict(zip(best["gpu_id"].astype(str), t["calibration"]))
+    assert modes["h200-sxm"] == "calibrated" and not marked["h200-sxm"].startswith("⚠")
+    assert modes["mi300x"] == "transferred" and marked["mi300x"].startswith("⚠ transferred")
+    bands = dict(zip(best["gpu_id"].astype(str), t["error band"]))
+    assert bands["h200-sxm"].startswith("±") and bands["mi300x"] == "no measured basis"
+
+
+def test_cheapest_sentence_marks_a_transferred_winner(sweep_frame):
+    best = views.cheapest_per_gpu(sweep_frame, 160)
+    row = best[best["gpu_id"].astype(str) == "mi300x"].iloc[0]
+    text = cost_view.cheapest_sentence(row, "AMD Instinct MI300X")
+    assert "transferred from another GPU's calibration" in text and "no measured basis" in text
+    assert "all-in" in text
+    assert "prefill included" in cost_view.RANKING_DEFINITION and "more requests per replica" in cost_view.RANKING_DEFINITION
+
+
+def test_sweep_key_ignores_what_a_sweep_does_not_depend_on():
+    a = cost_view.sweep_key(scenario(num_gpus=4, tensor_parallel=4, weight_dtype="int4"), False)
+    assert a == cost_view.sweep_key(scenario(), False)
+    assert a != cost_view.sweep_key(scenario(target_users=999), False)  # the users cap the Cost view's batch
+    assert cost_view.sweep_key(scenario(target_users=10), None) == cost_view.sweep_key(scenario(), None)  # Triangle
+    assert a != cost_view.sweep_key(scenario(prompt_tokens=8192), False)
+    assert cost_view.sweep_key(scenario(), True) != cost_view.sweep_key(scenario(weight_dtype="fp8"), True)
+    assert cost_view.sweep_key(scenario(price_usd_per_hour=1.0), False).gpu_id == GPU
+
+
+def test_sweep_command_is_the_cost_views_question():
     assert views.sweep_command(scenario(calibrated=False), MODEL) == (
         "planner sweep -m mistral-7b-v0.3 --prompt-tokens 4096 --output-tokens 512 --ttft-slo-ms 2000 "
-        "--tpot-slo-ms 50 --profile none --csv sweep.csv")
+        "--tpot-slo-ms 50 --users 160 --weight-dtype bf16 --kv-dtype bf16 --profile none --csv sweep.csv")
+    assert "--weight-dtype" not in views.sweep_command(scenario(), MODEL, same_dtypes=False)
+    assert views.cost_grid(scenario(target_users=20), True) == {
+        "batch_sizes": tuple(range(1, 21)), "weight_dtypes": ("bf16",), "kv_dtypes": ("bf16",)}
+    assert cost_view.overrides_note(scenario(), "H200") is None
+    assert "$9.00/GPU-hour" in cost_view.overrides_note(scenario(price_usd_per_hour=9.0), "H200")
 
 
 def test_csv_bytes_are_what_write_csv_writes(sweep_frame, tmp_path):
     assert csv_bytes(sweep_frame) == write_csv(sweep_frame, tmp_path / "s.csv").read_bytes()
 
 
+def test_pareto_frame_front_is_not_dominated_and_only_meets_the_targets(sweep_frame):
+    pf = cost_view.pareto_frame(sweep_frame, 160, max_points=120)
+    assert len(pf) <= 120 and pf["pareto"].any()
+    ranks = set(sweep_frame.loc[ranking.meets_targets(sweep_frame, 160), "rank"])
+    assert set(pf["rank"]) <= ranks
+    front = pf[pf["pareto"]]
+    for _, r in front.iterrows():
+        better = pf[(pf["per_user_tokens_per_s"] >= r["per_user_tokens_per_s"]) & (pf["cost"] <= r["cost"])
+                    & ((pf["per_user_tokens_per_s"] > r["per_user_tokens_per_s"]) | (pf["cost"] < r["cost"]))]
+        assert better.empty
+    np.testing.assert_allclose(pf["per_user_tokens_per_s"], 1 / pf["tpot_s"])
+
+
+def test_picked_config_reads_a_points_customdata():
+    assert cost_view.picked_config({"customdata": ["l40s", "fp8", "fp8", 2, 61.0]}) == {
+        "gpu": "l40s", "wdtype": "fp8", "kvdtype": "fp8", "tp": 2}
+    assert cost_view.picked_config({"x": 1}) is None
+
+
 # ---------------------------------------------------------------------------------------------- load
+
+
+def test_load_view_says_why_nothing_can_be_simulated():
+    """#13 defect 6: a prompt too long for one request's KV reached the simulator and showed "rate: must be a
+    finite number > 0, got np.float64(0.0)".  The view gets a plain sentence instead."""
+    p = planned(scenario(prompt_tokens=1_000_000))  # the start-up rule's first problem: Mistral's 32,768 limit
+    assert views.load_problem(p.report) == ("Nothing to simulate: context (prompt + output) 1,000,512 tokens "
+                                            "exceeds the model's 32,768-token limit.")
+    with pytest.raises(ValueError, match="Nothing to simulate"):
+        views.load_view(p, 200)
+    # within Llama-3.1-8B's 131,072 limit but not the L4's pool: 120,512 x 131,072 B = 14.7 GiB of KV
+    why = views.load_problem(planned(scenario(model_key="llama-3.1-8b", gpu_id="l4", prompt_tokens=120_000)).report)
+    assert why.startswith("Nothing to simulate: one request of 120,512 tokens needs 14.7 GiB of KV per GPU")
+    assert "does not fit: needs" in views.load_problem(planned(scenario(gpu_memory_utilization=0.1)).report)
+    assert views.load_problem(planned(scenario()).report) is None
+
+
+def test_load_view_reports_progress(two_gpus):
+    seen = []
+    views.load_view(two_gpus, 200, progress=lambda f, rate: seen.append(f))
+    assert seen[0] > 0 and seen[-1] == 1.0 and seen == sorted(seen)
+    assert len(seen) > 5
 
 
 def test_load_view_knee_and_fleet(two_gpus):
@@ -232,3 +405,215 @@ def test_model_from_config_bytes():
     assert "not valid JSON" in model_from_config_bytes(b"{nope", 1024)[1]
     assert "nested too deeply" in model_from_config_bytes(b"[" * 100_000 + b"]" * 100_000, 10**6)[1]
     assert model_from_config_bytes(b"[1]", 1024)[1].startswith("could not read this config.json")
+
+
+def test_profile_caption_follows_the_chosen_latency_model():
+    """#13 defect 9: the sidebar said "Transferred calibration…" while "ideal roofline" was selected."""
+    assert views.profile_caption(scenario_profile("l4", False)).startswith("Ideal roofline (speed of light)")
+    assert views.profile_caption(scenario_profile("l4", True)).startswith("Transferred calibration")
+    assert len(views.profile_caption(scenario_profile(GPU, True))) < 700  # a caption, not a page
+
+
+# ------------------------------------------------------------------------------------ inputs (#13 part 7)
+
+
+@pytest.mark.parametrize("key,raw,used,fragment", [
+    ("gpus", -5, 1, "GPUs: -5 is below the minimum 1; using 1"),
+    ("context", 1e9, 10_000_000,
+     "Context length: 1,000,000,000 tokens is above the limit 10,000,000 tokens; using 10,000,000 tokens"),
+    ("gpus", 2.5, 3, "GPUs: 2.5 is not a whole number; using 3"),
+    ("tpot_ms", float("nan"), 50, "TPOT target: 'nan' is not a number; using 50 ms"),
+    ("ttft_ms", 0, 0.1, "TTFT target: 0 ms is below the minimum 0.1 ms; using 0.1 ms"),
+])
+def test_clean_number_says_what_it_used_instead(key, raw, used, fragment):
+    v, why = inputs.clean_number(inputs.NUMBERS[key], raw)
+    assert v == used and why == fragment
+
+
+def test_clean_number_leaves_good_values_alone():
+    assert inputs.clean_number(inputs.NUMBERS["context"], 4608.0) == (4608.0, None)
+    assert inputs.clean_number(inputs.NUMBERS["tpot_ms"], 12.5) == (12.5, None)
+
+
+def test_context_splits_into_prompt_and_output():
+    assert inputs.split_context(4608, 512) == (4096, 512, None)
+    prompt, out, why = inputs.split_context(512, 512)
+    assert (prompt, out) == (1, 511) and "leave no prompt" in why and "using 511" in why
+
+
+def test_url_warnings_name_the_parameter_and_what_was_used():
+    """#13 defect 7: model=gpt-5, tp=3, util=5 were silently replaced by defaults."""
+    choices = {"model": ["mistral-7b-v0.3", "llama-3.1-8b"], "tp": [1, 2, 4, 8, 16], "cost_same_dtypes": [True, False]}
+    defaults = {"model": "mistral-7b-v0.3", "tp": 1, "cost_same_dtypes": True}
+    w = inputs.url_warnings({"model": "gpt-5", "tp": "3", "util": "5", "gpus": "abc", "context": "8192",
+                             "cost_same_dtypes": "false", "gpu": "ignored-not-checked"}, choices, defaults,
+                            inputs.URL_LABELS)
+    assert set(w) == {"model", "tp", "util", "gpus"}
+    why = "URL parameter model=gpt-5: model 'gpt-5' is not one of mistral-7b-v0.3, llama-3.1-8b; using mistral-7b-v0.3"
+    assert w["model"] == (why, "mistral-7b-v0.3")
+    assert w["tp"][0].startswith("URL parameter tp=3: tensor parallel '3' is not one of 1, 2, 4, 8, 16; using 1")
+    assert w["util"] == ("URL parameter util=5: gpu_memory_utilization must lie in 0.10–1.00; using 0.92", 0.92)
+    assert w["gpus"][0] == "URL parameter gpus=abc: GPUs is not a number; using 1"
+    assert inputs.still_shown(w, {"model": "mistral-7b-v0.3", "tp": 2, "util": 0.92, "gpus": 1.0}) == [
+        w["model"][0], w["util"][0], w["gpus"][0]]  # tp was changed since: its warning is gone
+
+
+def test_old_links_carry_prompt_and_output_into_the_context():
+    assert inputs.legacy_context({"prompt": "16384", "output": "512"}) == 16896.0
+    assert inputs.legacy_context({"prompt": "16384"}) == 16384.0 + 512
+    assert inputs.legacy_context({"prompt": "1", "context": "9"}) is None
+
+
+def test_preset_state_sets_the_context_and_numbers_as_floats():
+    from planner.presets import PRESETS, resolve
+
+    v = inputs.preset_state(resolve(PRESETS["premium chat"], list(catalog.models()), list(catalog.gpus())))
+    assert v["context"] == 4096.0 + 512 and v["output"] == 512.0 and v["tpot_ms"] == pytest.approx(20.0)
+    assert v["model"] == "llama-3.1-70b" and isinstance(v["gpus"], float)
+
+
+# ------------------------------------------------------------------------------- the fleet headline
+
+
+def test_the_headline_fleet_is_planner_size_for_the_demand():
+    """The dashboard's fleet is `planner size --rate` / `--users --think-time-s` for the scenario's replica: the
+    command it prints gives the same replicas, GPUs and $/month."""
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app as cli
+
+    sc = scenario()
+    p = planned(sc)
+    for demand in (headline.Demand("requests/s", rate_per_s=10.0),
+                   headline.Demand("users + think time", active_users=2000, think_s=30.0)):
+        fa = headline.demand_fleet(p, demand).fleet
+        res = CliRunner().invoke(cli, [*shlex.split(headline.fleet_command(sc, MODEL, demand))[1:], "--json"])
+        assert res.exit_code == 0, res.output
+        cli_fleet = json.loads(res.output)["fleet"]
+        assert (cli_fleet["replicas"], cli_fleet["num_gpus"]) == (fa.replicas, fa.num_gpus)
+        assert cli_fleet["usd_per_month"] == pytest.approx(fa.usd_per_month)
+        assert fa.usd_per_month == pytest.approx(fa.num_gpus * p.gpu.price_usd_per_hour * 730)
+
+
+def test_fleet_from_users_and_think_time_is_littles_law():
+    """2,000 users each asking once per (30 s + E2E) send 2,000 / (30 + E2E) requests/s."""
+    fa = headline.demand_fleet(planned(scenario()), headline.Demand("users + think time", active_users=2000,
+                                                                    think_s=30.0)).fleet
+    assert fa.request_rate_per_s == pytest.approx(2000 / (30.0 + fa.e2e_s))
+    assert fa.replicas >= int(np.ceil(fa.request_rate_per_s / fa.requests_per_s_per_replica))
+
+
+def test_fleet_band_brackets_the_answer_and_says_when_there_is_no_basis():
+    fa = headline.demand_fleet(planned(scenario()), headline.Demand("requests/s", rate_per_s=50.0)).fleet
+    assert fa.replicas_low <= fa.replicas <= fa.replicas_high and fa.throughput_band_pct > 0
+    assert headline.fleet_sentence(fa, headline.Demand("requests/s", 50.0)).endswith(f"Error band: {fa.band_text()}.")
+    ideal = headline.demand_fleet(planned(scenario(calibrated=False)), headline.Demand("requests/s", 50.0)).fleet
+    assert ideal.throughput_band_pct is None and "no error band" in ideal.band_text()
+
+
+def test_no_fleet_without_a_feasible_batch():
+    d = headline.Demand("requests/s", 5.0)
+    fa = headline.demand_fleet(planned(scenario(tpot_slo_s=0.5 * MS)), d).fleet
+    assert fa.batch_size_per_replica == 0 and headline.fleet_sentence(fa, d).startswith("**No fleet can be sized")
+
+
+def test_headline_metric_rows():
+    p = planned(scenario())
+    fa = headline.demand_fleet(p, headline.Demand("requests/s", 10.0)).fleet
+    rows = headline.fleet_metrics(fa, "src")
+    assert [x[0] for x in rows] == ["Replicas", "GPUs", "$ / hour", "$ / month"]
+    assert rows[1][1] == f"{fa.num_gpus:,}" and "Error band" in rows[0][2]
+    rows = headline.detail_metrics(p.report, 1, views.mem)
+    assert [x[0] for x in rows] == ["Max concurrent users", "KV cache pool / GPU", "TTFT (one prompt)",
+                                    "SLO-feasible batch", "TPOT at that batch", "$ / M output tokens"]
+    assert rows[-1][1] == f"${float(p.report.cost.usd_per_million_output_tokens_all_in):,.3f}"
+
+
+def test_fits_per_gpu_says_fits_or_needs_and_has():
+    p = planned(scenario(model_key="llama-3.1-70b", num_gpus=2, tensor_parallel=2))
+    f = headline.fits_per_gpu(p.model, catalog.gpus().values(), p.deployment, 4608, lambda g: scenario_profile(g))
+    by = f.set_index("gpu_id")
+    assert by.loc["h200-sxm", "fits"] and by.loc["h200-sxm", "sentence"].startswith("fits: ")
+    assert not by.loc["l4", "fits"]
+    assert by.loc["l4", "sentence"].startswith("does not fit: needs ") and ", has " in by.loc["l4", "sentence"]
+    assert set(f["gpu_id"]) == set(catalog.gpus())
+
+
+def test_premium_preset_on_int4_is_warned():
+    assert headline.quality_warning(("quality", "latency"), "int4", 0.97, "premium chat").startswith(
+        "The premium chat preset keeps quality, but this configuration serves int4")
+    assert headline.quality_warning(("quality", "latency"), "bf16", 1.0) is None
+    assert headline.quality_warning(("latency", "throughput"), "int4", 0.97) is None
+    assert headline.quality_warning(None, "int4", 0.97) is None
+
+
+# ------------------------------------------------------------------------------------ compare, deploy
+
+
+def test_pinned_scenarios_round_trip_through_the_url_token():
+    sc = scenario(tpot_slo_s=12.5 * MS, price_usd_per_hour=2.5, calibrated=False, kv_cache_dtype="fp8")
+    token = compare.encode(sc)
+    assert "~" in token and " " not in token
+    back = compare.decode(token)
+    assert back._replace(tpot_slo_s=0, ttft_slo_s=0) == sc._replace(tpot_slo_s=0, ttft_slo_s=0)
+    assert back.tpot_slo_s == pytest.approx(sc.tpot_slo_s) and back.ttft_slo_s == pytest.approx(sc.ttft_slo_s)
+    assert compare.decode("garbage") is None and compare.decode(token.replace("~1~", "~x~", 1)) is None
+
+
+def test_compare_frame_one_column_per_scenario():
+    a, b = planned(scenario()), planned(scenario(kv_cache_dtype="fp8"))
+    d = headline.Demand("requests/s", 10.0)
+    items = [(n, p, headline.demand_fleet(p, d).fleet, "calibrated profile") for n, p in (("now", a), ("1. fp8", b))]
+    df = compare.compare_frame(items)
+    assert list(df.columns) == ["quantity", "now", "1. fp8"]
+    q = df.set_index("quantity")
+    assert q.loc["weights / KV cache", "1. fp8"] == "bf16 / fp8"
+    users = {c: int(q.loc["max concurrent users (deployment)", c].replace(",", "")) for c in ("now", "1. fp8")}
+    assert users["1. fp8"] > 1.9 * users["now"]
+    assert q.loc["fleet $ / month", "now"].startswith("$")
+
+
+def test_deploy_panel_is_planner_deploys_bundle_for_the_chosen_plan():
+    import io
+    import zipfile
+
+    p = planned(scenario())
+    panel = deploy_view.deploy_panel(p, 10.0)
+    b = panel.bundle
+    assert panel.refusal is None and "vllm serve" in b.serve_command and "mistral" in b.serve_command.lower()
+    t = deploy_view.deploy_predictions(b).set_index("predicted")["value"]
+    assert t["KV cache pool per GPU"].endswith("tokens)") and "GiB" in t["KV cache pool per GPU"]
+    assert b.replicas == headline.demand_fleet(p, headline.Demand("requests/s", 10.0)).fleet.replicas
+    names = zipfile.ZipFile(io.BytesIO(deploy_view.files_zip(b.files))).namelist()
+    assert sorted(names) == sorted(f"deploy/{n}" for n in b.files) and "deploy/serve.sh" in names
+
+
+def test_deploy_panel_refuses_in_a_sentence():
+    panel = deploy_view.deploy_panel(planned(scenario(num_gpus=16, tensor_parallel=16)), 10.0)
+    assert panel.bundle is None and panel.refusal.startswith("vLLM would not start this plan as chosen")
+    assert "TP 16" in panel.refusal
+
+
+def test_plan_report_is_planner_reports_for_the_scenario_and_its_demand():
+    p = planned(scenario())
+    da = headline.demand_fleet(p, headline.Demand("requests/s", 10.0))
+    md = deploy_view.plan_report_markdown(p, da)
+    assert md.startswith("# Plan: Mistral 7B") and f"{da.fleet.num_gpus:,} × " in md and "/month" in md
+    assert "vllm serve" in md and "## Fleet" in md
+
+
+def test_picked_state_keeps_the_number_of_replicas():
+    pts = [{"customdata": ["l40s", "fp8", "bf16", 2, 60.0], "text": "2 × l40s TP 2, fp8 / KV bf16, batch 64<br>x"}]
+    assert cost_view.picked_state(pts, gpus=3.0, tp=1) == {
+        "gpu": "l40s", "wdtype": "fp8", "kvdtype": "bf16", "tp": 2, "gpus": 6.0,
+        "picked": "2 × l40s TP 2, fp8 / KV bf16, batch 64"}
+    assert cost_view.picked_state([], 1.0, 1) is None and cost_view.picked_state([{"x": 1}], 1.0, 1) is None
+
+
+def test_add_pin_moves_a_repeat_last_and_keeps_three():
+    assert compare.add_pin(["a", "b"], "a") == ["b", "a"]
+    assert compare.add_pin(["a", "b", "c"], "d") == ["b", "c", "d"]
+    why = "URL parameter pin: a pinned scenario could not be read (or more than 3); left out"
+    assert compare.read_pins(["bad"]) == ([], why)
