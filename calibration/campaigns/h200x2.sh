@@ -6,25 +6,11 @@
 # Every job runs under `timeout` (the whole process group is killed at its limit) and the GPU is
 # checked free before the next one; a failed job is logged and the queue goes on.
 set -u
-R=$(cd "$(dirname "$0")/../.." && pwd)
 D=$2
-mkdir -p "$D"
-export PYTHONPATH=/root/site:$R GUIDELLM_SITE=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-  HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 PYTHONUNBUFFERED=1 \
-  NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. "$(dirname "$0")/common.sh"
+export GUIDELLM_SITE=/tmp/site
 G=h200-sxm
 COMMON="--gpu $G --out $D --no-fit --no-microbench --quick"
-
-job() {  # job GPUS LIMIT_S NAME command...
-  local g=$1 t=$2 n=$3
-  shift 3
-  echo "[$(date -u +%T)] START $n gpus=$g limit=${t}s: $*" | tee -a "$D/jobs.log"
-  local t0
-  t0=$(date +%s)
-  CUDA_VISIBLE_DEVICES=$g timeout -k 10 "$t" "$@" > "$D/$n.out" 2>&1
-  echo "[$(date -u +%T)] END $n rc=$? after $(( $(date +%s) - t0 )) s" | tee -a "$D/jobs.log"
-  python3 "$R/calibration/campaigns/gpu_free.py" "$g" 40 >> "$D/jobs.log" 2>&1
-}
 
 FIXED="input=1024,output=128"
 stage1() {

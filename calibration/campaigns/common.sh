@@ -1,0 +1,22 @@
+# Sourced by the campaign scripts beside it, after they set D (the output folder): the device environment
+# (vLLM from /root/site, offline, NVLink multicast off) and `job`, which runs one job under `timeout` and
+# waits for its GPUs' memory to be released before the next.
+R=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+mkdir -p "$D"
+export PYTHONPATH=/root/site:$R VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+  HF_DATASETS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 PYTHONUNBUFFERED=1 \
+  NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# planner verify's entry point: python -m calibration.verify takes the same flags where the machine's Python
+# lacks typer
+VERIFY=planner.cli; python3 -c "import typer" 2>/dev/null || VERIFY=calibration.verify
+
+job() {  # job GPUS LIMIT_S NAME command...
+  local g=$1 t=$2 n=$3
+  shift 3
+  echo "[$(date -u +%T)] START $n gpus=$g limit=${t}s: $*" | tee -a "$D/jobs.log"
+  local t0
+  t0=$(date +%s)
+  CUDA_VISIBLE_DEVICES=$g timeout -k 10 "$t" "$@" > "$D/$n.out" 2>&1
+  echo "[$(date -u +%T)] END $n rc=$? after $(( $(date +%s) - t0 )) s" | tee -a "$D/jobs.log"
+  python3 "$R/calibration/campaigns/gpu_free.py" "$g" 40 >> "$D/jobs.log" 2>&1
+}
