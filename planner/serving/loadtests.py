@@ -21,7 +21,6 @@ Formats (keys as the tools write them):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -30,7 +29,7 @@ import numpy as np
 from planner.files import read_json
 from planner.serving.config import EngineConfig
 from planner.serving.engine import simulate
-from planner.serving.result import percentiles
+from planner.serving.result import error_pct, percentiles
 from planner.serving.step_cost import StepCost
 from planner.units import MS
 from planner.workloads import MAX_REQUESTS, make_requests
@@ -259,8 +258,7 @@ class LoadTestComparison:
     predicted: dict
 
     def error_pct(self, key: str) -> float:
-        m, p = self.measured.get(key), self.predicted.get(key)
-        return 100.0 * (p - m) / m if m and p is not None and math.isfinite(m) else NAN
+        return error_pct(self.measured.get(key), self.predicted.get(key))
 
     def as_dict(self) -> dict:
         return {"name": self.name, "tool": self.tool, "num_requests": self.num_requests, "measured": self.measured,

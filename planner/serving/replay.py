@@ -13,7 +13,7 @@ from planner.jsonl import read_jsonl
 from planner.memory import memory_budget
 from planner.serving.config import EngineConfig
 from planner.serving.engine import simulate
-from planner.serving.result import percentiles
+from planner.serving.result import error_pct, percentiles
 from planner.serving.step_cost import StepCost
 from planner.profile import CalibrationProfile, IDEAL_PROFILE
 from planner.specs import Deployment, GpuSpec, ModelSpec
@@ -56,10 +56,7 @@ class ReplayRow:
     predicted: dict
 
     def error_pct(self, key: str) -> float:
-        m, p = self.measured.get(key), self.predicted.get(key)
-        if m is None or p is None or not m:
-            return NAN
-        return 100.0 * (p - m) / m
+        return error_pct(self.measured.get(key), self.predicted.get(key))
 
     def as_dict(self) -> dict:
         keys = ("output_tokens_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p50_s")

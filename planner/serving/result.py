@@ -10,6 +10,14 @@ import numpy as np
 from planner.serving.config import EngineConfig
 
 
+def error_pct(measured: float | None, predicted: float | None) -> float:
+    """Signed error of a prediction against a measurement, percent of the measurement; NaN when either is
+    missing or the measurement is 0 or not finite (a replayed run's metric that was not measured)."""
+    if measured is None or predicted is None or not measured or not np.isfinite(measured):
+        return float("nan")
+    return 100.0 * (predicted - measured) / measured
+
+
 def percentiles(x: np.ndarray) -> dict:
     """Mean, p50, p90 and p99 of the finite values of ``x`` (numpy's linear interpolation); all None
     if there are none."""
