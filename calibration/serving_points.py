@@ -84,13 +84,14 @@ def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: flo
 def replay_folder(folder: Path, model_id: str, profile, frontend_overhead_s: float | None = None) -> list:
     """Every recorded load test of a serve_bench folder (vllm bench serve runs, the multi-turn run, GuideLLM
     reports) replayed through the simulator: a list of LoadTestComparison."""
-    from planner.serving.loadtests import (read_guidellm, read_multiturn, read_vllm_bench, replay_load_test,
-                                           with_shared_prefix)
+    from planner.serving.loadtests import (engine_hints, read_guidellm, read_multiturn, read_vllm_bench,
+                                           replay_load_test, with_shared_prefix)
 
     folder = Path(folder)
     cost, cfg = serving_setup(folder, model_id, profile, frontend_overhead_s)
     recs = read_jsonl(folder / "serve_bench.jsonl")
-    tests = [with_shared_prefix(read_vllm_bench(folder / r["file"]), (r.get("spec") or {}).get("prefix"))
+    tests = [with_shared_prefix(read_vllm_bench(folder / r["file"]),  # the prefix as `planner replay` reads it
+                                engine_hints(folder / r["file"]).get("shared_prefix_tokens"))
              for r in recs if r.get("type") == "bench"]
     if any(r.get("type") == "request" and "parent" in r for r in recs):
         tests.append(read_multiturn(folder / "serve_bench.jsonl"))
