@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     from calibration.hfconfig import write_hf_config
     from calibration.tokenizer import write_tokenizer
-    from planner import catalog
+    from planner.io import catalog
     from planner.deploy import serve_command
     from planner.specs import Deployment, vllm_serve_defaults
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from planner import catalog
-from planner.jsonl import read_jsonl
+from planner.io import catalog
+from planner.io.jsonl import read_jsonl
 from planner.specs import Deployment
 from planner.validate import KV_ALIASES, Measurement
 

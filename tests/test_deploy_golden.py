@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from planner import catalog
+from planner.io import catalog
 from planner.cost import fleet_for
 from planner.deploy import deployment_bundle
 from planner.deploy.disagg import (

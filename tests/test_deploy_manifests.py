@@ -19,7 +19,7 @@ from deploy_validation import (
     validate_raycluster,
 )
 
-from planner import catalog
+from planner.io import catalog
 from planner.deploy import MULTICAST_OFF_ENV, deployment_bundle
 from planner.deploy.flags import parse_serve_args
 from planner.deploy.k8s import k8s_name

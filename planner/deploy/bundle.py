@@ -3,7 +3,7 @@ predictions beside it, and every file ``planner deploy`` writes).
 
 Use from the dashboard (no file system needed)::
 
-    from planner import catalog
+    from planner.io import catalog
     from planner.deploy import DeployRefused, deployment_bundle
     from planner.specs import Deployment, Workload
 
@@ -21,7 +21,7 @@ Use from the dashboard (no file system needed)::
         st.download_button(name, text, file_name=name)
 
 A ValueError is bad input (a field and a reason in its message); :class:`DeployRefused` is a plan that
-would not start, with the :func:`planner.deploy.startup.startup_check` problem that says why.
+would not start, with the :func:`planner.startup.startup_check` problem that says why.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ MAX_CONFIG_BYTES = 16 * 2**20
 
 class SpecError(ValueError):
     """Bad input: a malformed spec or file, an unknown id, a value out of range.  The message names the file
-    and the field (re-exported as :class:`planner.catalog.SpecError`)."""
+    and the field (re-exported as :class:`planner.io.catalog.SpecError`)."""
 
 
 def _kind(mode: int) -> str:

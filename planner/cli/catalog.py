@@ -1,6 +1,6 @@
 """``planner models``, ``planner gpus`` and ``planner import-hf``: the catalog and how a model enters it.
 
-Command functions only; :mod:`planner.cli` registers them on its app."""
+Command functions only; :mod:`planner.cli.app` registers them on its app."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli_common import JsonOpt, cli_errors, emit_json, error_exit, finite, table
+from planner.cli.common import JsonOpt, cli_errors, emit_json, error_exit, finite, table
 from planner.units import BILLION, GB, TB_PER_S, TFLOPS, fmt_gb, fmt_gib, fmt_int, fmt_usd
 
 # ------------------------------------------------------------------------------------------ models
@@ -19,7 +19,7 @@ from planner.units import BILLION, GB, TB_PER_S, TFLOPS, fmt_gb, fmt_gib, fmt_in
 @cli_errors
 def models_cmd(json_out: JsonOpt = False) -> None:
     """List the model catalog (models/*.yaml)."""
-    from planner import catalog
+    from planner.io import catalog
     from planner.memory import kv_bytes_per_token
     from planner.specs import count_params
 
@@ -57,7 +57,7 @@ def models_cmd(json_out: JsonOpt = False) -> None:
 @cli_errors
 def gpus_cmd(json_out: JsonOpt = False) -> None:
     """List the GPU catalog (hardware/*.yaml) with prices and their sources."""
-    from planner import catalog
+    from planner.io import catalog
 
     rows = []
     for g in catalog.gpus().values():
@@ -105,8 +105,8 @@ def import_hf_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Turn a Hugging Face config.json into a models/<id>.yaml entry."""
-    from planner.files import MAX_CONFIG_BYTES, check_writable, read_json
-    from planner.hf_import import hf_config_to_model_dict, model_dict_to_yaml
+    from planner.io.files import MAX_CONFIG_BYTES, check_writable, read_json
+    from planner.io.hf_import import hf_config_to_model_dict, model_dict_to_yaml
 
     if out is not None:
         check_writable(out, "--out")

@@ -1,6 +1,6 @@
 """``planner deploy``: a plan as a ``vllm serve`` command known to boot, and manifests for the fleet.
 
-Registered by :mod:`planner.cli`; the work is :func:`planner.deploy.deployment_bundle`.
+Registered by :mod:`planner.cli.app`; the work is :func:`planner.deploy.deployment_bundle`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Annotated
 
 import typer
 
-from planner.cli_common import FLAG_OF_FIELD, JsonOpt, build, cli_errors, error_exit, finite
-from planner.cli_options import (
+from planner.cli.common import FLAG_OF_FIELD, JsonOpt, build, cli_errors, error_exit, finite
+from planner.cli.options import (
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
     STEADY,
@@ -109,8 +109,8 @@ def deploy_cmd(
 
     README.md: what each file is, the predictions, how to apply them.
     """
-    from planner import catalog
-    from planner.cli_plan import check_demand
+    from planner.io import catalog
+    from planner.cli.plan import check_demand
     from planner.deploy import DeployRefused, deployment_bundle
     from planner.specs import Deployment, Workload
 

@@ -1,12 +1,12 @@
 """The dashboard's words: what each view explains, and the sentences that say what a view's numbers mean
-(from :mod:`planner.views`' frames).  No streamlit import."""
+(from :mod:`planner.dashboard.views`' frames).  No streamlit import."""
 
 from __future__ import annotations
 
 from planner.report import SizingReport
-from planner.scenario import Planned
+from planner.dashboard.scenario import Planned
 from planner.units import fmt_ms
-from planner.views import LatencyFrames, LoadView
+from planner.dashboard.views import LatencyFrames, LoadView
 
 #: The dashboard's views, in tab order, each with the sentence that explains what it shows.
 VIEW_BLURBS = {

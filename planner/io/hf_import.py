@@ -5,7 +5,7 @@ deepseek_v2 / deepseek_v3 / gpt_oss / gemma2 / gemma3 (``text_config`` nesting) 
 Keys a config omits fall back to the defaults of the matching transformers config class (the
 gemma-3 configs on the hub, for instance, leave ``vocab_size`` and ``rope_theta`` out).
 
-Every problem is a :class:`planner.catalog.SpecError` with a one-line message that names the
+Every problem is a :class:`planner.io.catalog.SpecError` with a one-line message that names the
 config key, never a KeyError or a pydantic traceback.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from planner.catalog import SpecError, parse_spec
+from planner.io.catalog import SpecError, parse_spec
 from planner.specs import AttentionSpec, ModelSpec, MoeSpec, count_params
 
 __all__ = ["hf_config_to_model_dict", "model_dict_to_yaml", "model_from_config_bytes"]

@@ -1,7 +1,7 @@
 """``planner replay``: real load-test results (``vllm bench serve``, GuideLLM, multi-turn records) replayed
 through the simulator with the same arrivals and lengths; predicted vs measured per percentile.
 
-Command function only; :mod:`planner.cli` registers it.
+Command function only; :mod:`planner.cli.app` registers it.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from planner.cli_common import JsonOpt, build, cli_errors, emit_json, error_exit, refuse_unless_starts, table
-from planner.cli_options import (
+from planner.cli.common import JsonOpt, build, cli_errors, emit_json, error_exit, refuse_unless_starts, table
+from planner.cli.options import (
     GpuOpt,
     KvDtypeOpt,
     MaxNumBatchedTokensOpt,
@@ -54,7 +54,7 @@ def replay_cmd(
 
     A deployment vLLM would not start with max_model_len = the file's longest request (the start-up rule of
     every command, :mod:`planner.startup`) exits 1 with one line `error: infeasible: <flag or file>: <reason>`."""
-    from planner import catalog
+    from planner.io import catalog
     from planner.serving import EngineConfig, StepCost
     from planner.serving.loadtests import engine_hints, read_load_test, replay_load_test, with_shared_prefix
     from planner.memory import memory_budget

@@ -1,8 +1,8 @@
 """The dashboard's numbers: every frame, point and sentence part the Streamlit views show, computed here
 from planner calls so that ``app.py`` only lays them out (and caches them by the scenario).
 
-Each view's function takes the scenario's planner objects (:class:`planner.scenario.Planned`).  No
-streamlit import; figures are drawn by :mod:`planner.charts` from these frames.
+Each view's function takes the scenario's planner objects (:class:`planner.dashboard.scenario.Planned`).  No
+streamlit import; figures are drawn by :mod:`planner.dashboard.charts` from these frames.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import pandas as pd
 from planner import batching, memory, phases, ranking, roofline, serving
 from planner import cost as cost_mod
 from planner.bands import band, prefill_regime
-from planner.charts import pareto_mask, thin_cloud
+from planner.dashboard.charts import pareto_mask, thin_cloud
 from planner.choose import question_command
 from planner.profile import CalibrationProfile
 from planner.report import SizingReport
-from planner.scenario import Planned, Scenario
+from planner.dashboard.scenario import Planned, Scenario
 from planner.specs import GpuSpec
 from planner.units import BILLION, TB_PER_S, fmt_bytes, fmt_gib, fmt_ms, fmt_tflops, fmt_usd
-from planner.workloads import synthetic
+from planner.serving.workloads import synthetic
 
 # ========================================================================================= headline
 
@@ -102,7 +102,7 @@ def load_problem(r: SizingReport) -> str | None:
 
 
 def memory_bar(report: SizingReport, label: str) -> pd.DataFrame:
-    """One stacked bar of the per-GPU memory split (:func:`planner.charts.memory_stack`'s columns)."""
+    """One stacked bar of the per-GPU memory split (:func:`planner.dashboard.charts.memory_stack`'s columns)."""
     m = report.memory
     return pd.DataFrame([{
         "label": label, "weights_bytes": m.weight_bytes, "activation_bytes": m.activation_bytes,

@@ -1,6 +1,6 @@
 """``planner`` command line: the typer app and the list of its commands.
 
-Each command lives in a module by job and imports only :mod:`planner.cli_common` (the one-line
+Each command lives in a module by job and imports only :mod:`planner.cli.common` (the one-line
 errors, option types, JSON and table output), never this module; the commands are registered here,
 in the order ``planner --help`` lists them:
 
@@ -14,15 +14,16 @@ in the order ``planner --help`` lists them:
 
 Exit codes: 0 ok, 2 bad input (one line ``error: <flag>: <reason>`` on stderr), 1 an infeasible plan
 (``error: infeasible: <reason>``, after the plan is printed) or an internal error.  Every command takes
-``--json`` for machine-readable output on stdout; the flags' vocabulary is :mod:`planner.cli_options`.
+``--json`` for machine-readable output on stdout; the flags' vocabulary is :mod:`planner.cli.options`.
 """
 
 from __future__ import annotations
 
 import typer
 
-from planner import cli_calibrate, cli_catalog, cli_deploy, cli_replay, cli_report, cli_simulate, cli_size
-from planner.cli_options import PlannerGroup
+from planner.cli import calibrate as cli_calibrate, catalog as cli_catalog, deploy as cli_deploy, replay as cli_replay
+from planner.cli import report as cli_report, simulate as cli_simulate, size as cli_size
+from planner.cli.options import PlannerGroup
 
 app = typer.Typer(
     name="planner",
@@ -58,5 +59,5 @@ def main() -> None:  # pragma: no cover - console entry point alias
     app()
 
 
-if __name__ == "__main__":  # pragma: no cover - `python -m planner.cli`
+if __name__ == "__main__":  # pragma: no cover - `python -m planner.cli.app`
     app()

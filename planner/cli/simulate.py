@@ -1,6 +1,6 @@
 """``planner simulate`` and ``planner slo-search``: serving under load (see :mod:`planner.serving`).
 
-Command functions only; :mod:`planner.cli` registers them on its app.
+Command functions only; :mod:`planner.cli.app` registers them on its app.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli_common import (
+from planner.cli.common import (
     JsonOpt,
     build,
     cli_errors,
@@ -23,7 +23,7 @@ from planner.cli_common import (
     refuse_unless_starts,
     table,
 )
-from planner.cli_options import (
+from planner.cli.options import (
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
     P99_SIMULATED,
@@ -59,7 +59,7 @@ def _workload_maker(*, workload: str | None, num_requests: int, prompt_tokens: i
                     shared_prefix_tokens: int, burstiness_cv: float, seed: int):
     """A function (rate, concurrency, num_requests) -> Requests (rate None: everything at t = 0), fixed seed;
     ``num_requests`` (default: --num-requests) lets the SLO search run trials long enough for steady state."""
-    from planner import workloads as wl
+    from planner.serving import workloads as wl
 
     default_n = num_requests
     if workload is None:
@@ -186,11 +186,11 @@ def simulate_cmd(
     A deployment vLLM would not start with max_model_len = the longest request (TP beyond a node or not
     dividing the heads, a request beyond the model's context limit or the KV pool, weights that do not fit)
     is refused: exit 1, one line `error: <flag>: <reason>` (bad input exits 2)."""
-    from planner import catalog
+    from planner.io import catalog
     from planner.serving import engine_setup, simulate, simulate_sequential
     from planner.specs import Deployment
     from planner.startup import startup_check
-    from planner.traces import load_trace
+    from planner.io.traces import load_trace
 
     _check_load(rate, concurrency, trace)
     if burstiness_cv <= 0:
@@ -356,7 +356,7 @@ def slo_search_cmd(
     --tp left out: for each GPU and dtype the smallest of 1, 2, 4, 8 that fits.  A candidate vLLM would not
     start (max_model_len = the longest request of the workload) is listed with fits = false and the reason in
     its note.  Exits 1 (after printing) when no candidate meets the targets at any rate."""
-    from planner import catalog
+    from planner.io import catalog
     from planner.serving import FLEET_COLUMNS, fleet_candidates
     from planner.serving.load import MAX_TRIAL_REQUESTS
 

@@ -1,7 +1,7 @@
 """``planner report``: the plan report of one configuration (:mod:`planner.plan_report`) as Markdown, HTML and a
 CSV in human units.
 
-Command function only; :mod:`planner.cli` registers it."""
+Command function only; :mod:`planner.cli.app` registers it."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from planner.cli_common import JsonOpt, cli_errors, emit_json
-from planner.cli_options import (
+from planner.cli.common import JsonOpt, cli_errors, emit_json
+from planner.cli.options import (
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
     GpuChoiceOpt,
@@ -33,7 +33,7 @@ from planner.cli_options import (
     infeasible_exit,
     make_dir,
 )
-from planner.cli_size import PriceOpt, SizeTpOpt, TpotOpt, TtftOpt
+from planner.cli.size import PriceOpt, SizeTpOpt, TpotOpt, TtftOpt
 
 #: The files ``--out DIR`` writes.
 FILES = {"markdown": "plan.md", "html": "plan.html", "csv_text": "plan.csv"}
@@ -73,7 +73,7 @@ def report_cmd(
     Takes `planner size`'s options (without --gpu the cheapest GPU × TP meeting every target is chosen).
     An infeasible plan is still written, then exits 1 with one line `error: infeasible: <reason>`.
     """
-    from planner.cli_plan import plan_from_flags
+    from planner.cli.plan import plan_from_flags
     from planner.plan_report import plan_report
 
     fp = plan_from_flags(model=model, gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, weight_dtype=weight_dtype,

@@ -1,6 +1,6 @@
 """JSON-lines record files, read tolerantly: each line on its own, so one bad line (cut short by a crash, not
 UTF-8, not JSON, not an object, nested too deeply) is skipped and counted with its line number, never fatal
-for the others.  The file itself is read as :mod:`planner.files` reads every input (a regular file of at most
+for the others.  The file itself is read as :mod:`planner.io.files` reads every input (a regular file of at most
 256 MiB)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from planner.files import MAX_INPUT_BYTES, read_bytes
+from planner.io.files import MAX_INPUT_BYTES, read_bytes
 
 
 class Record(dict):

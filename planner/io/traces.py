@@ -1,4 +1,4 @@
-"""Recorded workloads: a trace file (CSV or JSON lines) as a :class:`planner.workloads.Requests` table.
+"""Recorded workloads: a trace file (CSV or JSON lines) as a :class:`planner.serving.workloads.Requests` table.
 
 A row is one request: ``arrival_s`` (seconds from the start), ``prompt_tokens``, ``output_tokens``, and
 optionally ``prefix_group``/``prefix_tokens`` (requests of one group share their first prefix tokens).
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from planner.files import csv_rows, loads_json, read_text
-from planner.workloads import MAX_REQUESTS, Requests, make_requests
+from planner.io.files import csv_rows, loads_json, read_text
+from planner.serving.workloads import MAX_REQUESTS, Requests, make_requests
 
 #: Largest token count of one request and the latest arrival a trace may hold (a typo beyond them, not a trace).
 MAX_TRACE_TOKENS = 10**9
@@ -27,7 +27,7 @@ TRACE_OPTIONAL = ("prefix_group", "prefix_tokens")
 def load_trace(path: str | Path) -> Requests:
     """A trace file: CSV with a header, or JSON lines, with ``arrival_s``, ``prompt_tokens``,
     ``output_tokens`` (and optionally ``prefix_group``, ``prefix_tokens``).  Rows are sorted by arrival.
-    The file is read as :mod:`planner.files` reads every input (regular, UTF-8 with or without a BOM, at most
+    The file is read as :mod:`planner.io.files` reads every input (regular, UTF-8 with or without a BOM, at most
     256 MiB, at most 1,000,000 requests); every error names the file and the line."""
     path = Path(path)
     text = read_text(path)

@@ -1,6 +1,6 @@
 """What ``planner size`` and ``planner report`` share: their flags turned into a planned deployment for a demand.
 
-No command here; :mod:`planner.cli_size` and :mod:`planner.cli_report` call :func:`plan_from_flags`.
+No command here; :mod:`planner.cli.size` and :mod:`planner.cli.report` call :func:`plan_from_flags`.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from planner.cli_common import build, error_exit, today
+from planner.cli.common import build, error_exit, today
 from planner.units import MS
 
 
@@ -52,7 +52,7 @@ def plan_from_flags(*, model: str, gpu: str | None, num_gpus: int | None, tp: in
     """Plan ``model`` for the flags' demand.  Without ``gpu`` the configuration (GPU × TP, the dtypes as given)
     is :func:`planner.choose.choose_configuration`'s; the returned plan's ``choice.row`` is None when no
     configuration meets every target (``report`` and ``fleet`` are then None)."""
-    from planner import catalog
+    from planner.io import catalog
     from planner.choose import choose_configuration
     from planner.cost import with_price
     from planner.fleet import plan_for_demand

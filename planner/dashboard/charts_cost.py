@@ -1,5 +1,5 @@
 """Pure figure builders for the Cost view: $/Mtok per GPU with its error band, and cost against per-user
-speed (the Pareto chart whose points the dashboard lets the user pick).  Like :mod:`planner.charts`: no
+speed (the Pareto chart whose points the dashboard lets the user pick).  Like :mod:`planner.dashboard.charts`: no
 streamlit, no planner maths; rows marked by how their latency was obtained (calibrated, transferred, ideal).
 """
 
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from planner.charts import COLORS, _fig
+from planner.dashboard.charts import COLORS, _fig
 
 #: Bar pattern per calibration mode: a transferred or ideal row is never drawn like a measured one.
 MODE_PATTERN = {"calibrated": "", "transferred": "/", "ideal": "x"}

@@ -18,7 +18,7 @@ from planner.fleet import HOURS_PER_MONTH, FleetAnswer, plan_for_demand
 from planner.memory import kv_pool_concurrency, memory_budget, request_kv_bytes_per_gpu
 from planner.profile import CalibrationProfile
 from planner.report import SizingReport
-from planner.scenario import Planned, Scenario
+from planner.dashboard.scenario import Planned, Scenario
 from planner.specs import Deployment, GpuSpec, ModelSpec
 from planner.units import MS, fmt_gib, fmt_ms, fmt_usd
 

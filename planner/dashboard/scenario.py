@@ -1,6 +1,6 @@
 """The dashboard's scenario: what the sidebar chose (:class:`Scenario`, ids and numbers, hashable: the key of
 every cache), whether it can be planned (:func:`scenario_problems`), the catalog GPU and profile it names,
-and its planner objects (:func:`plan_scenario` -> :class:`Planned`), which :mod:`planner.views` draws from.
+and its planner objects (:func:`plan_scenario` -> :class:`Planned`), which :mod:`planner.dashboard.views` draws from.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from planner import catalog
+from planner.io import catalog
 from planner.cost import with_price
 from planner.plan import plan
 from planner.profile import IDEAL_PROFILE, CalibrationProfile

@@ -14,14 +14,14 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from planner.files import MAX_CONFIG_BYTES, SpecError, read_text
+from planner.io.files import MAX_CONFIG_BYTES, SpecError, read_text
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.specs import GpuSpec, ModelSpec
 
 __all__ = ["SpecError", "gpu", "gpus", "load_profile", "model", "models", "profile_errors", "profile_for", "profiles",
            "resolve_profile"]
 
-ROOT = Path(os.environ.get("PLANNER_DATA_DIR", Path(__file__).resolve().parent.parent))
+ROOT = Path(os.environ.get("PLANNER_DATA_DIR", Path(__file__).resolve().parents[2]))
 MODELS_DIR = ROOT / "models"
 HARDWARE_DIR = ROOT / "hardware"
 PROFILES_DIR = ROOT / "calibration" / "profiles"

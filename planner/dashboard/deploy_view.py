@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from planner import catalog
+from planner.io import catalog
 from planner.deploy import DeployBundle, DeployRefused, deployment_bundle
-from planner.headline import DemandAnswer
+from planner.dashboard.headline import DemandAnswer
 from planner.plan_report import plan_report
-from planner.scenario import Planned
+from planner.dashboard.scenario import Planned
 from planner.specs import Workload
 from planner.units import fmt_gib, fmt_int, fmt_ms, fmt_usd
 

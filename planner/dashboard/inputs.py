@@ -160,7 +160,7 @@ def still_shown(warnings: Mapping[str, tuple[str, object]], state: Mapping) -> l
 
 
 def preset_state(v: Mapping) -> dict:
-    """The widget values a preset sets (:func:`planner.presets.resolve`'s dict), numbers as the inputs hold them."""
+    """The widget values a preset sets (:func:`planner.dashboard.presets.resolve`'s dict), numbers as the inputs hold them."""
     out = {"gpus": float(v["num_gpus"]), "tp": v["tensor_parallel"], "wdtype": v["weight_dtype"],
            "kvdtype": v["kv_cache_dtype"], "context": float(v["prompt_tokens"] + v["output_tokens"]),
            "output": float(v["output_tokens"]), "users": float(v["target_users"]),

@@ -10,13 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from planner import catalog, ranking
-from planner.charts import pareto_mask
-from planner.scenario import Scenario, scenario_gpu, scenario_profile
+from planner.io import catalog
+from planner import ranking
+from planner.dashboard.charts import pareto_mask
+from planner.dashboard.scenario import Scenario, scenario_gpu, scenario_profile
 from planner.specs import ModelSpec, Workload
 from planner.sweep import sweep
 from planner.units import fmt_ms, fmt_usd
-from planner.views import band_text, cost_grid
+from planner.dashboard.views import band_text, cost_grid
 
 #: What the ranking means, in the words the dashboard shows beside every ranked list.
 RANKING_DEFINITION = (f"Ranked as `planner sweep`, `planner size` and `planner report` rank (planner.ranking): "
@@ -26,7 +27,7 @@ RANKING_DEFINITION = (f"Ranked as `planner sweep`, `planner size` and `planner r
 
 
 def ranking_sweep(model: ModelSpec, sc: Scenario, same_dtypes: bool) -> pd.DataFrame:
-    """The Cost view's question as :func:`planner.views.sweep_command` asks the CLI (every batch up to the users,
+    """The Cost view's question as :func:`planner.dashboard.views.sweep_command` asks the CLI (every batch up to the users,
     the users capping a replica's batch), with the scenario's price override (on its GPU) and utilisation."""
     wl = Workload(prompt_tokens=sc.prompt_tokens, output_tokens=sc.output_tokens, concurrency=sc.target_users,
                   ttft_slo_s=sc.ttft_slo_s, tpot_slo_s=sc.tpot_slo_s)

@@ -15,7 +15,7 @@ from typing import Annotated
 import pandas as pd
 import typer
 
-from planner.cli_common import OneLineErrorGroup, error_exit, finite
+from planner.cli.common import OneLineErrorGroup, error_exit, finite
 
 try:  # typer ≥ 0.20 vendors its own click; older versions use click itself
     from typer._click import exceptions as _cx
@@ -40,7 +40,7 @@ RENAMED = {
 
 
 class PlannerGroup(OneLineErrorGroup):
-    """:class:`planner.cli_common.OneLineErrorGroup` that names the new spelling of a renamed flag."""
+    """:class:`planner.cli.common.OneLineErrorGroup` that names the new spelling of a renamed flag."""
 
     def invoke(self, ctx):
         try:

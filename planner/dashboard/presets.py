@@ -131,7 +131,7 @@ def sized_num_gpus(preset: Preset, model, gpu, profile) -> int:
 
 def _default_profile(gpu_id: str):
     """The dashboard's default latency model for a GPU: ``--profile auto`` (ideal where none can be read)."""
-    from planner import catalog
+    from planner.io import catalog
     from planner.profile import IDEAL_PROFILE
 
     try:

@@ -1,7 +1,7 @@
 """``planner size`` (one deployment, and the fleet a demand needs) and ``planner sweep`` (every configuration,
 in the one ranking order of :mod:`planner.ranking`).
 
-Command functions only; :mod:`planner.cli` registers them on its app."""
+Command functions only; :mod:`planner.cli.app` registers them on its app."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from planner.cli_common import JsonOpt, build, cli_errors, emit_json, error_exit, finite, table
-from planner.cli_options import (
+from planner.cli.common import JsonOpt, build, cli_errors, emit_json, error_exit, finite, table
+from planner.cli.options import (
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
     STEADY,
@@ -98,7 +98,7 @@ def size_cmd(
     that meets every target, by all-in $ per million output tokens.  An infeasible plan exits 1 after
     printing it, with one line `error: infeasible: <reason>` on stderr.
     """
-    from planner.cli_plan import plan_from_flags
+    from planner.cli.plan import plan_from_flags
     from planner.ranking import RANK_DEFINITION, RANK_KEY
     from planner.report import report_text
 
@@ -165,7 +165,7 @@ def sweep_cmd(
     does the command exits 1 after printing (and writing) the rows.  With --profile auto each GPU uses its
     committed calibration profile, else the newest one transferred to it (the 'mode' column says which).
     """
-    from planner import catalog
+    from planner.io import catalog
     from planner.ranking import RANK_DEFINITION, RANK_LABEL, batch_grid, meets_targets
     from planner.report import frame_json
     from planner.specs import Workload

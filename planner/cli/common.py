@@ -5,7 +5,7 @@ Exit codes: 0 ok, 2 bad input (one line ``error: <field>: <reason>`` on stderr),
 where the command says so (``deploy``, ``simulate``: one line ``error: <flag>: <reason>``) or an internal error
 (``internal error: ...``).  Every numeric option is bounded here, by name, for every command
 (:func:`check_option_bounds`), so no command meets an infinite, astronomically large or negative seed.
-Imports no command module and not :mod:`planner.cli` (which imports the command modules).
+Imports no command module and not :mod:`planner.cli.app` (which imports the command modules).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import typer
 from pydantic import ValidationError
 from typer.core import TyperGroup
 
-from planner.workloads import MAX_BURSTINESS_CV, MAX_REQUESTS
+from planner.serving.workloads import MAX_BURSTINESS_CV, MAX_REQUESTS
 
 try:  # typer ≥ 0.20 vendors its own click; older versions use click itself
     from typer._click import exceptions as _cx
@@ -119,7 +119,7 @@ def cli_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from planner.catalog import format_validation_error
+        from planner.io.catalog import format_validation_error
 
         ctx = get_current_context(silent=True)
         if ctx is not None and ctx.command is not None:
@@ -285,7 +285,7 @@ def today() -> str:
 # --------------------------------------------------------------------------------- shared options
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of a table.")]
-# Every other shared option (one name per concept) is in planner.cli_options.
+# Every other shared option (one name per concept) is in planner.cli.options.
 
 
 # ------------------------------------------------------------------------------------------ output

@@ -1,4 +1,4 @@
-"""``planner calibrate`` and ``planner validate`` (command functions; :mod:`planner.cli` registers them).
+"""``planner calibrate`` and ``planner validate`` (command functions; :mod:`planner.cli.app` registers them).
 
 ``calibrate`` imports calibration (torch, vllm) lazily, inside the command, so the rest of the CLI
 works on a laptop.  ``validate`` is pure planner."""
@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from planner.cli_common import JsonOpt, cli_errors, emit_json, error_exit, finite, table
-from planner.cli_options import (
+from planner.cli.common import JsonOpt, cli_errors, emit_json, error_exit, finite, table
+from planner.cli.options import (
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
     P99_MEASURED,

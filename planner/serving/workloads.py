@@ -11,7 +11,7 @@ a higher rate gives the *same* pattern compressed in time — what a rate bisect
 * Poisson at rate λ: exponential gaps of mean 1/λ (coefficient of variation 1).
 * bursty: gamma gaps of mean 1/λ and coefficient of variation ``cv`` (shape 1/cv²); cv > 1 bursts.
 * closed loop: ``concurrency`` requests in flight; each finish releases the next request at once.
-* a trace: CSV or JSONL rows of arrival_s, prompt_tokens, output_tokens (:mod:`planner.traces`).
+* a trace: CSV or JSONL rows of arrival_s, prompt_tokens, output_tokens (:mod:`planner.io.traces`).
 
 Length distributions of the presets are lognormal, parametrised by their mean and the σ of the
 underlying normal (μ = ln(mean) − σ²/2), clipped to a range.  The means come from published
