@@ -8,7 +8,7 @@ on-demand reference; reserved = catalog × (1 − ``reserved_discount``), paid e
 
 **A mix** (base type A, R reserved replicas; burst type B on a basis): burst replicas in hour h
 b_h = ⌈max(0, λ_h − R × target_A) ÷ target_B⌉.  Cost = (R × GPUs_A × reserved $/GPU-h × hours +
-Σ_h b_h × GPUs_B × burst $/GPU-h + boots) ÷ hours × 730 per month.  R is tried at every distinct hourly
+Σ_h b_h × GPUs_B × burst $/GPU-h + boots) ÷ hours × 730 per month.  R is tried at 0 and every distinct hourly
 need of type A (the optimum sits at one of them: between two needs the cost is linear in R), thinned to
 at most :data:`MAX_BASE_CANDIDATES`.
 
@@ -190,7 +190,7 @@ def cheapest_mixes(demand: DemandCurve, knees: list[ReplicaKnee], prices: Prices
             found[key] = o
 
     for a in ok:
-        needs = np.unique(replicas_per_hour(demand.rate_per_s, a.target_rate_per_s, 0))
+        needs = np.unique(np.concatenate([[0], replicas_per_hour(demand.rate_per_s, a.target_rate_per_s, 0)]))
         if needs.size > MAX_BASE_CANDIDATES:
             needs = np.unique(np.quantile(needs, np.linspace(0, 1, MAX_BASE_CANDIDATES)).round().astype(int))
         keep(_option(demand, a, int(needs.max()), None, "on-demand", prices, lead_time_s, target_attainment))
