@@ -47,7 +47,8 @@ def main() -> int:
     plan = plan_capacity(m, gpus, year, make, 0.5, 0.05, api_usd_per_mtok_output=0.6, replay_hours=0)
     year_s = time.perf_counter() - t0
     s = plan.schedule
-    print(f"year: {year.hours:,} hourly points, {year.requests:,.0f} requests, 2 GPU types -> planned in {year_s:.2f} s "
+    print(f"year: {year.hours:,} hourly points, {year.requests:,.0f} requests, 2 GPU types -> planned in "
+          f"{year_s:.2f} s "
           f"(budget {ns.year_budget_s:g} s): {s.knee.gpu_id} {s.min_replicas}-{s.max_replicas} replicas, "
           f"${s.usd_per_month_autoscaled:,.0f}/month autoscaled vs ${s.usd_per_month_static:,.0f} static; "
           f"cheapest mix {plan.mixes[0].label} ${plan.mixes[0].usd_per_month:,.0f}/month")

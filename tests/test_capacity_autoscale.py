@@ -36,6 +36,8 @@ def test_measured_boots_are_the_files():
     for b in MEASURED_BOOTS:
         recs = [json.loads(line) for line in (ROOT / b.source).read_text().splitlines() if line.strip()]
         boot = next(r for r in recs if r.get("type") == "boot")
+        argv = next(r["argv"] for r in recs if "argv" in r)
+        assert int(argv[argv.index("--tensor-parallel-size") + 1]) == b.tensor_parallel
         assert boot["model"] == b.model_id and round(boot["boot_s"], 1) == b.boot_s
         assert round(boot["init_engine_s"], 2) == pytest.approx(b.init_engine_s, abs=0.011)
         log = (ROOT / b.source).with_name("serve.log").read_text(errors="replace")

@@ -71,7 +71,8 @@ def test_csv_reads_rates_and_refuses_holes(tmp_path):
     assert list(d.rate_per_s) == [1.0, 2.0]  # 3,600 requests in an hour = 1 req/s
     for body, msg in (("hour,rate_per_s\n0,1\n2,1\n", "line 3: hour: expected hour 1"),
                       ("rate_per_s\n1\n\n", None), ("rate_per_s\n1\n-2\n", "line 3: rate_per_s: must be"),
-                      ("rate_per_s\n1\n,\n", "line 3: rate_per_s: missing hour 1"), ("rate_per_s\nabc\n", "not a number"),
+                      ("rate_per_s\n1\n,\n", "line 3: rate_per_s: missing hour 1"),
+                      ("rate_per_s\nabc\n", "not a number"),
                       ("rate\n1\n", "needs a column named"), ("rate_per_s\n", "no hours"),
                       ("rate_per_s,x\n1,\n,2\n", "line 3: rate_per_s: missing hour 1")):
         f.write_text(body)

@@ -78,18 +78,19 @@ class BootRecord:
 _D30, _D01 = "calibration/data/h200x2-2026-11-30/", "calibration/data/h200x2-2026-12-01/"
 #: vLLM 0.26.0 on H200, --load-format dummy (``boot_s``, ``init_engine_s`` of each file's boot record;
 #: pinned to the files by tests/test_capacity_autoscale.py).
-MEASURED_BOOTS = (
-    BootRecord("llama-3.1-8b", "h200-sxm", 1, 89.1, 42.06, "2026-11-30", _D30 + "serve-llama-3.1-8b/serve_bench.jsonl"),
-    BootRecord("mixtral-8x7b", "h200-sxm", 1, 117.1, 59.82, "2026-11-30", _D30 + "serve-mixtral-8x7b/serve_bench.jsonl"),
-    BootRecord("qwen2.5-32b", "h200-sxm", 2, 117.1, 60.61, "2026-11-30", _D30 + "serve-qwen2.5-32b-tp2/serve_bench.jsonl"),
-    BootRecord("llama-3.1-8b", "h200-sxm", 1, 74.1, 26.07, "2026-12-01", _D01 + "serve-llama-chat/serve_bench.jsonl"),
-    BootRecord("llama-3.1-8b", "h200-sxm", 1, 75.1, 27.05, "2026-12-01", _D01 + "serve-llama-nocache/serve_bench.jsonl"),
-    BootRecord("llama-3.1-8b", "h200-sxm", 1, 54.1, 9.73, "2026-12-01", _D01 + "refused-verify-llama/serve_bench.jsonl"),
-    BootRecord("llama-3.1-8b", "h200-sxm", 1, 103.1, 38.87, "2026-12-01", _D01 + "verify-llama/serve_bench.jsonl"),
-    BootRecord("qwen2.5-32b", "h200-sxm", 2, 132.1, 57.28, "2026-12-01",
-               _D01 + "refused-serve-qwen2.5-32b-tp2/serve_bench.jsonl"),
-    BootRecord("qwen2.5-32b", "h200-sxm", 2, 144.1, 61.42, "2026-12-01", _D01 + "serve-qwen2.5-32b-tp2/serve_bench.jsonl"),
-)
+MEASURED_BOOTS = tuple(
+    BootRecord(m, "h200-sxm", tp, boot, init, date, f"{folder}{run}/serve_bench.jsonl")
+    for m, tp, boot, init, date, folder, run in (
+        ("llama-3.1-8b", 1, 89.1, 42.06, "2026-11-30", _D30, "serve-llama-3.1-8b"),
+        ("mixtral-8x7b", 1, 117.1, 59.82, "2026-11-30", _D30, "serve-mixtral-8x7b"),
+        ("qwen2.5-32b", 2, 117.1, 60.61, "2026-11-30", _D30, "serve-qwen2.5-32b-tp2"),
+        ("llama-3.1-8b", 1, 74.1, 26.07, "2026-12-01", _D01, "serve-llama-chat"),
+        ("llama-3.1-8b", 1, 75.1, 27.05, "2026-12-01", _D01, "serve-llama-nocache"),
+        ("llama-3.1-8b", 1, 54.1, 9.73, "2026-12-01", _D01, "refused-verify-llama"),
+        ("llama-3.1-8b", 1, 103.1, 38.87, "2026-12-01", _D01, "verify-llama"),
+        ("qwen2.5-32b", 2, 132.1, 57.28, "2026-12-01", _D01, "refused-serve-qwen2.5-32b-tp2"),
+        ("qwen2.5-32b", 2, 144.1, 61.42, "2026-12-01", _D01, "serve-qwen2.5-32b-tp2"),
+    ))
 
 
 @dataclass(frozen=True)

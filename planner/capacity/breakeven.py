@@ -7,7 +7,8 @@ volume above which self-hosting is cheaper.
 * Self $/Mtok (output): all the fleet's cost charged to output tokens, as ``planner slo-search``'s
   $/Mtok (here at the real utilisation, not at the knee).
 * API $/month: input Mtok × the API's input price + output Mtok × its output price.
-* Break-even: the same curve scaled by s (up to the planned 1e6 req/s at its peak); self-hosting "wins" at s when its $/month ≤ the API's.  The
+* Break-even: the same curve scaled by s (up to the planned 1e6 req/s at its peak); self-hosting "wins"
+  at s when its $/month ≤ the API's.  The
   break-even volume is the smallest s of a fixed log grid (:data:`SCALES`, 48 points a decade: ±2.4 %)
   from which it wins at every larger grid point.  Because the grid does not depend on the prices and
   the API's cost rises with its price at every s, a higher API price never raises the break-even volume
@@ -75,7 +76,8 @@ class BreakEven:
     def verdict(self) -> str:
         if self.advantage_usd_per_month >= 0:
             return (f"self-hosting saves ${self.advantage_usd_per_month:,.0f}/month at this volume "
-                    f"(${self.self_usd_per_mtok_output:,.2f} vs the API's ${self.api_usd_per_mtok_output:,.2f}/Mtok output)")
+                    f"(${self.self_usd_per_mtok_output:,.2f} vs the API's "
+                    f"${self.api_usd_per_mtok_output:,.2f}/Mtok output)")
         return (f"the API is cheaper by ${-self.advantage_usd_per_month:,.0f}/month at this volume "
                 f"(${self.self_usd_per_mtok_output:,.2f}/Mtok self-hosted)")
 
@@ -104,7 +106,8 @@ def _api_cost(demand: DemandCurve, knee: ReplicaKnee, p_in: float, p_out: float)
 def break_even(demand: DemandCurve, knee: ReplicaKnee, api_usd_per_mtok_output: float,
                api_usd_per_mtok_input: float = 0.0, *, min_replicas: int = 1, lead_time_s: float = 0.0) -> BreakEven:
     """Self-hosted (autoscaled, ``min_replicas`` through the trough) vs an API at these prices per Mtok."""
-    for flag, v in (("--api-usd-per-mtok", api_usd_per_mtok_output), ("--api-usd-per-mtok-input", api_usd_per_mtok_input)):
+    for flag, v in (("--api-usd-per-mtok", api_usd_per_mtok_output),
+                    ("--api-usd-per-mtok-input", api_usd_per_mtok_input)):
         if not (math.isfinite(v) and 0 <= v <= 10_000):
             raise ValueError(f"{flag}: must be from 0 to 10,000 $/Mtok, got {v:g}")
     if api_usd_per_mtok_output + api_usd_per_mtok_input <= 0:

@@ -30,6 +30,7 @@ import numpy as np
 
 from planner.fleet import HOURS_PER_MONTH
 from planner.io.files import csv_rows, read_text
+from planner.validate import _num as csv_number
 
 __all__ = ["MAX_HOURS", "SHAPES", "DemandCurve", "demand_from_csv", "demand_from_shape", "with_growth"]
 
@@ -195,15 +196,12 @@ def demand_from_csv(path, *, growth_per_month: float = 0.0) -> DemandCurve:
             if h != str(len(rates)):
                 raise ValueError(f"{name} line {line}: hour: expected hour {len(rates)}, got {h or 'nothing'} "
                                  f"(a missing or repeated hour)")
-        raw = (row.get(col) or "").strip()
-        if not raw:
-            raise ValueError(f"{name} line {line}: {col}: missing hour {len(rates)}")
         try:
-            v = float(raw)
-        except ValueError:
-            raise ValueError(f"{name} line {line}: {col}: not a number: {raw[:40]!r}") from None
-        if not math.isfinite(v) or v < 0:
-            raise ValueError(f"{name} line {line}: {col}: must be a finite number ≥ 0, got {raw[:40]}")
+            v = csv_number(row, col, float, None, line)  # validate's reader of a number ≥ 0 in a CSV cell
+        except ValueError as err:
+            raise ValueError(f"{name} {err}") from None
+        if v is None:
+            raise ValueError(f"{name} line {line}: {col}: missing hour {len(rates)}")
         rates.append(v * scale)
     if not rates:
         raise ValueError(f"{name}: no hours (a header and no rows)")

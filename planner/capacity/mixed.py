@@ -108,7 +108,8 @@ class MixOption:
         return {"label": self.label, "usd_per_month": self.usd_per_month, "risk": self.risk,
                 "base_gpu": self.base.gpu_id if self.base else None, "base_replicas": self.base_replicas,
                 "burst_gpu": self.burst.gpu_id if self.burst else None, "burst_basis": self.burst_basis,
-                "burst_replicas_max": int(self.burst_replicas.max()), "spare_replicas_max": int(self.spare_replicas.max()),
+                "burst_replicas_max": int(self.burst_replicas.max()),
+                "spare_replicas_max": int(self.spare_replicas.max()),
                 "expected_attainment": self.expected_attainment, "gpu_hours": self.gpu_hours}
 
 

@@ -68,7 +68,8 @@ def plan_capacity(model: ModelSpec, gpus: list[tuple[GpuSpec, CalibrationProfile
                   replay_hours: int | None = 24, target_attainment: float = 0.99, seed: int = 0,
                   date: str = "") -> CapacityPlan:
     """The whole answer (module docstring).  ``replay_hours``: the first hours replayed with the policy in
-    the loop (None: the whole curve, at most 31 days; 0: no replay).  Raises ValueError naming the flag for bad input and
+    the loop (None: the whole curve, at most 31 days; 0: no replay).  Raises ValueError naming the flag for bad
+    input and
     ``infeasible: …`` when no GPU type meets the targets."""
     prices = prices or Prices()
     if not 0 < target_attainment <= 1:

@@ -90,12 +90,13 @@ def capacity_cmd(
     weekend_factor: Annotated[float, typer.Option("--weekend-factor", help="Saturday/Sunday × this.")] = 1.0,
     growth_per_month: Annotated[float, typer.Option("--growth-per-month", help=(
         "Demand growth per month, a fraction (0.1 = 10 %), compounded hourly."))] = 0.0,
-    workload: Annotated[str | None, typer.Option("--workload", help="chat or rag preset instead of fixed lengths.")] = None,
+    workload: Annotated[str | None, typer.Option("--workload", help="chat or rag preset, not fixed lengths.")] = None,
     prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1, help="Prompt tokens per request.")] = 1024,
     output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens per request.")] = 256,
     weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="Weight dtype of every GPU type.")] = "bf16",
     kv_dtype: KvDtypeOpt = "bf16",
-    tp: Annotated[int | None, typer.Option("--tp", min=1, help="TP per replica (default: smallest that starts).")] = None,
+    tp: Annotated[int | None, typer.Option("--tp", min=1, help="TP per replica (default: the smallest that starts).")
+                  ] = None,
     headroom: Annotated[float, typer.Option("--headroom", callback=_frac("--headroom"), help=(
         "Plan each replica this fraction below its knee."))] = 0.2,
     min_replicas: Annotated[int, typer.Option("--min-replicas", min=0, help="Autoscaler's minimum.")] = 1,
@@ -160,7 +161,8 @@ def capacity_cmd(
         if msg.startswith("infeasible: "):
             raise error_exit("infeasible", msg.removeprefix("infeasible: "), code=1) from None
         raise
-    written = []
+    written: list[str] = []
+    notes: list[str] = []
     if out is not None:
         from planner.capacity.summary import summary_html, summary_pdf
         from planner.deploy.autoscale import autoscale_files
@@ -171,14 +173,16 @@ def capacity_cmd(
         try:
             files["summary.pdf"] = summary_pdf(plan)
         except ImportError:
-            typer.echo("note: summary.pdf not written: fpdf2 is not installed (pip install fpdf2)", err=True)
+            notes.append("summary.pdf not written: fpdf2 (a dependency) is not installed")
         import json
         files["capacity.json"] = json.dumps(plan.as_dict(hourly=True), indent=2, allow_nan=False, default=str) + "\n"
         written = _write(out, plan, files, force)
     if json_out:
-        emit_json({**plan.as_dict(hourly=False), "files": written})
+        emit_json({**plan.as_dict(hourly=False), "files": written, "notes": notes})
         return
     _print(plan, written)
+    for n in notes:
+        typer.echo(f"note: {n}")
 
 
 def _print(plan, written: list[str]) -> None:
@@ -195,7 +199,8 @@ def _print(plan, written: list[str]) -> None:
                f"${s.usd_per_month_autoscaled:,.0f}/month ({s.savings_fraction:.0%} below static "
                f"${s.usd_per_month_static:,.0f}); {s.gpu_hours_autoscaled:,.0f} vs {s.gpu_hours_static:,.0f} GPU-hours")
     typer.echo(f"Autoscale on completed requests/s > {p.target_rate_per_s:.3g} per replica, and running + waiting > "
-               f"{p.threshold_in_system:.1f} per replica (its load at the knee; KV usage there {p.kv_usage_at_knee:.0%}, "
+               f"{p.threshold_in_system:.1f} per replica (its load at the knee; KV usage there "
+               f"{p.kv_usage_at_knee:.0%}, "
                f"{p.kv_usage_at_target:.0%} at the target); lead time {p.lead.total_s:.0f} s ({p.lead.boot_basis})")
     if plan.replay is not None:
         r = plan.replay

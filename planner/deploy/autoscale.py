@@ -132,9 +132,11 @@ def autoscale_files(policy, *, model_id: str, name: str | None = None, namespace
     lead = policy.lead
     head = [f"Autoscaling for the vllm-{model_id} Deployment of `planner deploy`, written by `planner capacity`.",
             f"Scale on completed requests/s, {policy.target_rate_per_s:.3g} per replica (the knee less the headroom), "
-            f"and on running + waiting > {policy.threshold_in_system:.1f} per replica (one replica at its knee, simulated).",
+            f"and on running + waiting > {policy.threshold_in_system:.1f} per replica (one replica at its knee, "
+            "simulated).",
             f"Scale-up lead time {lead.total_s:.0f} s: detection {lead.detection_s:.0f} s + node "
-            f"{lead.node_provision_s:.0f} s + boot {lead.boot_s:.0f} s (measured) + weights {lead.weight_load_s:.0f} s.",
+            f"{lead.node_provision_s:.0f} s + boot {lead.boot_s:.0f} s (measured) + weights "
+            f"{lead.weight_load_s:.0f} s.",
             "Apply ONE of keda-scaledobject.yaml or hpa.yaml to a Deployment, not both."]
     return {"keda-scaledobject.yaml": to_yaml([keda_scaled_object(policy, model_id=model_id, name=name,
                                                                   namespace=namespace, prometheus_url=prometheus_url)],
