@@ -10,20 +10,22 @@ on-demand reference; reserved = catalog × (1 − ``reserved_discount``), paid e
 b_h = ⌈max(0, λ_h − R × target_A) ÷ target_B⌉.  Cost = (R × GPUs_A × reserved $/GPU-h × hours +
 Σ_h b_h × GPUs_B × burst $/GPU-h + boots) ÷ hours × 730 per month.  R is tried at 0 and every distinct hourly
 need of type A (the optimum sits at one of them: between two needs the cost is linear in R), thinned to
-at most :data:`MAX_BASE_CANDIDATES`.
+at most :data:`MAX_BASE_CANDIDATES` quantiles.
 
 **Spot interruptions.**  A spot replica is reclaimed with probability ``p`` per hour and is back after the
 lead time, so it is away a share q = p × lead ÷ 3,600 of its hours.  With N spot replicas up in an hour,
 k of them away ~ Binomial(N, q); the requests the fleet serves within the targets are at most its
 capacity at the knee, so the hour's expected attainment is Σ_k P(k) × min(1, C_k ÷ λ_h), C_k = R ×
-knee_A + (N − k) × knee_B.  Spare spot replicas are added per hour until the expected attainment reaches
-the target.  Example: λ = 100 req/s, knee 29.3, target 23.5, p = 0.05/h, lead 164 s → q = 0.00228; 5 spot
-replicas (⌈100/23.5⌉) have capacity 146.6 at the knee: losing up to 1 still serves all; P(k ≥ 2) ≈ 5e-5:
+knee_A + (N − k) × knee_B.  Spare spot replicas are added (bisection) until the expected attainment
+reaches the target, per group of hours with the same burst need (at most :data:`MAX_SPOT_GROUPS` groups,
+each at its busiest hour and largest need: conservative).  Example: λ = 100 req/s, knee 29.3, target
+23.5, p = 0.05/h, lead 164 s → q = 0.00228; 5 spot replicas (⌈100/23.5⌉) have capacity 146.6 at the knee: losing up to 1 still serves all; P(k ≥ 2) ≈ 5e-5:
 attainment ≈ 1.0 with no spare.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -43,7 +45,9 @@ __all__ = ["DEFAULT_RESERVED_DISCOUNT", "DEFAULT_SPOT_DISCOUNT", "DEFAULT_SPOT_I
 DEFAULT_RESERVED_DISCOUNT = 0.35
 DEFAULT_SPOT_DISCOUNT = 0.60
 DEFAULT_SPOT_INTERRUPTION_PER_HOUR = 0.02
-MAX_BASE_CANDIDATES = 64
+MAX_BASE_CANDIDATES = 24
+#: Spot spares are sized per group of hours with the same burst need, at most this many groups.
+MAX_SPOT_GROUPS = 64
 BURST_BASES = ("on-demand", "spot")
 
 
@@ -113,32 +117,66 @@ class MixOption:
                 "expected_attainment": self.expected_attainment, "gpu_hours": self.gpu_hours}
 
 
+@functools.lru_cache(maxsize=65536)
+def _pmf(n: int, q: float) -> tuple[np.ndarray, np.ndarray]:
+    """(k, P(k of n away)) over the window mean ± 12 σ of Binomial(n, q) (what lies outside is < 1e-30)."""
+    if q <= 0 or n == 0:
+        return np.zeros(1), np.ones(1)
+    if q >= 1:
+        return np.array([float(n)]), np.ones(1)
+    mean, sd = n * q, math.sqrt(n * q * (1 - q))
+    k = np.arange(max(0, math.floor(mean - 12 * sd - 1)), min(n, math.ceil(mean + 12 * sd + 1)) + 1)
+    return k.astype(float), binom.pmf(k, n, q)
+
+
 def _spot_attainment(lam: float, base_cap: float, n: int, knee_b: float, q: float) -> float:
+    """Σ_k P(k of n spot replicas away) × min(1, (base + (n − k) × knee) ÷ λ); the mass outside the window is
+    counted as if every spot replica were away (conservative)."""
     if lam <= 0:
         return 1.0
-    k = np.arange(n + 1)
+    k, pmf = _pmf(int(n), float(q))
     cap = base_cap + (n - k) * knee_b
-    return float((binom.pmf(k, n, q) * np.minimum(1.0, cap / lam)).sum())
+    return float((pmf * np.minimum(1.0, cap / lam)).sum() + max(0.0, 1.0 - pmf.sum()) * min(1.0, base_cap / lam))
+
+
+def _spares_for(lam: float, b: int, base_cap: float, knee_b: float, q: float, target: float) -> tuple[int, float]:
+    """The fewest spare spot replicas (0 … b) whose expected attainment at λ reaches ``target``, and it."""
+    def att(s):
+        return _spot_attainment(lam, base_cap, b + s, knee_b, q)
+
+    a0 = att(0)
+    if a0 >= target or b == 0:
+        return 0, a0
+    hi, a_hi = b, att(b)
+    if a_hi < target:
+        return b, a_hi
+    lo = 0
+    while hi - lo > 1:  # attainment rises with s: bisect
+        mid = (lo + hi) // 2
+        a = att(mid)
+        lo, hi, a_hi = (lo, mid, a) if a >= target else (mid, hi, a_hi)
+    return hi, a_hi
 
 
 def _spares(lam: np.ndarray, need: np.ndarray, base_cap: float, knee_b: float, q: float, target: float):
-    """Spare spot replicas per hour for an expected attainment ≥ ``target``, and the attainment per hour.
-    Hours with the same need share the answer of the busiest of them (conservative)."""
+    """Spare spot replicas per hour for an expected attainment ≥ ``target``, and the attainment per hour.  Hours
+    are grouped by their burst need and, beyond :data:`MAX_SPOT_GROUPS` groups, into quantile groups of need;
+    a group's spares are those of its busiest hour at its largest need (conservative)."""
     spare = np.zeros(need.size, dtype=np.int64)
     att = np.ones(need.size)
     if q <= 0:
         return spare, att
-    for b in np.unique(need[need > 0]):
-        hours = np.flatnonzero(need == b)
-        worst = float(lam[hours].max())
-        s = 0
-        a = _spot_attainment(worst, base_cap, int(b), knee_b, q)
-        while a < target and s < b:
-            s += 1
-            a = _spot_attainment(worst, base_cap, int(b + s), knee_b, q)
-        spare[hours] = s
-        att[hours] = [_spot_attainment(float(x), base_cap, int(b + s), knee_b, q) for x in lam[hours]] \
-            if hours.size <= 48 else a
+    live = need > 0
+    values = np.unique(need[live])
+    edges = values if values.size <= MAX_SPOT_GROUPS else \
+        np.unique(np.quantile(values, np.linspace(0, 1, MAX_SPOT_GROUPS)).round().astype(np.int64))
+    group = np.searchsorted(edges, need)  # hours with need in (edges[i-1], edges[i]] share group i
+    for g in np.unique(group[live]):
+        hours = np.flatnonzero(live & (group == g))
+        b = int(need[hours].max())
+        s, a = _spares_for(float(lam[hours].max()), b, base_cap, knee_b, q, target)
+        spare[hours] = s + (b - need[hours])  # every hour of the group holds the group's b + s replicas
+        att[hours] = a
     return spare, att
 
 
