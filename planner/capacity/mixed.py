@@ -19,8 +19,8 @@ capacity at the knee, so the hour's expected attainment is Σ_k P(k) × min(1, C
 knee_A + (N − k) × knee_B.  Spare spot replicas are added (bisection) until the expected attainment
 reaches the target, per group of hours with the same burst need (at most :data:`MAX_SPOT_GROUPS` groups,
 each at its busiest hour and largest need: conservative).  Example: λ = 100 req/s, knee 29.3, target
-23.5, p = 0.05/h, lead 164 s → q = 0.00228; 5 spot replicas (⌈100/23.5⌉) have capacity 146.6 at the knee: losing up to 1 still serves all; P(k ≥ 2) ≈ 5e-5:
-attainment ≈ 1.0 with no spare.
+23.5, p = 0.05/h, lead 164 s → q = 0.00228; 5 spot replicas (⌈100/23.5⌉) have capacity 146.6 at the
+knee: losing up to 1 still serves all; P(k ≥ 2) ≈ 5e-5: attainment ≈ 1.0 with no spare.
 """
 
 from __future__ import annotations
