@@ -34,7 +34,7 @@ def _row(label: str, value: str) -> str:
     return f"| {label} | {value} |"
 
 
-def bundle_readme(bundle, pd_cmd: ServeCommand | None = None) -> str:
+def bundle_readme(bundle) -> str:
     """README.md of a :class:`planner.deploy.bundle.DeployBundle`: what each file is, the predictions, how to apply."""
     b, r, s, lay = bundle, bundle.report, bundle.serve, bundle.layout
     f = r.fleet
@@ -103,13 +103,13 @@ def bundle_readme(bundle, pd_cmd: ServeCommand | None = None) -> str:
          "swap it for a PersistentVolumeClaim to keep the weights across restarts."),
     ]
     if b.disaggregated is not None:
-        out += _disagg_section(b.disaggregated, pd_cmd)
+        out += _disagg_section(b.disaggregated, b.pd_serve)
     if b.notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in b.notes]
     return "\n".join(out) + "\n"
 
 
-def _disagg_section(d, pd_cmd: ServeCommand | None) -> list[str]:
+def _disagg_section(d, pd_cmds: dict[str, ServeCommand] | None) -> list[str]:
     dis, col = d.disaggregated, d.colocated
     out = [
         "",
@@ -133,6 +133,10 @@ def _disagg_section(d, pd_cmd: ServeCommand | None) -> list[str]:
          f"{d.prefill.utilization:.0%} busy (queue wait {fmt_ms(d.prefill.queue_wait_s)}); decode replicas hold "
          f"{d.decode.batch_per_replica:,} requests at a {fmt_ms(d.decode.step_s)} step."),
     ]
-    if pd_cmd is not None:
-        out += ["", "Both pools run:", "", "```sh", pd_cmd.shell(), "```"]
+    for role, c in (pd_cmds or {}).items():
+        out += ["", f"The {role} pool runs:", "", "```sh", c.shell(), "```"]
+    if pd_cmds:
+        out += ["", ("Each engine also needs `VLLM_NIXL_SIDE_CHANNEL_HOST` = an address the other pool reaches (the "
+                     "manifest sets the pod IP) and, where two engines share a host, its own "
+                     "`VLLM_NIXL_SIDE_CHANNEL_PORT` (default 5600).")]
     return out
