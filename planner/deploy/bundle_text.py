@@ -115,8 +115,9 @@ def _disagg_section(d, pd_cmds: dict[str, ServeCommand] | None) -> list[str]:
         "",
         "## Disaggregated prefill/decode (planning option, NOT measured)",
         "",
-        ("No 1P1D pair was booted on our GPU machine: its vLLM 0.26 bundle has no NIXL, and 0.26 has no "
-         "NCCL-based KV connector. Every number below is the model's."),
+        ("No 1P1D pair has run yet: our GPU machine's vLLM 0.26 bundle has no NIXL package (0.26 has no "
+         "NCCL-based KV connector); calibration/campaigns/h200x2-disagg.sh measures one. Every number below "
+         "is the model's."),
         "",
         "| | co-located | disaggregated |",
         "| --- | --- | --- |",
@@ -131,7 +132,13 @@ def _disagg_section(d, pd_cmds: dict[str, ServeCommand] | None) -> list[str]:
          f"({d.kv_network.bandwidth_bytes_per_s_per_gpu / GBIT_PER_S:,.0f} Gb/s per GPU), "
          f"{fmt_ms(d.kv_nvlink.time_s, 3)} over NVLink within a node. Prefill replicas run "
          f"{d.prefill.utilization:.0%} busy (queue wait {fmt_ms(d.prefill.queue_wait_s)}); decode replicas hold "
-         f"{d.decode.batch_per_replica:,} requests at a {fmt_ms(d.decode.step_s)} step."),
+         f"{d.decode.batch_per_replica:,} requests at a {fmt_ms(d.decode.step_s)} step at most (the TPOT target); "
+         f"at this demand they run {d.decode_operating_batch:,.1f} at a {fmt_ms(d.tpot_s)} step. The decode side "
+         f"of TTFT is {fmt_ms(d.decode_side_s)}: the hand-off and 3.5 decode steps (vLLM 0.26's asynchronous "
+         "scheduling, the pull of the blocks, the recomputed last prompt token)."),
+        "",
+        (f"Verdict: **{d.verdict}** ({fmt_usd(dis.usd_per_hour)} against {fmt_usd(col.usd_per_hour)} per hour "
+         "for the same demand and targets)."),
     ]
     for role, c in (pd_cmds or {}).items():
         out += ["", f"The {role} pool runs:", "", "```sh", c.shell(), "```"]
