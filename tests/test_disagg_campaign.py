@@ -238,3 +238,55 @@ def test_benchmark_compares_a_measurement(tmp_path):
     assert "1P1D (pd-llama-3.1-8b)" in out and "bench-pd20" in out and "decode side" in out
     assert "(no colo-llama-3.1-8b" in out
     assert "20 req/s: measured disaggregated" in out and "10 req/s: measured disaggregated" in out
+
+
+def _fake_nixl_pieces(stage: Path) -> None:
+    """stage_nixl.sh's output with two tiny stand-in wheels (pure Python): the tar, its two pieces, the sums."""
+    import tarfile
+    import zipfile
+
+    wheels = stage / "w"
+    wheels.mkdir(parents=True)
+    with zipfile.ZipFile(wheels / "nixl-1.5.1-py3-none-any.whl", "w") as z:
+        z.writestr("nixl/__init__.py", "")
+        z.writestr("nixl/_api.py", "nixl_agent = object\n")
+        z.writestr("nixl-1.5.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: nixl\nVersion: 1.5.1\n")
+    with zipfile.ZipFile(wheels / "nixl_cu13-1.5.1-cp312-cp312-manylinux_2_28_x86_64.whl", "w") as z:
+        z.writestr("nixl_cu13/__init__.py", "")
+    with tarfile.open(stage / "nixl_wheels.tar", "w") as t:
+        for w in sorted(wheels.iterdir()):
+            t.add(w, arcname=w.name)
+    data = (stage / "nixl_wheels.tar").read_bytes()
+    half = len(data) // 2
+    (stage / "nixl_wheels.tar.part00").write_bytes(data[:half])
+    (stage / "nixl_wheels.tar.part01").write_bytes(data[half:])
+    (stage / "nixl_wheels.tar").unlink()
+    sums = subprocess.run(["sha256sum", "nixl_wheels.tar.part00", "nixl_wheels.tar.part01"], cwd=stage,
+                          capture_output=True, text=True, check=True).stdout
+    import hashlib
+    sums = f"{hashlib.sha256(data).hexdigest()}  nixl_wheels.tar\n" + sums
+    (stage / "NIXL_SHA256SUMS").write_text(sums)
+
+
+@pytest.mark.skipif(shutil.which("sha256sum") is None or shutil.which("bash") is None, reason="no coreutils")
+@pytest.mark.parametrize("corrupt", [False, True])
+def test_campaign_unpacks_the_staged_nixl_pieces(tmp_path, corrupt):
+    """Where `import nixl` fails, the pieces are joined, checked against their sums and unpacked into the site
+    folder, and the import is tried again (a corrupted piece is refused and the import error recorded)."""
+    stage, site, out, stub = tmp_path / "stage", tmp_path / "site", tmp_path / "out", tmp_path / "bin"
+    stage.mkdir()
+    site.mkdir()
+    stub.mkdir()
+    _fake_nixl_pieces(stage)
+    if corrupt:
+        (stage / "nixl_wheels.tar.part01").write_bytes(b"x" + (stage / "nixl_wheels.tar.part01").read_bytes()[1:])
+    (stub / "python3").symlink_to(sys.executable)
+    env = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "NIXL_STAGE": str(stage), "NIXL_SITE": str(site)}
+    r = subprocess.run(["bash", str(ROOT / "calibration/campaigns/h200x2-disagg.sh"), "nixl", str(out)], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    log = (out / "jobs.log").read_text()
+    if corrupt:
+        assert "FAILED" in log and "unpacked" not in log and "No module named 'nixl'" in log
+    else:
+        assert "nixl_wheels.tar: OK" in log and log.count("unpacked") == 2 and "nixl: nixl 1.5.1" in log

@@ -9,21 +9,36 @@
 #   bash calibration/campaigns/h200x2-disagg.sh all OUTDIR    # pd, then colo (about 8 minutes)
 #   bash calibration/campaigns/h200x2-disagg.sh pd OUTDIR     # the 1P1D pair only
 #   bash calibration/campaigns/h200x2-disagg.sh colo OUTDIR   # the co-located engines only
-# Afterwards, here: copy OUTDIR to calibration/data/h200x2-disagg/ and run benchmarks/disagg_accuracy.py.
+# Device calls (kind nvidia-h200-x2; shared/device/README.md's pattern, back to back): build the vLLM pieces
+# (PIECE_MIB=36 build_vllm_bundle.sh .stage: the tree is ~24 MiB of the 64 a call carries) and the NIXL pieces
+# (stage_nixl.sh) here first, then
+#   1. carry .stage/p00 (and p01 ... but the last): its "Call 1"
+#   2. for each NIXL piece, carry .stage/nixl_pNN: mkdir -p /root/stage && mv -f .stage/nixl_pNN/* /root/stage/
+#   3. carry the last vLLM piece: its "Last call", ending in
+#        timeout 560 bash calibration/campaigns/h200x2-disagg.sh pd /root/res; tar czf $OUT/pd.tgz -C /root/res .
+#   4. no carry, at once:     its "Another run" line, ending in
+#        timeout 560 bash calibration/campaigns/h200x2-disagg.sh colo /root/res; tar czf $OUT/colo.tgz -C /root/res .
+# ($OUT takes at most 8 files: hence one archive.)  Afterwards, here: unpack both into
+# calibration/data/h200x2-disagg/ and run python benchmarks/disagg_accuracy.py.
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
 M=llama-3.1-8b
 CHAT="input=1024,output=128,ratio=0.8"
 
-nixl() {  # NIXL into /root/site from the staged wheels when the machine's Python cannot import it
+nixl() {  # NIXL into /root/site from the pieces stage_nixl.sh made, when the machine's Python cannot import it
   if python3 -c "import nixl._api" > "$D/nixl-import.txt" 2>&1; then
     echo "[$(date -u +%T)] nixl importable" | tee -a "$D/jobs.log"; return
   fi
-  for w in /root/stage/nixl-1.5.1-py3-none-any.whl /root/stage/nixl_cu13-1.5.1-cp312-cp312-manylinux_2_28_x86_64.whl; do
-    [ -f "$w" ] && python3 -m zipfile -e "$w" /root/site && echo "unpacked $w" >> "$D/jobs.log"
-  done
-  python3 -c "import nixl._api; import importlib.metadata as m; print('nixl', m.version('nixl'))" \
+  local S=${NIXL_STAGE:-/root/stage} SITE=${NIXL_SITE:-/root/site}
+  if [ -f "$S/NIXL_SHA256SUMS" ] && ls "$S"/nixl_wheels.tar.part[0-9][0-9] > /dev/null 2>&1; then
+    (cd "$S" && cat nixl_wheels.tar.part[0-9][0-9] > nixl_wheels.tar && sha256sum -c NIXL_SHA256SUMS \
+      && mkdir -p nixl && tar -xf nixl_wheels.tar -C nixl) >> "$D/jobs.log" 2>&1
+    for w in "$S"/nixl/*.whl; do [ -f "$w" ] && python3 -m zipfile -e "$w" "$SITE" && echo "unpacked $w" >> "$D/jobs.log"; done
+  else
+    echo "no NIXL pieces in $S (stage_nixl.sh)" >> "$D/jobs.log"
+  fi
+  PYTHONPATH="$SITE:$PYTHONPATH" python3 -c "import nixl._api, importlib.metadata as m; print('nixl', m.version('nixl'))" \
     >> "$D/nixl-import.txt" 2>&1
   echo "[$(date -u +%T)] nixl: $(tail -1 "$D/nixl-import.txt")" | tee -a "$D/jobs.log"
 }
