@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -26,8 +27,6 @@ from planner.dashboard.scenario import Planned
 from planner.deploy.autoscale import autoscale_files
 
 __all__ = ["CapacityInputs", "capacity_figure", "capacity_files", "capacity_metrics", "mixes_frame", "render"]
-
-DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
 @dataclass(frozen=True)
@@ -54,42 +53,53 @@ def plan_for(o: Planned, ci: CapacityInputs) -> CapacityPlan:
                          api_usd_per_mtok_output=ci.api_usd_per_mtok or None, replay_hours=min(48, d.hours))
 
 
-def _hour_labels(n: int) -> list[str]:
-    return [f"{DAY_NAMES[(h // 24) % 7]} {h % 24:02d}:00" for h in range(n)]
+#: The curve's hours drawn from a Monday 00:00 (2024-01-01 was one); the axes show weekday and time only.
+T0 = pd.Timestamp("2024-01-01")
+
+
+def _hours(n: int, offset_h: float = 0.0) -> pd.DatetimeIndex:
+    return T0 + pd.to_timedelta(np.arange(n) + offset_h, unit="h")
 
 
 def capacity_figure(plan: CapacityPlan) -> go.Figure:
     """Top: demand (area) against the capacity within the targets of the autoscaled fleet (replicas × the
-    knee, a step line) and of the static fleet (dashed), replicas on the right axis.  Bottom: the share of
+    knee, a step line) and of the static fleet (dashed); the right axis reads the step line in replicas.  Bottom: the share of
     requests the policy replay served within the targets, per hour, against the target."""
     s, k = plan.schedule, plan.knee
-    x = _hour_labels(plan.demand.hours)
+    n = plan.demand.hours
+    x = _hours(n)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.72, 0.28], vertical_spacing=0.06,
                         specs=[[{"secondary_y": True}], [{}]])
     fig.add_trace(go.Scatter(x=x, y=plan.demand.rate_per_s, name="demand (req/s)", fill="tozeroy",
                              line={"color": COLORS["decode"], "width": 1.5}), row=1, col=1)
-    fig.add_trace(go.Scatter(x=x, y=s.replicas * k.knee_rate_per_s, name="autoscaled capacity (req/s at the knee)",
+    fig.add_trace(go.Scatter(x=x, y=s.replicas * k.knee_rate_per_s, name="autoscaled replicas × knee (req/s)",
+                             customdata=s.replicas, hovertemplate="%{customdata} replicas: %{y:.3g} req/s",
                              line={"color": COLORS["kv_pool"], "shape": "hv", "width": 2}), row=1, col=1)
-    fig.add_trace(go.Scatter(x=x, y=[s.static_replicas * k.knee_rate_per_s] * len(x), name="static peak fleet",
+    fig.add_trace(go.Scatter(x=x, y=[s.static_replicas * k.knee_rate_per_s] * len(x),
+                             name=f"static fleet: {s.static_replicas} replicas",
                              line={"color": COLORS["headroom"], "dash": "dash"}), row=1, col=1)
-    fig.add_trace(go.Scatter(x=x, y=s.replicas, name="replicas", line={"color": COLORS["activation"], "shape": "hv",
-                                                                      "width": 1}, opacity=0.6),
-                  row=1, col=1, secondary_y=True)
+    # the right axis counts replicas on the same scale (one replica = its knee): the step line reads either way
+    top = 1.08 * max(float(plan.demand.rate_per_s.max()), s.static_replicas * k.knee_rate_per_s)
+    fig.add_trace(go.Scatter(x=x, y=s.replicas, showlegend=False, hoverinfo="skip", mode="lines",
+                             line={"width": 0}, opacity=0), row=1, col=1, secondary_y=True)
     if plan.replay is not None:
         r = plan.replay
-        fig.add_trace(go.Bar(x=x[:r.hours], y=100 * r.attainment, name="within the targets (replay, %)",
+        fig.add_trace(go.Bar(x=_hours(r.hours, 0.5), y=100 * r.attainment, name="within the targets (replay, %)",
+                             width=3600 * 1000 * 0.9,
                              marker={"color": [COLORS["kv_pool"] if a >= r.target_attainment else COLORS["slo"]
                                                for a in r.attainment]}), row=2, col=1)
-        fig.add_trace(go.Scatter(x=[x[0], x[r.hours - 1]], y=[100 * r.target_attainment] * 2, mode="lines",
+        fig.add_trace(go.Scatter(x=[x[0], _hours(r.hours)[-1] + pd.Timedelta(hours=1)],
+                                 y=[100 * r.target_attainment] * 2, mode="lines",
                                  name="target", line={"color": COLORS["slo"], "dash": "dot"}), row=2, col=1)
     fig.update_layout(height=520, margin={"l": 60, "r": 60, "t": 40, "b": 40}, bargap=0.05,
                       title={"text": f"{plan.model_name} on {k.label()}: demand, capacity and attainment",
                              "x": 0, "xanchor": "left", "font": {"size": 15}},
                       legend={"orientation": "h", "yref": "container", "y": 0, "x": 0})
-    fig.update_yaxes(title_text="requests/s", row=1, col=1, rangemode="tozero")
-    fig.update_yaxes(title_text="replicas", row=1, col=1, secondary_y=True, rangemode="tozero", showgrid=False)
-    fig.update_yaxes(title_text="% in SLO", row=2, col=1, range=[min(50, 100 * _min_att(plan)), 100.5])
-    fig.update_xaxes(nticks=14)
+    fig.update_yaxes(title_text="requests/s", row=1, col=1, range=[0, top])
+    fig.update_yaxes(title_text="replicas", row=1, col=1, secondary_y=True, showgrid=False,
+                     range=[0, top / k.knee_rate_per_s], dtick=max(1, round(top / k.knee_rate_per_s / 8)))
+    fig.update_yaxes(title_text="% in SLO", row=2, col=1, range=[max(0.0, min(95.0, 100 * _min_att(plan) - 2)), 100.5])
+    fig.update_xaxes(tickformat="%a %H:%M" if n <= 14 * 24 else "%b %d", hoverformat="%a %H:%M")
     return fig
 
 
