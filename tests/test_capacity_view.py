@@ -22,9 +22,9 @@ def test_capacity_view_plans_on_request():
     labels = [m.label for m in at.metric]
     assert {"Replicas", "Autoscaled", "Static peak", "In SLO (replay)", "Lead time"} <= set(labels)
     spec = json.loads(nodes(at, "plotly_chart")[0].proto.spec)
-    names = {t["name"] for t in spec["data"]}
+    names = {t.get("name") for t in spec["data"]}
     assert {"demand (req/s)", "autoscaled replicas × knee (req/s)", "within the targets (replay, %)"} <= names
-    demand = next(t for t in spec["data"] if t["name"] == "demand (req/s)")
+    demand = next(t for t in spec["data"] if t.get("name") == "demand (req/s)")
     y = demand["y"]
     y = np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"]) if isinstance(y, dict) else np.array(y)
     assert len(demand["x"]) == 24 and demand["x"][14].startswith("2024-01-01T14:00") and y.max() == 30.0

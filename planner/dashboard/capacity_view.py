@@ -98,7 +98,8 @@ def capacity_figure(plan: CapacityPlan) -> go.Figure:
     fig.update_yaxes(title_text="requests/s", row=1, col=1, range=[0, top])
     fig.update_yaxes(title_text="replicas", row=1, col=1, secondary_y=True, showgrid=False,
                      range=[0, top / k.knee_rate_per_s], dtick=max(1, round(top / k.knee_rate_per_s / 8)))
-    fig.update_yaxes(title_text="% in SLO", row=2, col=1, range=[max(0.0, min(95.0, 100 * _min_att(plan) - 2)), 100.5])
+    low = max(0.0, min(95.0, 100 * _min_att(plan) - 2))
+    fig.update_yaxes(title_text="% in SLO", row=2, col=1, range=[low, 100.5])
     fig.update_xaxes(tickformat="%a %H:%M" if n <= 14 * 24 else "%b %d", hoverformat="%a %H:%M")
     return fig
 
