@@ -31,7 +31,7 @@ DEFAULT_HEADROOM = 0.2
 PRESETS = ("chat", "rag")
 
 
-def workload_maker(prompt_tokens: int = 1024, output_tokens: int = 256, *, preset: str | None = None,
+def workload_maker(prompt_tokens: int, output_tokens: int, *, preset: str | None = None,
                    burstiness_cv: float = 1.0, seed: int = 0):
     """``make(rate, num_requests=2000)``: fixed lengths (Poisson, or gamma with ``burstiness_cv``), or the
     ``chat`` / ``rag`` preset of :mod:`planner.serving.workloads`; one seed, so every trial is the same
@@ -122,7 +122,7 @@ def replica_knee(model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile, ma
     outside [0, 0.9]; a replica that does not start, or meets the targets at no rate, is returned with
     ``knee_rate_per_s`` 0 and the reason in ``confidence`` ('none: …')."""
     if not (math.isfinite(headroom) and 0 <= headroom <= 0.9):
-        raise ValueError(f"--headroom: must be a fraction from 0 to 0.9, got {headroom:g}")
+        raise ValueError(f"--headroom-pct: must be from 0 to 90 %, got {100 * headroom:g}")
     probe = make_requests(1.0, num_requests=2000)
     longest = int((probe.prompt_tokens + probe.output_tokens).max())
     rows = fleet_candidates(model, [(gpu, profile)], [weight_dtype], kv_cache_dtype,

@@ -61,13 +61,15 @@ class Prices:
     basis_note: str = "discounts are the planner's assumptions (2026-12-01), not quotes"
 
     def __post_init__(self):
-        for name, flag in (("reserved_discount", "--reserved-discount"), ("spot_discount", "--spot-discount"),
+        for name, flag in (("reserved_discount", "--reserved-discount-pct"), ("spot_discount", "--spot-discount-pct"),
                            ("spot_interruption_per_hour", "--spot-interruption-rate")):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 <= v <= 1):
-                raise ValueError(f"{flag}: must be a fraction in [0, 1], got {v}")
+                shown = f"{100 * v:g} %" if isinstance(v, (int, float)) and flag.endswith("-pct") else repr(v)
+                raise ValueError(f"{flag}: must be from 0 to 100 %, got {shown}" if flag.endswith("-pct")
+                                 else f"{flag}: must be a fraction in [0, 1], got {shown}")
         if self.reserved_discount >= 1 or self.spot_discount >= 1:
-            raise ValueError("--spot-discount: a discount of 100 % makes GPUs free: give less than 1")
+            raise ValueError("--spot-discount-pct: a discount of 100 % makes GPUs free: give less")
 
     def factor(self, basis: str) -> float:
         return {"on-demand": 1.0, "reserved": 1.0 - self.reserved_discount, "spot": 1.0 - self.spot_discount}[basis]

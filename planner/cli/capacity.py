@@ -17,11 +17,32 @@ from typing import Annotated
 import typer
 
 from planner.cli.common import JsonOpt, cli_errors, emit_json, error_exit, finite, table, today
-from planner.cli.options import GpuListOpt, KvDtypeOpt, ModelOpt, ProfileOpt, SeedOpt, make_dir, tpot_help, ttft_help
+from planner.cli.options import (
+    DEFAULT_OUTPUT_TOKENS,
+    DEFAULT_PROMPT_TOKENS,
+    GpuListOpt,
+    KvDtypeOpt,
+    ModelOpt,
+    ProfileOpt,
+    SeedOpt,
+    make_dir,
+    tpot_help,
+    ttft_help,
+)
+from planner.capacity.engine import DEFAULT_HEADROOM
+from planner.capacity.mixed import DEFAULT_RESERVED_DISCOUNT, DEFAULT_SPOT_DISCOUNT, Prices
 from planner.units import MS
 
 P99 = "the p99 over the simulated requests of one replica (the knee search), checked hour by hour in the replay"
 FILES = ("hourly.csv", "keda-scaledobject.yaml", "hpa.yaml", "summary.html", "summary.pdf", "capacity.json")
+
+
+def _pct(flag: str, hi: float):
+    def check(v):
+        if v is not None and not (math.isfinite(v) and 0 <= v <= hi):
+            raise typer.BadParameter(f"must be a percentage from 0 to {hi:g}, got {v}", param_hint=flag)
+        return v
+    return check
 
 
 def _frac(flag: str):
@@ -91,21 +112,25 @@ def capacity_cmd(
     growth_per_month: Annotated[float, typer.Option("--growth-per-month", help=(
         "Demand growth per month, a fraction (0.1 = 10 %), compounded hourly."))] = 0.0,
     workload: Annotated[str | None, typer.Option("--workload", help="chat or rag preset, not fixed lengths.")] = None,
-    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1, help="Prompt tokens per request.")] = 1024,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens per request.")] = 256,
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", min=1, help="Prompt tokens per request.")
+                             ] = DEFAULT_PROMPT_TOKENS,
+    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens per request.")
+                             ] = DEFAULT_OUTPUT_TOKENS,
     weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="Weight dtype of every GPU type.")] = "bf16",
     kv_dtype: KvDtypeOpt = "bf16",
     tp: Annotated[int | None, typer.Option("--tp", min=1, help="TP per replica (default: the smallest that starts).")
                   ] = None,
-    headroom: Annotated[float, typer.Option("--headroom", callback=_frac("--headroom"), help=(
-        "Plan each replica this fraction below its knee."))] = 0.2,
+    headroom_pct: Annotated[float, typer.Option("--headroom-pct", callback=_pct("--headroom-pct", 90), help=(
+        "Plan each replica this many percent below its knee."))] = 100 * DEFAULT_HEADROOM,
     min_replicas: Annotated[int, typer.Option("--min-replicas", min=0, help="Autoscaler's minimum.")] = 1,
     max_replicas: Annotated[int | None, typer.Option("--max-replicas", min=1, help=(
         "Autoscaler's maximum (default: what the peak hour needs)."))] = None,
-    reserved_discount: Annotated[float, typer.Option("--reserved-discount", callback=_frac("--reserved-discount"),
-                                                     help="Reserved price = catalog × (1 − this).")] = 0.35,
-    spot_discount: Annotated[float, typer.Option("--spot-discount", callback=_frac("--spot-discount"),
-                                                 help="Spot price = catalog × (1 − this).")] = 0.60,
+    reserved_discount_pct: Annotated[float, typer.Option("--reserved-discount-pct", callback=_pct(
+        "--reserved-discount-pct", 99), help="Reserved price: this many percent off the catalog's (an assumption: "
+                                              "give yours).")] = 100 * DEFAULT_RESERVED_DISCOUNT,
+    spot_discount_pct: Annotated[float, typer.Option("--spot-discount-pct", callback=_pct("--spot-discount-pct", 99),
+                                                     help="Spot price: this many percent off the catalog's.")
+                                 ] = 100 * DEFAULT_SPOT_DISCOUNT,
     spot_interruption_rate: Annotated[float, typer.Option("--spot-interruption-rate", callback=_frac(
         "--spot-interruption-rate"), help="Probability a spot replica is reclaimed in an hour, 0–1.")] = 0.02,
     api_usd_per_mtok: Annotated[float | None, typer.Option("--api-usd-per-mtok", help=(
@@ -135,7 +160,6 @@ def capacity_cmd(
 
     Exits 1 (error: infeasible) when no GPU meets the targets at any rate."""
     from planner.capacity.engine import workload_maker
-    from planner.capacity.mixed import Prices
     from planner.capacity.plan import plan_capacity
     from planner.io import catalog
 
@@ -147,10 +171,10 @@ def capacity_cmd(
     gs = [catalog.gpu(x) for x in dict.fromkeys(gpu or ["h200-sxm", "h100-sxm", "l40s"])]
     gpus = [(g, catalog.resolve_profile(profile, g.id, field="--profile")[0]) for g in gs]
     make = workload_maker(prompt_tokens, output_tokens, preset=workload, seed=seed)
-    prices = Prices(reserved_discount, spot_discount, spot_interruption_rate)
+    prices = Prices(reserved_discount_pct / 100, spot_discount_pct / 100, spot_interruption_rate)
     try:
         plan = plan_capacity(m, gpus, demand, make, ttft_slo_ms * MS, tpot_slo_ms * MS, weight_dtype=weight_dtype,
-                             kv_cache_dtype=kv_dtype, tensor_parallel=tp, headroom=headroom,
+                             kv_cache_dtype=kv_dtype, tensor_parallel=tp, headroom=headroom_pct / 100,
                              min_replicas=min_replicas, max_replicas=max_replicas, prices=prices,
                              api_usd_per_mtok_output=api_usd_per_mtok, api_usd_per_mtok_input=api_usd_per_mtok_input,
                              node_provision_s=node_provision_s, polling_interval_s=polling_interval_s,
