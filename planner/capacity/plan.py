@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from planner.capacity.autoscale import KEDA_COOLDOWN_S, KEDA_POLLING_INTERVAL_S, LeadTime, Policy, RateTable, \
     derive_policy, lead_time
 from planner.capacity.breakeven import BreakEven, break_even
@@ -44,6 +46,17 @@ class CapacityPlan:
     def knee(self) -> ReplicaKnee:
         return self.schedule.knee
 
+    def ramp(self) -> dict | None:
+        """The replayed hour whose demand rose most over the one before, and the tail the replay saw there."""
+        r = self.replay
+        if r is None or r.hours < 2:
+            return None
+        rise = np.diff(self.demand.rate_per_s[:r.hours])
+        h = int(np.argmax(rise)) + 1
+        p99 = float(r.ttft_p99_max_s[h])
+        return {"hour": h, "rise_rate_per_s": float(rise[h - 1]), "attainment": float(r.attainment[h]),
+                "ttft_p99_max_s": p99 if np.isfinite(p99) else None}
+
     def as_dict(self, hourly: bool = False) -> dict:
         return {
             "model": self.model_id, "workload": self.workload, "date": self.date, "demand": self.demand.as_dict(),
@@ -52,7 +65,7 @@ class CapacityPlan:
             "schedules": [{"gpu": s.knee.gpu_id, **s.as_dict()} for s in self.schedules],
             "recommended": {"gpu": self.knee.gpu_id, **self.schedule.as_dict(hourly)},
             "autoscaling": self.policy.as_dict(),
-            "replay": None if self.replay is None else self.replay.as_dict(hourly),
+            "replay": None if self.replay is None else self.replay.as_dict(hourly), "steepest_ramp": self.ramp(),
             "mixes": [m.as_dict() for m in self.mixes], "prices": self.prices.as_dict(),
             "breakeven": None if self.breakeven is None else self.breakeven.as_dict(),
         }

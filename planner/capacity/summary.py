@@ -44,6 +44,11 @@ def summary_sections(plan: CapacityPlan) -> dict:
         rec.append(f"Replayed {r.hours} h ({r.total_requests:,} requests) with the policy in the loop: "
                    f"{r.overall_attainment:.2%} of requests within the targets; "
                    f"{r.hours_below_target.size} hour(s) below {r.target_attainment:.0%}.")
+        ramp = plan.ramp()
+        if ramp is not None and ramp["rise_rate_per_s"] > 0 and ramp["ttft_p99_max_s"] is not None:
+            rec.append(f"During the steepest ramp (hour {ramp['hour']}, +{ramp['rise_rate_per_s']:,.3g} req/s) p99 "
+                       f"TTFT reaches {ramp['ttft_p99_max_s'] * 1e3:,.0f} ms; {ramp['attainment']:.2%} within the "
+                       f"targets.")
     if plan.breakeven is not None:
         rec.append("Against the API: " + plan.breakeven.verdict() + ".")
     alts = [(f"Static peak fleet: {s.static_replicas} × {k.label()}", _usd(s.usd_per_month_static),

@@ -232,6 +232,11 @@ def _print(plan, written: list[str]) -> None:
         typer.echo(f"Replay of {r.hours} h with the policy in the loop: {r.total_requests:,} requests, "
                    f"{r.overall_attainment:.2%} within the targets; worst hour {worst} at {r.attainment[worst]:.2%}; "
                    f"{r.hours_below_target.size} hour(s) below {r.target_attainment:.0%}")
+        ramp = plan.ramp()
+        if ramp is not None and ramp["rise_rate_per_s"] > 0:
+            tail = "—" if ramp["ttft_p99_max_s"] is None else f"{ramp['ttft_p99_max_s'] * 1e3:,.0f} ms"
+            typer.echo(f"Steepest ramp: hour {ramp['hour']} (+{ramp['rise_rate_per_s']:,.3g} req/s): p99 TTFT up to "
+                       f"{tail}, {ramp['attainment']:.2%} within the targets")
     table(["mix", "$/month", "attainment", "risk"],
           [[mx.label, f"${mx.usd_per_month:,.0f}", f"{mx.expected_attainment:.2%}", mx.risk] for mx in plan.mixes])
     if plan.breakeven is not None:
