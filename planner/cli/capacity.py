@@ -20,12 +20,12 @@ from planner.cli.common import JsonOpt, cli_errors, emit_json, error_exit, finit
 from planner.cli.options import (
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
-    GpuListOpt,
     KvDtypeOpt,
     ModelOpt,
     ProfileOpt,
     SeedOpt,
     make_dir,
+    split_list,
     tpot_help,
     ttft_help,
 )
@@ -35,6 +35,16 @@ from planner.units import MS
 
 P99 = "the p99 over the simulated requests of one replica (the knee search), checked hour by hour in the replay"
 FILES = ("hourly.csv", "keda-scaledobject.yaml", "hpa.yaml", "summary.html", "summary.pdf", "capacity.json")
+
+
+#: The GPU types planned when --gpu is left out (each costs a knee search, and the mixes grow with their square).
+DEFAULT_GPUS = ("h200-sxm", "h100-sxm", "l40s")
+
+
+def _gpus(values):
+    if values and not split_list(values):
+        raise typer.BadParameter("expected a GPU id or a comma-separated list", param_hint="--gpu")
+    return split_list(values)
 
 
 def _pct(flag: str, hi: float):
@@ -96,7 +106,9 @@ def capacity_cmd(
     model: ModelOpt,
     ttft_slo_ms: Annotated[float, typer.Option("--ttft-slo-ms", callback=finite("--ttft-slo-ms"), help=ttft_help(P99))],
     tpot_slo_ms: Annotated[float, typer.Option("--tpot-slo-ms", callback=finite("--tpot-slo-ms"), help=tpot_help(P99))],
-    gpu: GpuListOpt = None,
+    gpu: Annotated[list[str] | None, typer.Option("--gpu", "-g", callback=_gpus, help=(
+        f"GPU types to plan and mix; repeat it or give a comma-separated list (default: {', '.join(DEFAULT_GPUS)})."
+    ))] = None,
     demand_csv: Annotated[Path | None, typer.Option("--demand-csv", help=(
         "Hourly demand: a CSV with a rate_per_s (or requests_per_hour) column, one row per hour, optional hour "
         "column 0, 1, 2, …"))] = None,
@@ -168,7 +180,7 @@ def capacity_cmd(
     demand = _demand(demand_csv, peak_rate, trough_rate, shape, days, peak_hour, open_hour, close_hour, ramp_hours,
                      weekend_factor, growth_per_month)
     m = catalog.model(model)
-    gs = [catalog.gpu(x) for x in dict.fromkeys(gpu or ["h200-sxm", "h100-sxm", "l40s"])]
+    gs = [catalog.gpu(x) for x in dict.fromkeys(gpu or DEFAULT_GPUS)]
     gpus = [(g, catalog.resolve_profile(profile, g.id, field="--profile")[0]) for g in gs]
     make = workload_maker(prompt_tokens, output_tokens, preset=workload, seed=seed)
     prices = Prices(reserved_discount_pct / 100, spot_discount_pct / 100, spot_interruption_rate)
