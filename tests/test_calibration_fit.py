@@ -168,17 +168,33 @@ def test_profile_records_the_toolchain_and_the_objective(fitted):
     assert all(cost > 0 for cost in committed.fit.objective.values())
 
 
-def test_refit_cli_prints_help_and_writes_only_where_told(tmp_path):
-    """Before: `python -m calibration.refit --help` refitted and overwrote the committed profile."""
+def test_refit_cli_prints_help_and_writes_only_where_told(fitted, tmp_path, monkeypatch, capsys):
+    """Before: `python -m calibration.refit --help` refitted and overwrote the committed profile.  Now --help
+    prints usage, a plain run writes nothing, --out writes only into its folder (never a committed one) and
+    only --write touches the committed files."""
+    from calibration import refit
+
     before = hashlib.sha256(PROFILE.read_bytes()).hexdigest()
-    run = lambda *a: subprocess.run([sys.executable, "-m", "calibration.refit", *a], cwd=ROOT, capture_output=True,
-                                    text=True, timeout=300)
-    r = run("--help")
+    r = subprocess.run([sys.executable, "-m", "calibration.refit", "--help"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
     assert r.returncode == 0 and "usage:" in r.stdout and "--write" in r.stdout and "--out" in r.stdout
-    r = run("--out", str(ROOT / "calibration" / "profiles"))
-    assert r.returncode == 2 and "--write" in r.stderr
-    r = run("--out", str(tmp_path / "o"))
-    assert r.returncode == 0, r.stderr
+    prof, points, extra = fitted
+    rows = refit.measurement_rows([x for x in points if x.role != "fit"] + extra)
+    written = []
+
+    def fake_refit(comparison_out=None):  # the fit itself is the fixture's; this checks where the CLI writes
+        written.append(comparison_out)
+        if comparison_out is not None:
+            Path(comparison_out).write_text("gpu\n")
+        return prof, [], [], rows
+
+    monkeypatch.setattr(refit, "refit", fake_refit)
+    assert refit.main([]) == 0 and written == [None] and "nothing written" in capsys.readouterr().out
+    assert refit.main(["--out", str(ROOT / "calibration" / "profiles")]) == 2
+    assert "--write" in capsys.readouterr().err and len(written) == 1
+    assert refit.main(["--out", str(tmp_path / "o")]) == 0
     assert {p.name for p in (tmp_path / "o").iterdir()} == {PROFILE.name, "h200-validation.csv", "comparison.csv"}
-    assert hashlib.sha256(PROFILE.read_bytes()).hexdigest() == before
     assert (tmp_path / "o" / PROFILE.name).read_text().startswith("# Calibration profile")
+    assert hashlib.sha256(PROFILE.read_bytes()).hexdigest() == before
+    with pytest.raises(SystemExit):
+        refit.parse_args(["--out", "x", "--write"])
