@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from calibration.solve import METHOD, FitParam, solve, toolchain
 from planner.profile import (
     AllreduceCoeffs,
     CalibrationProfile,
@@ -27,7 +28,6 @@ from planner.profile import (
     Spread,
     WeightFormatCoeffs,
 )
-from calibration.solve import METHOD, FitParam, solve, toolchain
 from planner.roofline import cudagraph_max_tokens
 from planner.validate import Measurement, error_pct, predict, predict_many
 

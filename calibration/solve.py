@@ -7,12 +7,15 @@ cost and won, and data scaled by 1 ± 1e-12 sent that start to four different en
    (soft-L1, ``F_SCALE``) on log(predicted / measured), with the roofs combined by a smooth max
    (:func:`smooth_roofs`, p = ``SEARCH_P``): the hard max(compute, memory) has a kink wherever a point
    changes roof, and a solver stalls on it.  Predictions keep the hard max.
-2. Starts: the documented one (each FitParam's ``start``), then two seeded random ones.  Only a start that
-   converged counts: scipy status > 0 (not ``max_nfev``) and a first-order optimality (the projected gradient
-   that scipy compares with ``gtol``) at most ``OPTIMALITY_RTOL`` × max(cost, 1e-3) — a start that stopped on
-   ``xtol`` on a slope is discarded (if none converged, all are candidates and the polish goes on from them).
+2. Starts: the documented one (each FitParam's ``start``), then two seeded random ones, each with central
+   differences.  Only a start that converged counts: scipy status > 0 (not ``max_nfev``) and a first-order
+   optimality (the projected gradient that scipy compares with ``gtol``) at most ``OPTIMALITY_RTOL`` ×
+   max(cost, 1e-3).  A start that stopped on ``xtol`` on a slope is restarted from there (a fresh trust
+   region, up to ``RESTARTS`` times) and discarded if it still has not converged (if no start converged, all
+   are candidates).
 3. The winner: the lowest cost; costs within ``TIE_RTOL`` of it are a tie, won by the earlier start.
-4. Polish: from the winner, a sharper max (p = ``POLISH_P``), central differences and tight tolerances.
+4. Polish: from the winner, a sharper max (p = ``POLISH_P``) and tight tolerances.  The stage's objective
+   (the profile's ``fit.objective``) is then the cost at the answer with the hard max.
 5. Identification: a coefficient that ends on a bound (within ``BOUND_TOL`` of its range), or whose Jacobian
    column is ~0 (moving it over its whole range moves no log prediction by more than ``FLAT_TOL``, linearly),
    is not identified by the stage's points.  It is fixed — at that bound, or at its documented start — the
@@ -119,9 +122,8 @@ def toolchain() -> dict[str, str]:
             out["blas"] = "unknown"
         out["threads"] = "not pinned (threadpoolctl missing)"
     try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo", encoding="utf-8")
-                   if line.startswith("model name"))
-        out["cpu"] = cpu
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            out["cpu"] = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         out["cpu"] = platform.processor() or "unknown"
     return out

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from calibration.fit import fit_profile, measurement_rows, points_from_records
+from calibration.fit import measurement_rows
 from calibration.probes import plan_points
 from calibration.records import append_record, done_keys, parse_engine_log, read_records
 from calibration.run import gpu_matches, remaining_points
