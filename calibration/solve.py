@@ -110,9 +110,12 @@ def toolchain() -> dict[str, str]:
     try:
         from threadpoolctl import threadpool_info
 
-        blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
-        out["blas"] = "; ".join(f"{i.get('internal_api')} {i.get('version')} ({i.get('architecture', '?')} kernels)"
-                                for i in blas) or "none loaded"
+        def owner(path: str) -> str:  # the package that ships the library: numpy.libs/..., scipy.libs/...
+            return next((p for p in ("numpy", "scipy") if f"{p}." in path or f"/{p}/" in path), "other")
+
+        blas = sorted({f"{owner(str(i.get('filepath', '')))}: {i.get('internal_api')} {i.get('version')} "
+                       f"({i.get('architecture', '?')} kernels)" for i in threadpool_info() if i.get("user_api") == "blas"})
+        out["blas"] = "; ".join(blas) or "none loaded"
         out["threads"] = "1 while fitting (threadpoolctl)"
     except ImportError:  # pragma: no cover
         try:
