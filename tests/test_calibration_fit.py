@@ -85,11 +85,17 @@ def test_predict_many_is_predict(fitted):
 def test_only_converged_starts_win_and_ties_go_to_the_earlier_start():
     """A start that stopped on xtol with a large projected gradient at a lower cost (what won on another
     machine) does not win; equal costs go to the earlier start."""
-    r = lambda cost, status=2, opt=1e-9: SimpleNamespace(cost=cost, status=status, optimality=opt)
+    def r(cost, status=2, opt=1e-9, x=(0.5, 0.5)):
+        return SimpleNamespace(cost=cost, status=status, optimality=opt, x=np.array(x), grad=np.full(len(x), opt))
+
     assert pick([r(0.18), r(0.16, status=3, opt=0.03), r(0.17)]) == 2
     assert pick([r(0.18), r(0.16, status=0)]) == 0  # max_nfev
     assert pick([r(0.17 * (1 + 1e-9)), r(0.17)]) == 0
     assert pick([r(0.2, status=3, opt=1.0), r(0.1, status=3, opt=1.0)]) == 1  # none converged: all are candidates
+    # a gradient only on a coordinate that sits on its bound (fixed there afterwards) does not count
+    on_bound = r(0.1, status=3, opt=0.03, x=(0.5, 1e-9))
+    on_bound.grad = np.array([1e-9, -0.03])
+    assert pick([r(0.2), on_bound]) == 1
 
 
 def test_unidentified_coefficients_are_fixed_at_a_documented_value_and_said():
