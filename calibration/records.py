@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from planner.jsonl import read_jsonl
+from planner.io.jsonl import read_jsonl
 from planner.units import GiB as GIB
 
 #: What an id may be when it becomes part of a file name (the catalog's id pattern): no '/', no '..'.
@@ -48,7 +48,7 @@ def append_record(path: Path, record: dict) -> None:
 
 
 def read_records(path: Path, skipped: list[tuple[int, str]] | None = None) -> list[dict]:
-    """All complete records of a JSONL file, each a :class:`planner.jsonl.Record` knowing its line; a torn,
+    """All complete records of a JSONL file, each a :class:`planner.io.jsonl.Record` knowing its line; a torn,
     non-UTF-8 or non-JSON line is skipped and, with ``skipped``, listed as (line number, reason)."""
     return read_jsonl(path, skipped)
 

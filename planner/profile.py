@@ -2,7 +2,7 @@
 
 ``IDEAL_PROFILE`` is the one spelling of "no profile" (the speed-of-light roofline); every function takes
 ``profile: CalibrationProfile = IDEAL_PROFILE`` and callers pass a resolved profile
-(:func:`planner.catalog.resolve_profile`), never None.
+(:func:`planner.io.catalog.resolve_profile`), never None.
 """
 
 from __future__ import annotations

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from planner import catalog
-from planner.catalog import SpecError
-from planner.files import csv_rows, read_text
+from planner.io import catalog
+from planner.io.catalog import SpecError
+from planner.io.files import csv_rows, read_text
 from planner.memory import memory_budget
 from planner.phases import decode_step_costs, mixed_step_time, prefill_time_costs
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
@@ -210,7 +210,7 @@ def measurement_from_row(row: dict, line: int = 0) -> Measurement:
 
 
 def read_measurements(path: str | Path) -> list[Measurement]:
-    """Every row of a measurement CSV (:mod:`planner.files`: a regular UTF-8 file, BOM accepted, at most
+    """Every row of a measurement CSV (:mod:`planner.io.files`: a regular UTF-8 file, BOM accepted, at most
     256 MiB); SpecError naming the file, the line and the column of the first bad one."""
     path = Path(path)
     header, rows = csv_rows(read_text(path), path.name)
@@ -240,7 +240,7 @@ ProfileChooser = Callable[[Measurement], CalibrationProfile]
 
 
 def choose_profile(spec: str, field: str = "profile") -> ProfileChooser:
-    """:func:`planner.catalog.resolve_profile` per row: 'auto' -> the committed profile for each row's GPU
+    """:func:`planner.io.catalog.resolve_profile` per row: 'auto' -> the committed profile for each row's GPU
     and engine version (another GPU's, transferred, where none exists; ideal where no GPU has one);
     'none' -> ideal roofline; anything else -> a profile YAML path (read once)."""
     if spec == "auto":

@@ -274,7 +274,7 @@ def _download(page, label: str, tmp_path: Path) -> bytes:
 def _cli_csv(command: str, tmp_path: Path) -> bytes:
     from typer.testing import CliRunner
 
-    from planner.cli import app as cli
+    from planner.cli.app import app as cli
 
     argv = shlex.split(command)[1:]
     argv[argv.index("--csv") + 1] = str(tmp_path / "cli.csv")

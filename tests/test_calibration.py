@@ -17,8 +17,8 @@ from calibration.fit import measurement_rows
 from calibration.probes import plan_points
 from calibration.records import append_record, done_keys, parse_engine_log, read_records
 from calibration.run import gpu_matches, remaining_points
-from planner import catalog
-from planner.cli import app
+from planner.io import catalog
+from planner.cli.app import app
 from planner.validate import choose_profile, read_measurements, validate
 
 ROOT = Path(__file__).resolve().parent.parent

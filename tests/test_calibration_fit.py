@@ -19,7 +19,7 @@ from calibration import families
 from calibration.families import DENSE, KV_FP8, MOE, TP, format_params
 from calibration.fit import fit_profile
 from calibration.solve import FitParam, pick, pinned_threads, smooth_roofs, solve
-from planner import catalog
+from planner.io import catalog
 from planner.roofline import roof_max
 from planner.validate import predict, predict_many
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from planner import catalog
-from planner.cli import app
+from planner.io import catalog
+from planner.cli.app import app
 from planner.serving.loadtests import engine_hints, read_guidellm, read_load_test, read_multiturn, read_vllm_bench
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,7 +90,7 @@ def test_verify_plumbing_against_a_stand_in_server(tmp_path):
     """planner verify end to end against tests/fake_vllm's stand-in server (no GPU): it predicts the knee,
     boots the planned command, runs the two loads and replays them (the stand-in's timings mean nothing)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "tests" / "fake_vllm"), str(ROOT)]))
-    r = subprocess.run([sys.executable, "-m", "planner.cli", "verify", "--model", "llama-3.1-8b", "--gpu", "h200-sxm",
+    r = subprocess.run([sys.executable, "-m", "planner.cli.app", "verify", "--model", "llama-3.1-8b", "--gpu", "h200-sxm",
                         "--ttft-slo-ms", "500", "--tpot-slo-ms", "50", "--duration-s", "1", "--out", str(tmp_path),
                         "--port", "8187", "--json"], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from planner import catalog
+from planner.io import catalog
 from planner.serving import EngineConfig, StepCost, load_records, replay, simulate
 from planner.specs import Deployment
-from planner.workloads import synthetic
+from planner.serving.workloads import synthetic
 
 SERVE = Path(__file__).resolve().parent.parent / "calibration" / "data" / "h200-serve.jsonl"
 
