@@ -110,6 +110,7 @@ _LOG_PATTERNS = {
     ),
     "requested": re.compile(r"Desired GPU memory utilization is \(([0-9.]+), " + _GIB + r"\)"),
     "max_concurrency": re.compile(r"Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x"),
+    "cudagraph_estimate_gib": re.compile(r"Estimated CUDA graph memory:\s*" + _GIB + r" total"),
 }
 
 
@@ -145,6 +146,8 @@ def parse_engine_log(text: str) -> dict:
         elif key == "requested":
             out["gpu_memory_utilization"] = float(m[0])
             out["requested_bytes"] = float(m[1]) * GIB
+        elif key == "cudagraph_estimate_gib":  # V1 runner: subtracted from the KV pool at start-up
+            out["cudagraph_estimate_bytes"] = float(m) * GIB
         elif key == "max_concurrency":
             out["max_model_len"] = int(m[0].replace(",", ""))
             out["max_concurrency"] = float(m[1])

@@ -16,6 +16,7 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | int4 weights (W4A16) | Llama-3.1-8B | none measured (see the README: published numbers) |
 | MoE | Qwen3-30B-A3B (128 experts, top-8) | Mixtral-8x7B (8 experts, top-2), from its serving runs |
 | TP 2 | Llama-3.1-8B | none: the Qwen2.5-32B TP 2 boot's requests failed (HTTP 400) |
+| MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrid, V1-runner MoE memory | see calibration/family_fit.py | |
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from calibration.family_fit import fit_new_families, load_points
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml
 from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
@@ -81,6 +83,9 @@ def main() -> int:
         "raw_data_sha256": [sha256_file(p) for p in paths],
         "command": COMMAND,
     })
+    # issue #21's families (MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrids, the V1 runner's memory
+    # terms) on top, each from its own engine of the 2026-12-01 campaign: calibration/family_fit.py
+    prof = fit_new_families(prof, load_points(excluded))
     out = PROFILES / f"{prof.gpu_id}-vllm-{prof.engine_version}.yaml"
     out.write_text(profile_to_yaml(prof))
     rows = measurement_rows([x for x in points if x.role != "fit"] + extra)

@@ -127,8 +127,9 @@ def parse_job(entry: str, default_kvs: tuple[str, ...] = ("auto",)) -> list[dict
         safe_name_part(model, "--model")
     except ValueError as err:
         raise CalibrationError(str(err)) from None
-    if weights not in WEIGHT_BITS or weights in ("nf4", "mxfp4", "fp16"):
-        raise CalibrationError(f"--model: weights '{weights}' in {entry!r} cannot be probed; use bf16, fp8, int8 or int4")
+    if weights not in WEIGHT_BITS or weights in ("nf4", "fp16"):
+        raise CalibrationError(f"--model: weights '{weights}' in {entry!r} cannot be probed; "
+                               "use bf16, fp8, int8, int4 or mxfp4 (a model published in MXFP4)")
     if kv and kv not in ("auto", "bf16", "fp8"):
         raise CalibrationError(f"--model: KV dtype '{kv}' in {entry!r}: use auto or fp8")
     return [{"model": model, "kv": k, "weights": weights, "mixed": mixed} for k in ((kv,) if kv else default_kvs)]

@@ -52,6 +52,10 @@ class MoeCoeffs(FrozenSpec):
     matmul_half_tokens: NonNegFloat = 0.0
     layer_overhead_s: NonNegFloat = Field(0.0, description="per MoE layer per step (routing, align, scatter)")
     eager_layer_overhead_s: NonNegFloat = Field(0.0, description="per MoE layer for steps above the CUDA-graph size")
+    seq_layer_overhead_s: NonNegFloat = Field(0.0, description="per decoding sequence per layer per step (the MoE "
+                                               "families' decode cost that grows with the batch beyond the weights)")
+    expert_touch_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
+        1.0, description="share of the experts a batch's routing spreads over (1 = uniform over all experts)")
     prefill_layer_overhead_s: NonNegFloat = Field(
         0.0, description="per MoE layer for steps with prompt tokens inside the CUDA-graph size (PIECEWISE graphs)")
     fitted_on: list[str] = Field(default_factory=list)
@@ -153,6 +157,12 @@ class CalibrationProfile(FrozenSpec):
     weight_formats: dict[str, WeightFormatCoeffs] = Field(
         default_factory=dict, description="dense GEMM coefficients per weight format (fp8, int4, ...)")
     moe: MoeCoeffs | None = Field(None, description="fused-MoE GEMM coefficients, if fitted")
+    moe_variants: dict[str, MoeCoeffs] = Field(
+        default_factory=dict, description="MoE kernel families of their own: 'mxfp4' (Triton MXFP4), 'mla' (MLA + "
+        "fine-grained MoE); planner.kernel_families.moe_variant picks one, else `moe` applies")
+    hybrid_step_overhead_s: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="per-step cost of dense sliding-window hybrids (Gemma-3 5:1) beyond the dense terms")
+    hybrid_fitted_on: list[str] = Field(default_factory=list)
     shape_corrections: list[ShapeCorrection] = Field(
         default_factory=list, description="GEMM-shape cliffs measured by the probes (keyed by shape, not model)")
     # --- how much engine starts differ, and the expected error per family and regime
@@ -168,6 +178,13 @@ class CalibrationProfile(FrozenSpec):
     cudagraph_bytes: Annotated[float, Field(ge=0)] = 0.0
     activation_bytes_per_batched_token_per_width: Annotated[float, Field(ge=0)] = 0.0
     weight_bytes_factor: Annotated[float, Field(gt=0)] = 1.0
+    v1_moe_workspace_factor: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="extra profiling-pass peak of MoE engines on vLLM's V1 runner (fused-MoE workspace) in "
+        "units of max_num_batched_tokens × top-k × hidden × 2 bytes (the routed copies of the hidden states)")
+    mxfp4_expert_bytes_factor: Annotated[float, Field(gt=0)] = Field(
+        1.0, description="measured ÷ counted bytes of MXFP4 experts (4.25 bits) as vLLM's Triton MXFP4 layout loads them")
+    v1_cudagraph_estimate_bytes: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="CUDA-graph memory the V1 runner subtracts from the KV pool at start-up, bytes")
     device_memory_bytes: Annotated[float, Field(gt=0)] | None = Field(
         None, description="total device memory as CUDA reports it to vLLM (what utilization multiplies)"
     )
