@@ -196,6 +196,11 @@ def main() -> int:
     points = load_points(excluded)
     prof = CalibrationProfile.model_validate(__import__("yaml").safe_load(PROFILE.read_text()))
     prof = fit_new_families(prof, points)
+    # the profile's transfer to other GPUs moves with it (public_check also rewrites data/public/comparison.csv)
+    from calibration.public_check import check as public_check
+
+    _, transfer = public_check(base=prof)
+    prof = prof.model_copy(update={"transfer_error_bands": transfer})
     PROFILE.write_text(profile_to_yaml(prof))
     print(f"wrote the family terms of {PROFILE}")
     print_table(table(prof, points))

@@ -25,8 +25,9 @@ MXFP4_BITS = 4.25
 
 
 def mxfp4_experts_only(model: ModelSpec, weight_dtype: str) -> bool:
-    """Weights as gpt-oss publishes them: MXFP4 routed experts, everything else 16-bit."""
-    return weight_dtype == "mxfp4" and model.moe is not None
+    """Weights as gpt-oss publishes them: MXFP4 routed experts, everything else 16-bit (a model published in
+    another format and planned at 'mxfp4', e.g. as a stand-in for NVFP4, keeps the all-linear-layers rule)."""
+    return weight_dtype == "mxfp4" and model.moe is not None and model.native_dtype == "mxfp4"
 
 
 def uses_v1_runner(model: ModelSpec) -> bool:
@@ -50,7 +51,7 @@ def moe_variant(model: ModelSpec | None, weight_dtype: str) -> str | None:
     """The MoE kernel family of ``model``: 'mxfp4', 'mla', 'default' (bf16/fp8 Triton fused MoE), None if dense."""
     if model is None or model.moe is None:
         return None
-    if weight_dtype == "mxfp4":
+    if mxfp4_experts_only(model, weight_dtype):
         return "mxfp4"
     if model.attention.kind == "mla":
         return "mla"
