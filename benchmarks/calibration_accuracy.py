@@ -104,7 +104,8 @@ def new_families(prof, points) -> list[str]:
                     missed.append(f"{r['family']}/{regime} held out ({', '.join(r['models'])}): median {v[1]:.1f}% "
                                   f"(target {t_med:g}), p90 {v[2]:.1f}% (target 15)")
         if r["kv"] and r["kv"][2] > 1.0:
-            missed.append(f"{r['family']}/kv pool ({r['role']}: {', '.join(r['models'])}): {r['kv'][2]:.2f}% (target 1)")
+            who = f"{r['role']}: {', '.join(r['models'])}"
+            missed.append(f"{r['family']}/kv pool ({who}): {r['kv'][2]:.2f}% (target 1)")
     return missed
 
 

@@ -60,7 +60,8 @@ COLD_RATIO = 3.0
 
 
 def warm(rec: dict) -> dict:
-    """A prefill probe with its compile-on-first-use samples (> 3x the fastest) left out: the lower median of the rest."""
+    """A prefill probe with its compile-on-first-use samples (> 3x the fastest) left out: the lower median of the
+    rest."""
     walls = rec.get("wall_samples_s")
     if rec.get("metric") != "prefill_s" or not isinstance(walls, list) or len(walls) < 2:
         return rec

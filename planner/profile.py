@@ -182,7 +182,8 @@ class CalibrationProfile(FrozenSpec):
         0.0, description="extra profiling-pass peak of MoE engines on vLLM's V1 runner (fused-MoE workspace) in "
         "units of max_num_batched_tokens × top-k × hidden × 2 bytes (the routed copies of the hidden states)")
     mxfp4_expert_bytes_factor: Annotated[float, Field(gt=0)] = Field(
-        1.0, description="measured ÷ counted bytes of MXFP4 experts (4.25 bits) as vLLM's Triton MXFP4 layout loads them")
+        1.0, description="measured ÷ counted bytes of MXFP4 experts (4.25 bits) as vLLM's Triton MXFP4 layout "
+        "loads them")
     v1_cudagraph_estimate_bytes: Annotated[float, Field(ge=0)] = Field(
         0.0, description="CUDA-graph memory the V1 runner subtracts from the KV pool at start-up, bytes")
     device_memory_bytes: Annotated[float, Field(gt=0)] | None = Field(

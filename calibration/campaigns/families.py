@@ -4,7 +4,8 @@ process of :func:`calibration.run.run_model` (the same probes, records and start
 
     python3 calibration/campaigns/families.py JOB OUTDIR [PROBE_BUDGET_S]
 
-(``h200-families.sh`` runs the jobs under ``timeout`` in priority order).  Fit engines use the fit grid below, held-out engines the validation grid (other lengths and batch sizes)."""
+(``h200-families.sh`` runs the jobs under ``timeout`` in priority order).  Fit engines use the fit grid below,
+held-out engines the validation grid (other lengths and batch sizes)."""
 
 from __future__ import annotations
 
