@@ -1,8 +1,8 @@
 """LLM inference capacity planner — the Streamlit dashboard (`make app`).
 
-Views only: widgets -> a Scenario (planner.inputs says whenever a typed or shared value is not the one
-used) -> planner calls (planner.views, headline, cost_view, compare and deploy_view compute every frame,
-number and sentence) -> metrics, tables and plotly figures (planner.charts, planner.charts_cost).  Every
+Views only: widgets -> a Scenario (planner.dashboard.inputs says whenever a typed or shared value is not the one
+used) -> planner calls (planner.dashboard.views, headline, cost_view, compare and deploy_view compute every frame,
+number and sentence) -> metrics, tables and plotly figures (planner.dashboard.charts, planner.dashboard.charts_cost).  Every
 input that changes an answer is bound to a query parameter, so a plan is shared as a URL.
 """
 
@@ -18,14 +18,15 @@ st.set_page_config(page_title="LLM inference capacity planner", page_icon="🧮"
 
 import pandas as pd
 
-from planner import catalog, charts, charts_cost, compare, cost_view, deploy_view, headline, inputs, view_text, views
+from planner.io import catalog, hf_import
+from planner.dashboard import capacity_view, charts, charts_cost, compare, cost_view, deploy_view, headline, inputs
+from planner.dashboard import view_text, views
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
-from planner.hf_import import model_from_config_bytes
 from planner.memory import device_total_bytes
 from planner.plan import SHORTFALL_END
-from planner.presets import PRESETS, resolve
+from planner.dashboard.presets import PRESETS, resolve
 from planner.report import csv_bytes
-from planner.scenario import Planned, Scenario, plan_scenario, scenario_gpu, scenario_problems, scenario_profile
+from planner.dashboard.scenario import Planned, Scenario, plan_scenario, scenario_gpu, scenario_problems, scenario_profile
 from planner.specs import ModelSpec
 from planner.units import MS, fmt_ms, fmt_usd
 
@@ -65,8 +66,8 @@ def _model(model_key: str) -> ModelSpec:
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _parse_upload(data: bytes) -> tuple[ModelSpec | None, str | None]:
-    """(model, error) for an uploaded config.json (size-limited; planner.hf_import)."""
-    return model_from_config_bytes(data, MAX_UPLOAD_BYTES)
+    """(model, error) for an uploaded config.json (size-limited; planner.io.hf_import)."""
+    return hf_import.model_from_config_bytes(data, MAX_UPLOAD_BYTES)
 
 
 # ========================================================================== data for the views (cached)
@@ -136,7 +137,7 @@ def _load_results() -> dict:
 
 
 def num(where, key: str, step: float, help: str) -> float:
-    """A number bound to the URL, unbounded in the browser (nothing typed is dropped); planner.inputs clamps it."""
+    """A number bound to the URL, unbounded in the browser (nothing typed is dropped); planner.dashboard.inputs clamps it."""
     spec = inputs.NUMBERS[key]
     raw = where.number_input(f"{spec.label}{f' ({spec.unit})' if spec.unit else ''}", value=float(spec.default),
                              step=float(step), format="%.0f" if spec.integer else "%g", key=key, help=help, **BIND)
@@ -474,27 +475,22 @@ def view_compare(sc: Scenario, o: Planned, r, da) -> None:
 
 
 def view_deploy(sc: Scenario, o: Planned, r, da) -> None:
-    panel = _deploy(sc, da.fleet.request_rate_per_s or 0.0)
-    if panel.bundle is None:
-        st.warning(panel.refusal)
-        return
-    b = panel.bundle
-    left, right = st.columns([3, 2])
-    left.markdown(f"One replica of **{b.layout.describe()}**; {b.replicas:,} replica(s) for the demand above:")
-    left.code(b.serve_command, language="bash", wrap_lines=True)
-    right.table(deploy_view.deploy_predictions(b).set_index("predicted"))
-    c = st.container(horizontal=True)
-    c.download_button("Download every file (zip)", deploy_view.files_zip(b.files), file_name=f"deploy-{o.model.id}.zip",
-                      mime="application/zip", key="dl-zip", on_click="ignore", type="primary")
-    for name, text in sorted(b.files.items()):
-        c.download_button(name, text, file_name=name, key=f"dl-{name}", on_click="ignore")
-    if b.notes:
-        st.caption("Notes: " + "; ".join(b.notes) + ".")
+    deploy_view.render(st, _deploy(sc, da.fleet.request_rate_per_s or 0.0), o.model.id)
+
+
+@st.cache_resource(max_entries=1)
+def _capacity_results() -> dict:
+    """Finished capacity plans by their inputs (filled when **Plan capacity** is pressed)."""
+    return {}
+
+
+def view_capacity(sc: Scenario, o: Planned, r, da) -> None:
+    capacity_view.render(st, o, _capacity_results())
 
 
 VIEW_FUNCS = {"Memory": view_memory, "Latency": view_latency, "Roofline": view_roofline, "Triangle": view_triangle,
               "Cost": view_cost, "Sizing report": view_report, "Load": view_load, "Compare": view_compare,
-              "Deploy": view_deploy}
+              "Deploy": view_deploy, "Capacity": view_capacity}
 
 
 # ============================================================================================ page

@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from calibration.serving_points import replay_folder  # noqa: E402
-from planner import catalog  # noqa: E402
-from planner import workloads as wl  # noqa: E402
+from planner.io import catalog  # noqa: E402
+from planner.serving import workloads as wl  # noqa: E402
 from planner.serving import engine_setup, max_rate_under_slo, replay  # noqa: E402
 from planner.specs import Deployment  # noqa: E402
 

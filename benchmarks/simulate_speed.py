@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from planner import catalog
+from planner.io import catalog
 from planner.serving import engine_setup, simulate, simulate_sequential
 from planner.specs import Deployment
-from planner.workloads import agentic, chat, synthetic
+from planner.serving.workloads import agentic, chat, synthetic
 
 N = 10_000
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from planner import catalog
+from planner.io import catalog
 from planner.specs import Workload
 from planner.sweep import sweep
 

@@ -30,7 +30,8 @@ import numpy as np
 from calibration.families import MOE, error_bands, family_of, fit_stage, regime_of
 from calibration.fit import points_from_records, profile_to_yaml
 from calibration.records import parse_engine_log, read_records, sha256_file
-from planner import catalog
+from calibration.solve import FitParam
+from planner.io import catalog
 from planner.kernel_families import v1_moe_workspace_unit
 from planner.memory import activation_peak_bytes, weight_bytes
 from planner.profile import CalibrationProfile, MoeCoeffs
@@ -136,14 +137,14 @@ def fit_new_families(profile: CalibrationProfile, points) -> CalibrationProfile:
             v = fam[4:]
             data.setdefault("moe_variants", {})[v] = dict(base_moe, kernel=KERNELS[v], fitted_on=[model],
                                                           expert_touch_fraction=0.5)
-            params = [(f"moe_variants.{v}.{n[4:]}", lo, hi, st) for n, lo, hi, st in MOE]
-            params.append((f"moe_variants.{v}.expert_touch_fraction", 0.02, 1.0, 0.5))
-            params.append((f"moe_variants.{v}.seq_layer_overhead_s", 0.0, 1e-5, 1e-6))
+            params = [p._replace(path=f"moe_variants.{v}.{p.path[4:]}") for p in MOE]
+            params.append(FitParam(f"moe_variants.{v}.expert_touch_fraction", 0.02, 1.0, 0.5))
+            params.append(FitParam(f"moe_variants.{v}.seq_layer_overhead_s", 0.0, 1e-5, 1e-6))
             data = fit_stage(pts, params, data)
             MoeCoeffs.model_validate(data["moe_variants"][v])
         else:
             data["hybrid_fitted_on"] = [model]
-            data = fit_stage(pts, [("hybrid_step_overhead_s", 0.0, 5e-3, 5e-4)], data)
+            data = fit_stage(pts, [FitParam("hybrid_step_overhead_s", 0.0, 5e-3, 5e-4)], data)
     prof = CalibrationProfile.model_validate(data)
     fams = set(FIT_ON) | {"moe"}
     new = {k: v for k, v in error_bands([p for p in points if p.role == "fit"],

@@ -32,9 +32,9 @@ import yaml
 
 from calibration.families import error_bands, family_of, fit_families, nccl_from_microbench, overhead_spread, regime_of
 from calibration.records import SAFE_ID, SAFE_VERSION, read_records, safe_name_part, sha256_file
-from planner import catalog
+from planner.io import catalog
 from planner.dtypes import WEIGHT_BITS
-from planner.jsonl import where
+from planner.io.jsonl import where
 from planner.profile import CalibrationProfile, Residuals
 from planner.specs import Deployment
 from planner.validate import KV_ALIASES, METRICS, error_pct, predict, summarize

@@ -166,7 +166,7 @@ def run_engine_probes(args: dict) -> int:
     from vllm import LLM, SamplingParams
 
     from calibration.hfconfig import write_hf_config
-    from planner import catalog
+    from planner.io import catalog
 
     out = Path(args["out"])
     model = catalog.model(args["model"])

@@ -27,18 +27,18 @@ per replica × replicas, the rate per replica = rate / replicas):
   decode speed of ``tg N`` = N / Σ :func:`planner.phases.decode_step_time` (batch 1) over contexts P+1 … P+N.
 * ``fixed_batch``: the batch of B requests, all at t = 0, through the simulator (a closed loop of B with B
   requests: what a static batch or ``benchmark_latency`` runs); e2e latency = the batch's makespan.
-* ``fixed_concurrency``: closed loop of C (:func:`planner.workloads.make_requests` ``closed_loop=C``), the
+* ``fixed_concurrency``: closed loop of C (:func:`planner.serving.workloads.make_requests` ``closed_loop=C``), the
   source's prompt count if it states one, else max(4·C, 200) requests (fixed lengths keep the loop in
   lock-step: every wave's prompts are prefilled together; the data README's caveats say what that costs).
 * ``offline_throughput``: a burst at t = 0 of the stated prompt count, else max(4 × max_num_seqs, 200).
-* ``request_rate``: Poisson arrivals (:func:`planner.workloads.poisson_arrivals`), the stated count else 500.
+* ``request_rate``: Poisson arrivals (:func:`planner.serving.workloads.poisson_arrivals`), the stated count else 500.
 
 vLLM 0.26 ``serve`` defaults for the GPU (:meth:`Deployment.for_gpu`), except ``max_num_seqs`` raised to a
 row's batch or concurrency when it is larger (the measured engine ran that many at once).  KV dtype not
 stated: bf16 (vLLM's default); weight dtype not stated but the engine's default is: bf16.  NVFP4 is modelled
 as MXFP4 (both E2M1 4-bit floats with block scales; NVFP4's 16-element FP8-scaled blocks are 4.5 bits per
 weight, MXFP4 4.25: ~6 % fewer weight bytes than the real checkpoint).  Lengths of variable-length datasets:
-ShareGPT as :data:`planner.workloads.CHAT_PROMPT` / ``CHAT_OUTPUT`` (the vLLM paper's means), or with the
+ShareGPT as :data:`planner.serving.workloads.CHAT_PROMPT` / ``CHAT_OUTPUT`` (the vLLM paper's means), or with the
 means the source states; other datasets whose input lengths the source does not state are not comparable.
 
 Metric → regime: decode (``decode_tokens_per_s_per_seq``, ``tpot_s``, ``itl_s``, and ``e2e_latency_s`` of a
@@ -68,13 +68,13 @@ from calibration.public_data import (
     read_public,
     write_comparison,
 )
-from planner import catalog
+from planner.io import catalog
 from planner.memory import memory_budget
 from planner.phases import decode_step_time, prefill_time
 from planner.profile import CalibrationProfile, ErrorBand
 from planner.serving import engine_setup, simulate
 from planner.specs import Deployment
-from planner.workloads import CHAT_OUTPUT, CHAT_PROMPT, make_requests, poisson_arrivals
+from planner.serving.workloads import CHAT_OUTPUT, CHAT_PROMPT, make_requests, poisson_arrivals
 
 __all__ = ["CSV_PATH", "Comparison", "PublicDataError", "PublicRow", "compare", "read_public", "transfer_bands"]
 
@@ -281,7 +281,7 @@ def predict(row: PublicRow, model, gpu, profile: CalibrationProfile, cache: dict
 
 def profile_for_row(gpu_id: str, base: CalibrationProfile | None) -> CalibrationProfile:
     """The calibrated profile on its own GPU, transferred on any other (``base``: the H200 profile to use;
-    None: the committed one through :func:`planner.catalog.profile_for`)."""
+    None: the committed one through :func:`planner.io.catalog.profile_for`)."""
     if base is None:
         prof = catalog.profile_for(gpu_id, transfer=True)
         if prof is None:

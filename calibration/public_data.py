@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from planner import catalog
+from planner.io import catalog
 from planner.dtypes import WEIGHT_BITS
 
 CSV_PATH = Path(__file__).resolve().parent / "data" / "public" / "public_measurements.csv"

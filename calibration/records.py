@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from planner.jsonl import read_jsonl
+from planner.io.jsonl import read_jsonl
 from planner.units import GiB as GIB
 
 #: What an id may be when it becomes part of a file name (the catalog's id pattern): no '/', no '..'.
@@ -48,7 +48,7 @@ def append_record(path: Path, record: dict) -> None:
 
 
 def read_records(path: Path, skipped: list[tuple[int, str]] | None = None) -> list[dict]:
-    """All complete records of a JSONL file, each a :class:`planner.jsonl.Record` knowing its line; a torn,
+    """All complete records of a JSONL file, each a :class:`planner.io.jsonl.Record` knowing its line; a torn,
     non-UTF-8 or non-JSON line is skipped and, with ``skipped``, listed as (line number, reason)."""
     return read_jsonl(path, skipped)
 
@@ -151,4 +151,21 @@ def parse_engine_log(text: str) -> dict:
         elif key == "max_concurrency":
             out["max_model_len"] = int(m[0].replace(",", ""))
             out["max_concurrency"] = float(m[1])
+    return out
+
+_METRIC = re.compile(r'^(vllm:[a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$')
+
+
+def scrape(metrics_text: str) -> dict:
+    """Prometheus text -> {'vllm:name': value} (counters/gauges summed over labels) plus the labels of
+    ``vllm:cache_config_info`` (num_gpu_blocks, block_size, ...)."""
+    out: dict = {}
+    for line in metrics_text.splitlines():
+        m = _METRIC.match(line.strip())
+        if not m:
+            continue
+        name, labels, value = m.group(1), m.group(2) or "", float(m.group(3))
+        if name == "vllm:cache_config_info":
+            out["cache_config"] = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        out[name] = out.get(name, 0.0) + value
     return out

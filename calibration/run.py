@@ -42,7 +42,7 @@ def gpu_matches(spec_id: str, device_name: str) -> bool:
 
 def environment(gpu_id: str, force: bool = False) -> dict:
     """Check CUDA, the device name and vllm; return the environment record."""
-    from planner import catalog
+    from planner.io import catalog
 
     spec = catalog.gpu(gpu_id)
     try:
@@ -170,7 +170,7 @@ def remaining_points(records: list[dict], model_id: str, kv: str, role: str, qui
     """Planned probe points of one engine not yet measured (for --resume); -1 if it never started."""
     from calibration.probes import plan_points, size_limits
     from calibration.records import done_keys, probe_key
-    from planner import catalog
+    from planner.io import catalog
 
     def whole(r, key, default):
         v = r.get(key)
@@ -249,7 +249,7 @@ def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models:
     summary = {"raw": str(raw), "elapsed_s": time.perf_counter() - t0}
     if fit:
         from calibration.fit import fit_and_write
-        from planner.catalog import PROFILES_DIR
+        from planner.io.catalog import PROFILES_DIR
 
         profile_path, profile = fit_and_write(raw, PROFILES_DIR, command=env_rec["command"])
         summary["profile"] = str(profile_path)

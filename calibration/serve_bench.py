@@ -45,7 +45,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from calibration.probes import MULTICAST_OFF  # noqa: E402
-from calibration.records import append_record, parse_engine_log  # noqa: E402
+from calibration.records import append_record, parse_engine_log, scrape  # noqa: E402
+from calibration.serve_agentic import agentic  # noqa: E402
 
 
 def parse_kv(text: str, flag: str) -> dict:
@@ -142,24 +143,6 @@ class Server:
         self.log.close()
 
 
-_METRIC = re.compile(r'^(vllm:[a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$')
-
-
-def scrape(metrics_text: str) -> dict:
-    """Prometheus text -> {'vllm:name': value} (counters/gauges summed over labels) plus the labels of
-    ``vllm:cache_config_info`` (num_gpu_blocks, block_size, ...)."""
-    out: dict = {}
-    for line in metrics_text.splitlines():
-        m = _METRIC.match(line.strip())
-        if not m:
-            continue
-        name, labels, value = m.group(1), m.group(2) or "", float(m.group(3))
-        if name == "vllm:cache_config_info":
-            out["cache_config"] = dict(re.findall(r'(\w+)="([^"]*)"', labels))
-        out[name] = out.get(name, 0.0) + value
-    return out
-
-
 # -------------------------------------------------------------------------------------- the tools
 
 
@@ -213,95 +196,46 @@ def guidellm(server: Server, model_dir: Path, out_dir: Path, spec: dict, served:
     return path
 
 
-async def agentic(server: Server, served: str, vocab_size: int, spec: dict, out: Path, seed: int) -> dict:
-    """Multi-turn sessions: turn t's prompt = system prompt + every earlier user message and reply + a new
-    user message; it is sent ``think`` seconds after turn t−1 finished.  Sessions start as a Poisson
-    process.  Prompts are the synthetic tokenizer's words, so the server's token ids are exact and its
-    prefix cache can reuse the whole previous turn."""
-    import aiohttp
-    import numpy as np
-
-    from calibration.tokenizer import word
-
-    rng = np.random.default_rng(seed)
-    sessions, turns = int(spec.get("sessions", 40)), int(spec.get("turns", 6))
-    system_tokens, user_tokens = int(spec.get("system", 1024)), int(spec.get("user", 128))
-    out_tokens, think_mean = int(spec.get("output", 128)), float(spec.get("think", 2.0))
-    rate = float(spec.get("session_rate", 2.0))
-    lo = 3
-
-    def words(n: int) -> list[str]:
-        return [word(int(i)) for i in rng.integers(lo, vocab_size, n)]
-
-    system = words(system_tokens)
-    starts = np.cumsum(rng.exponential(1.0 / rate, sessions))
-    users = [[words(user_tokens) for _ in range(turns)] for _ in range(sessions)]
-    thinks = rng.exponential(think_mean, (sessions, turns))
-    before = scrape(server.get("/metrics"))
-    t0 = time.perf_counter()
-    index = 0
-    lock = asyncio.Lock()
-
-    async def session(s: int, http) -> None:
-        nonlocal index
-        await asyncio.sleep(float(starts[s]))
-        history = list(system)
-        parent = -1
-        for t in range(turns):
-            if t:
-                await asyncio.sleep(float(thinks[s, t]))
-            history += users[s][t]
-            async with lock:
-                i = index
-                index += 1
-            body = {"model": served, "prompt": " ".join(history), "max_tokens": out_tokens, "stream": True,
-                    "ignore_eos": True, "skip_special_tokens": False, "temperature": 0.0,
-                    "stream_options": {"include_usage": True}}
-            send = time.perf_counter() - t0
-            first = last = None
-            text, ntok, err = [], 0, None
-            try:
-                async with http.post(server.url("/v1/completions"), json=body) as r:
-                    async for raw in r.content:
-                        line = raw.decode().strip()
-                        if not line.startswith("data:") or line == "data: [DONE]":
-                            continue
-                        d = json.loads(line[5:])
-                        now = time.perf_counter() - t0
-                        if d.get("choices") and d["choices"][0].get("text"):
-                            first = now if first is None else first
-                            last = now
-                            text.append(d["choices"][0]["text"])
-                        if d.get("usage"):
-                            ntok = d["usage"].get("completion_tokens", ntok)
-            except Exception as e:  # noqa: BLE001 - one request must not end the session
-                err = f"{type(e).__name__}: {e}"[:300]
-            reply = "".join(text).split()
-            rec = {"type": "request", "run": spec.get("name", "agentic"), "index": i, "session": s, "turn": t,
-                   "parent": parent, "think_s": float(thinks[s, t]) if t else 0.0, "arrival_offset_s": send,
-                   "prompt_tokens": len(history), "shared_prefix_tokens": system_tokens, "prefix_group": 0,
-                   "output_tokens": out_tokens, "num_output_tokens": ntok,
-                   "ttft_s": None if first is None else first - send,
-                   "tpot_s": None if (first is None or ntok < 2) else (last - first) / (ntok - 1),
-                   "e2e_s": None if last is None else last - send}
-            if err:
-                rec["error"] = err
-            append_record(out, rec)
-            history += reply
-            parent = i
-
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=3600)) as http:
-        await asyncio.gather(*(session(s, http) for s in range(sessions)))
-    after = scrape(server.get("/metrics"))
-    hits = after.get("vllm:prefix_cache_hits_total", after.get("vllm:prefix_cache_hits", 0.0)) - before.get(
-        "vllm:prefix_cache_hits_total", before.get("vllm:prefix_cache_hits", 0.0))
-    queries = after.get("vllm:prefix_cache_queries_total", after.get("vllm:prefix_cache_queries", 0.0)) - before.get(
-        "vllm:prefix_cache_queries_total", before.get("vllm:prefix_cache_queries", 0.0))
-    return {"duration_s": time.perf_counter() - t0, "requests": index, "prefix_cache_hits_tokens": hits,
-            "prefix_cache_queries_tokens": queries, "prefix_cache_hit_rate": hits / queries if queries else None}
-
-
 # ------------------------------------------------------------------------------------------- main
+
+
+def add_bench_args(ap: argparse.ArgumentParser) -> None:
+    """The options serve_bench and calibration/disagg_bench.py share."""
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--run", action="append", default=[], help="NAME:input=,output=,n=,rate=[,ratio=,prefix=]")
+    ap.add_argument("--boot-timeout-s", type=float, default=420.0)
+    ap.add_argument("--budget-s", type=float, default=1e9, help="skip steps that would start after this")
+    ap.add_argument("--seed", type=int, default=0)
+
+
+def parse_runs(texts: list[str]) -> list[dict]:
+    runs = [parse_kv(t, "--run") for t in texts]
+    for i, r in enumerate(runs):
+        r.setdefault("name", f"run{i}")
+    return runs
+
+
+def run_benches(front, runs: list[dict], served: str, model_dir: Path, out: Path, records: Path, seed: int,
+                tok_dir: Path, t_start: float, budget_s: float, counters) -> None:
+    """Each run as one ``vllm bench serve`` against ``front`` (anything with ``port``), a ``bench`` record with
+    ``counters()`` before and after it (or an ``error`` / ``skipped`` record)."""
+    for i, run in enumerate(runs):
+        run["served_model_name"] = served
+        est = run["n"] / run["rate"] + 15 if run.get("rate") else 40
+        if time.perf_counter() - t_start + est > budget_s:
+            append_record(records, {"type": "skipped", "run": run["name"], "reason": "time budget"})
+            continue
+        t = time.perf_counter()
+        before = counters()
+        try:
+            path = bench_serve(front, model_dir, out, run, seed + i, timeout_s=est + 120, tokenizer_dir=tok_dir)
+            append_record(records, {"type": "bench", "run": run["name"], "spec": run, "file": path.name,
+                                    "wall_s": time.perf_counter() - t, "metrics_before": before,
+                                    "metrics_after": counters()})
+            print(f"BENCH {run['name']} done in {time.perf_counter() - t:.0f} s", flush=True)
+        except Exception as err:  # noqa: BLE001
+            append_record(records, {"type": "error", "run": run["name"], "error": f"{type(err).__name__}: {err}"})
+            print(f"BENCH {run['name']} FAILED: {err}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -315,17 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.92)
     ap.add_argument("--no-prefix-caching", action="store_true")
     ap.add_argument("--port", type=int, default=8000)
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--run", action="append", default=[], help="NAME:input=,output=,n=,rate=[,ratio=,prefix=]")
+    add_bench_args(ap)
     ap.add_argument("--agentic", default="", help="sessions=,turns=,system=,user=,output=,think=,session_rate=")
     ap.add_argument("--guidellm", default="", help="rate=,n=,input=,output=")
-    ap.add_argument("--boot-timeout-s", type=float, default=420.0)
-    ap.add_argument("--budget-s", type=float, default=1e9, help="skip steps that would start after this")
-    ap.add_argument("--seed", type=int, default=0)
     ns = ap.parse_args(argv)
     from calibration.hfconfig import write_hf_config
     from calibration.tokenizer import write_tokenizer
-    from planner import catalog
+    from planner.io import catalog
     from planner.deploy import serve_command
     from planner.specs import Deployment, vllm_serve_defaults
 
@@ -389,27 +319,8 @@ def main(argv: list[str] | None = None) -> int:
                 smoke.append({"latency_s": time.perf_counter() - t, "error": f"{type(err).__name__}: {err}"[:2000]})
                 print(f"SMOKE request refused: {err}", flush=True)
         append_record(records, {"type": "smoke", "requests": smoke})
-        for i, text in enumerate(ns.run):
-            run = parse_kv(text, "--run")
-            run.setdefault("name", f"run{i}")
-            run["served_model_name"] = model.id
-            est = run["n"] / run["rate"] + 15 if run.get("rate") else 40
-            if time.perf_counter() - t_start + est > ns.budget_s:
-                append_record(records, {"type": "skipped", "run": run["name"], "reason": "time budget"})
-                continue
-            t = time.perf_counter()
-            before = scrape(server.get("/metrics"))
-            try:
-                path = bench_serve(server, model_dir, ns.out, run, ns.seed + i, timeout_s=est + 120,
-                                   tokenizer_dir=tok_dir)
-                after = scrape(server.get("/metrics"))
-                append_record(records, {"type": "bench", "run": run["name"], "spec": run, "file": path.name,
-                                        "wall_s": time.perf_counter() - t, "metrics_before": _counters(before),
-                                        "metrics_after": _counters(after)})
-                print(f"BENCH {run['name']} done in {time.perf_counter() - t:.0f} s", flush=True)
-            except Exception as err:  # noqa: BLE001
-                append_record(records, {"type": "error", "run": run["name"], "error": f"{type(err).__name__}: {err}"})
-                print(f"BENCH {run['name']} FAILED: {err}", flush=True)
+        run_benches(server, parse_runs(ns.run), model.id, model_dir, ns.out, records, ns.seed, tok_dir, t_start,
+                    ns.budget_s, lambda: _counters(scrape(server.get("/metrics"))))
         if ns.agentic:
             spec = parse_kv(ns.agentic, "--agentic")
             spec.setdefault("name", "agentic")

@@ -3,7 +3,7 @@ runs, their rates and lengths, the time estimate), the requests (Poisson arrival
 prompts) and the JSON-lines records (per-request TTFT/TPOT/E2E from streamed token times, plus the
 engine's own per-request metrics).
 
-Pure numpy and planner.workloads (the simulator's own arrival generator, so a replay can regenerate
+Pure numpy and planner.serving.workloads (the simulator's own arrival generator, so a replay can regenerate
 the arrivals): importable and testable without vLLM, torch or a GPU.
 """
 
@@ -104,7 +104,7 @@ def plan_estimate_s(phases: list[EnginePhase], engine_start_s: float) -> float:
 def arrival_offsets(run: RunSpec) -> np.ndarray:
     """Scheduled arrival times (s from the run's start): the simulator's own Poisson generator, so
     a replay can regenerate them; all zero for a burst."""
-    from planner.workloads import poisson_arrivals
+    from planner.serving.workloads import poisson_arrivals
 
     if run.rate_per_s is None:
         return np.zeros(run.num_requests)

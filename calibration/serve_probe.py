@@ -308,7 +308,7 @@ async def run_phase(phase: EnginePhase, args, model, model_dir: Path, out: Path,
 
 async def amain(args) -> int:
     from calibration.hfconfig import write_hf_config
-    from planner import catalog
+    from planner.io import catalog
 
     model = catalog.model(args.model)
     out = Path(args.out)

@@ -26,8 +26,8 @@ from calibration.serving_points import replay_folder
 def verify(model_id: str, gpu_id: str, *, ttft_p99_s: float, tpot_p99_s: float, out: Path, tp: int = 1,
            weight_dtype: str = "bf16", kv_dtype: str = "bf16", prompt_tokens: int = 1024, output_tokens: int = 128,
            duration_s: float = 30.0, port: int = 8000, boot_timeout_s: float = 420.0) -> dict:
-    from planner import catalog
-    from planner import workloads as wl
+    from planner.io import catalog
+    from planner.serving import workloads as wl
     from planner.serving import engine_setup, max_rate_under_slo
     from planner.specs import Deployment
 

@@ -38,7 +38,7 @@ MAX_TOKENS = 10**9
 
 def check_workload_tokens(workload: Workload) -> None:
     """Refuse token counts beyond :data:`MAX_TOKENS` (a SpecError naming the workload field)."""
-    from planner.catalog import SpecError
+    from planner.io.catalog import SpecError
 
     for name in ("prompt_tokens", "output_tokens"):
         v = getattr(workload, name)

@@ -78,11 +78,11 @@ def plan(
     """Size one deployment of ``model`` on ``gpu`` for ``workload``.
 
     ``profile`` defaults to the ideal roofline ("speed of light"); the report's ``profile_mode`` says
-    which was used.  Raises :class:`planner.catalog.SpecError` (a ValueError) when the inputs
+    which was used.  Raises :class:`planner.io.catalog.SpecError` (a ValueError) when the inputs
     contradict each other (e.g. ``deployment.gpu_id`` is not ``gpu.id``); an infeasible but valid
     plan is returned with ``feasible=False`` and its ``reasons``.
     """
-    from planner.catalog import SpecError
+    from planner.io.catalog import SpecError
 
     if deployment.gpu_id != gpu.id:
         raise SpecError(f"deployment.gpu_id: '{deployment.gpu_id}' does not match the GPU '{gpu.id}'")

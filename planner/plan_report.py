@@ -157,7 +157,7 @@ def simulated_percentiles(model: ModelSpec, gpu: GpuSpec, report: SizingReport, 
     number of requests simulated."""
     from planner.serving import engine_setup, percentiles, simulate
     from planner.serving.load import measured_window
-    from planner.workloads import synthetic
+    from planner.serving.workloads import synthetic
 
     w = report.workload
     n = int(min(SIM_MAX_REQUESTS, max(SIM_MIN_REQUESTS, math.ceil(rate_per_replica_s * SIM_SECONDS))))

@@ -3,7 +3,7 @@
 Every surface that names a cheapest configuration ranks with :func:`rank` (or its shortcuts
 :func:`cheapest` and :func:`cheapest_per`): :func:`planner.sweep.sweep` (its ``rank`` column, the sweep
 CSV), the CLI (``planner sweep``'s table, the configuration ``planner size`` / ``planner report`` choose when
-no ``--gpu`` is given), :mod:`planner.plan_report`, and the dashboard's Cost view (:mod:`planner.views`).
+no ``--gpu`` is given), :mod:`planner.plan_report`, and the dashboard's Cost view (:mod:`planner.dashboard.views`).
 
 **The key** — :data:`RANK_KEY`, *all-in $ per million output tokens*: the price of all the GPU time a
 replica spends, prefill included (prefilling the prompts *and* decoding the outputs), divided by the

@@ -11,10 +11,9 @@ after sizing the pool.
 Every command and the dashboard ask it: ``deploy``, ``simulate`` and ``slo-search`` refuse (exit 1) or skip a
 deployment it rejects, ``size`` (:func:`planner.plan.plan`) and ``sweep`` report it as infeasible (the sweep's
 ``starts`` column), ``validate`` refuses a measured row whose layout vLLM would refuse, and the dashboard's
-:func:`planner.scenario.scenario_problems` stops on a layout problem.  Each problem has a ``kind``: ``layout``
+:func:`planner.dashboard.scenario.scenario_problems` stops on a layout problem.  Each problem has a ``kind``: ``layout``
 (the parallel layout or the scheduler limits: vLLM refuses the flags themselves), ``context`` (the context
 beyond the model's limit) or ``memory`` (the weights, one request's KV or the CUDA-graph headroom do not fit).
-(Also importable as ``planner.deploy.startup``.)
 """
 
 from __future__ import annotations

@@ -158,7 +158,7 @@ def sweep(
     generated tokens); ``rank`` numbers them from 1.  Evaluation is vectorised with numpy per
     tensor-parallel group.  Each repeated value (a GPU, dtype, TP, context or batch given twice) counts once.
     """
-    from planner import catalog
+    from planner.io import catalog
 
     check_workload_tokens(workload)
     # each value once, in the order given (a repeated --weight-dtype is one dtype, not a duplicate row set)

@@ -13,10 +13,11 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from planner.presets import PRESETS
+from planner.dashboard.presets import PRESETS
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-VIEWS = ["Memory", "Latency", "Roofline", "Triangle", "Cost", "Sizing report", "Load", "Compare", "Deploy"]
+VIEWS = ["Memory", "Latency", "Roofline", "Triangle", "Cost", "Sizing report", "Load", "Compare", "Deploy",
+         "Capacity"]
 
 #: Mistral-7B-v0.3's config.json (the keys the importer reads), for the upload path.
 MISTRAL_CONFIG = {
@@ -512,7 +513,7 @@ def test_sweep_is_not_recomputed_when_only_the_target_users_change(monkeypatch):
     depends on (not target users or the deployment's size)."""
     import streamlit as st
 
-    from planner import cost_view
+    from planner.dashboard import cost_view
 
     calls = []
     real = cost_view.triangle_sweep
@@ -581,7 +582,7 @@ def calibrated_h200(monkeypatch):
     """A calibrated profile for the H200 (the committed profiles come from the calibration work)."""
     import streamlit as st
 
-    from planner import catalog
+    from planner.io import catalog
     from planner.profile import CalibrationProfile, Residuals
 
     prof = CalibrationProfile(
@@ -634,7 +635,7 @@ def test_without_its_own_profile_a_gpu_offers_the_transferred_calibration():
 def test_without_any_profile_the_calibrated_mode_is_disabled(monkeypatch):
     import streamlit as st
 
-    from planner import catalog
+    from planner.io import catalog
 
     monkeypatch.setattr(catalog, "profile_for", lambda gpu_id, *a, **k: None)
     st.cache_resource.clear()
@@ -650,7 +651,7 @@ def test_without_any_profile_the_calibrated_mode_is_disabled(monkeypatch):
 
 
 def test_presets_are_the_seeds_three_corners():
-    from planner.presets import CORNERS
+    from planner.dashboard.presets import CORNERS
 
     assert set(CORNERS) == {("quality", "latency"), ("quality", "throughput"), ("latency", "throughput")}
     assert CORNERS[("quality", "latency")] == "premium chat"
@@ -663,7 +664,7 @@ def test_presets_are_the_seeds_three_corners():
 
 
 def test_preset_resolution_falls_back_when_a_model_is_missing():
-    from planner.presets import resolve
+    from planner.dashboard.presets import resolve
 
     vals = resolve(PRESETS["premium chat"], ["mistral-7b-v0.3"], ["a100-sxm-80gb"])
     assert vals["model_id"] == "mistral-7b-v0.3" and vals["gpu_id"] == "a100-sxm-80gb"

@@ -20,7 +20,7 @@ import pytest
 from calibration.fit import fit_and_write, profile_path
 from calibration.records import append_record, done_keys, probe_key, read_records
 from calibration.run import CalibrationError, parse_job, remaining_points
-from planner.jsonl import read_jsonl
+from planner.io.jsonl import read_jsonl
 from planner.profile import CalibrationProfile
 
 ROOT = Path(__file__).resolve().parent.parent

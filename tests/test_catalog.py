@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner import catalog
-from planner.catalog import SpecError, load_spec_file, parse_spec
-from planner.hf_import import hf_config_to_model_dict, model_dict_to_yaml
+from planner.io import catalog
+from planner.io.catalog import SpecError, load_spec_file, parse_spec
+from planner.io.hf_import import hf_config_to_model_dict, model_dict_to_yaml
 from planner.specs import GpuSpec, ModelSpec, count_params
 
 MODEL_IDS = [

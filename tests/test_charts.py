@@ -1,4 +1,4 @@
-"""planner.charts: pure DataFrame -> plotly Figure builders (no streamlit, units on every axis)."""
+"""planner.dashboard.charts: pure DataFrame -> plotly Figure builders (no streamlit, units on every axis)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import charts, charts_cost
+from planner.dashboard import charts, charts_cost
 from planner.units import MS, TFLOPS, GiB
 
 

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from planner import catalog
-from planner.cli import app
+from planner.io import catalog
+from planner.cli.app import app
 from planner.sweep import SWEEP_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,10 +223,10 @@ def test_malformed_yaml_is_one_line_error(tmp_path, monkeypatch):
 
 
 def test_malformed_yaml_in_planner_data_dir_subprocess(tmp_path):
-    """The real thing: PLANNER_DATA_DIR set in the environment of a fresh `python -m planner.cli`."""
+    """The real thing: PLANNER_DATA_DIR set in the environment of a fresh `python -m planner.cli.app`."""
     d = _data_dir_with_bad_model(tmp_path)
     env = {**os.environ, "PLANNER_DATA_DIR": str(d), "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([sys.executable, "-m", "planner.cli", "size", "--model", "broken", "--gpu", GPU],
+    p = subprocess.run([sys.executable, "-m", "planner.cli.app", "size", "--model", "broken", "--gpu", GPU],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False)
     assert p.returncode == 2, p.stderr
     err = p.stderr.strip()

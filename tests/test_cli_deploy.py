@@ -9,7 +9,7 @@ import pytest
 from deploy_validation import validate_manifest_text
 from typer.testing import CliRunner
 
-from planner.cli import app
+from planner.cli.app import app
 from planner.deploy.flags import parse_serve_args
 
 EXAMPLE = ["deploy", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--rate", "20", "--ttft-slo-ms", "500",

@@ -1,4 +1,4 @@
-"""``planner simulate`` and ``planner slo-search`` (planner.cli_simulate)."""
+"""``planner simulate`` and ``planner slo-search`` (planner.cli.simulate)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ runner = CliRunner()
 
 
 def _cli(*args):
-    from planner.cli import app
+    from planner.cli.app import app
 
     return runner.invoke(app, list(args))
 

@@ -1,4 +1,4 @@
-"""The CLI speaks one vocabulary (planner.cli_options, README's table): one flag name per concept and one default
+"""The CLI speaks one vocabulary (planner.cli.options, README's table): one flag name per concept and one default
 per concept across every subcommand, exit 2 on bad input and exit 1 on an infeasible plan, each with one line."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from planner.cli import COMMANDS, app
-from planner.cli_options import DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, RENAMED
+from planner.cli.app import COMMANDS, app
+from planner.cli.options import DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, RENAMED
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()

@@ -14,11 +14,12 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from planner import catalog, views
+from planner.io import catalog
+from planner.dashboard import views
 from planner.choose import question_command
-from planner.cli import app
+from planner.cli.app import app
 from planner.ranking import config_key
-from planner.scenario import Scenario, scenario_gpu, scenario_profile
+from planner.dashboard.scenario import Scenario, scenario_gpu, scenario_profile
 from planner.specs import Workload
 from planner.sweep import sweep
 from planner.units import MS

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from planner import catalog
+from planner.io import catalog
 from planner.deploy import deployment_bundle, serve_command
 from planner.deploy.flags import UnknownServeFlag, parse_serve_args, pinned_option_strings
 from planner.deploy.ray import serve_argv_of_head

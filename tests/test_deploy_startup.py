@@ -7,7 +7,7 @@ import pytest
 from conftest import make_deployment, make_gpu, mistral_7b
 from typer.testing import CliRunner
 
-from planner.cli import app
+from planner.cli.app import app
 from planner.deploy import MIN_HEADROOM_BYTES, startup_check
 from planner.specs import AttentionSpec
 

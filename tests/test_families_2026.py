@@ -12,7 +12,7 @@ import pytest
 from calibration.family_fit import DATA, FIT_ON, RAW, load_points, table, warm
 from calibration.hfconfig import hf_config
 from calibration.records import parse_engine_log
-from planner import catalog
+from planner.io import catalog
 from planner.kernel_families import (cold_start_note, graph_capture_limit, kv_layer_slots, moe_variant,
                                      uses_v1_runner)
 from planner.memory import weight_bytes

@@ -9,8 +9,8 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from planner import catalog
-from planner.cli import app
+from planner.io import catalog
+from planner.cli.app import app
 from planner.fleet import HOURS_PER_MONTH, e2e_s, plan_for_demand
 from planner.specs import Deployment, Workload
 

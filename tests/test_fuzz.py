@@ -35,8 +35,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from planner import catalog
-from planner.cli import app
+from planner.io import catalog
+from planner.cli.app import app
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -413,7 +413,7 @@ def trace_header(draw):
 @settings(max_examples=READER_EXAMPLES, **SETTINGS)
 @given(st.sampled_from([".csv", ".jsonl"]), st.booleans(), trace_header(), rows_of(6))
 def test_fuzz_trace_reader(suffix, bom, header, rows):
-    from planner.traces import load_trace
+    from planner.io.traces import load_trace
 
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / f"trace{suffix}"
@@ -476,7 +476,7 @@ def test_fuzz_measurement_reader(rows):
                               lambda v: json.dumps(v).encode()),
                           st.binary(max_size=30)), max_size=12))
 def test_fuzz_jsonl_reader(lines):
-    from planner.jsonl import read_jsonl
+    from planner.io.jsonl import read_jsonl
 
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "raw.jsonl"
@@ -494,7 +494,7 @@ def test_fuzz_jsonl_reader(lines):
                                                             "sliding_window", "layer_types", "moe_intermediate_size"]),
                        JSON_VALUES, max_size=4))
 def test_fuzz_hf_config(changes):
-    from planner.hf_import import hf_config_to_model_dict, model_dict_to_yaml
+    from planner.io.hf_import import hf_config_to_model_dict, model_dict_to_yaml
 
     cfg = {**HF_CONFIG, **changes}
     try:

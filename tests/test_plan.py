@@ -22,7 +22,7 @@ def test_batch_note_says_what_its_limit_counts():
     """The dashboard's default scenario (Mistral 7B, H200, 160 users, TPOT ≤ 50 ms): the TPOT target holds the
     batch below the 160 users, who are the limit — not '160 that fit in memory' (memory holds more: 202).
     Without a users target the limit is what fits in memory, and the note says that number."""
-    from planner import catalog
+    from planner.io import catalog
 
     m, g = catalog.model("mistral-7b-v0.3"), catalog.gpu("h200-sxm")
     prof = catalog.resolve_profile("auto", g.id)[0]
@@ -39,7 +39,7 @@ def test_batch_note_says_what_its_limit_counts():
 
 def test_a_deployment_short_of_its_fleet_is_a_warning_not_a_note():
     """4 GPUs for a workload that needs more: a warning that says the deployment misses its targets as given."""
-    from planner import catalog
+    from planner.io import catalog
 
     m, g = catalog.model("llama-3.1-70b"), catalog.gpu("h200-sxm")
     d = Deployment.for_gpu(g, num_gpus=4, tensor_parallel=4)

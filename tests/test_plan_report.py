@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from planner import catalog
-from planner.cli import app
+from planner.io import catalog
+from planner.cli.app import app
 from planner.deploy import serve_command
 from planner.fleet import plan_for_demand
 from planner.plan_report import plan_report, simulated_percentiles

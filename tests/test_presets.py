@@ -1,12 +1,12 @@
-"""planner.presets: every preset meets its own targets — its GPU count is its own fleet answer."""
+"""planner.dashboard.presets: every preset meets its own targets — its GPU count is its own fleet answer."""
 
 from __future__ import annotations
 
 import pytest
 
-from planner import catalog
-from planner.presets import PRESETS, resolve, sized_num_gpus
-from planner.scenario import Scenario, plan_scenario, scenario_gpu, scenario_profile
+from planner.io import catalog
+from planner.dashboard.presets import PRESETS, resolve, sized_num_gpus
+from planner.dashboard.scenario import Scenario, plan_scenario, scenario_gpu, scenario_profile
 
 
 def planned_preset(vals: dict):

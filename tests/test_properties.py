@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from planner.batching import ttft_under_load_costs
-from planner.catalog import SpecError, parse_spec
+from planner.io.catalog import SpecError, parse_spec
 from planner.cost import prefill_busy_costs, throughput, token_cost
 from planner.dtypes import WEIGHT_BITS
 from planner.memory import max_concurrency

@@ -11,12 +11,12 @@ import pytest
 
 from calibration import public_check as pc
 from calibration.public_data import COLUMNS, OUT_COLUMNS
-from planner import catalog
+from planner.io import catalog
 from planner.phases import decode_step_time, prefill_time
 from planner.profile import ErrorBand
 from planner.serving import engine_setup, simulate
 from planner.specs import Deployment
-from planner.workloads import make_requests, poisson_arrivals
+from planner.serving.workloads import make_requests, poisson_arrivals
 
 BASE = {"gpu": "h100-sxm", "engine": "vllm", "engine_version": "0.11.0", "model": "llama-3.1-8b",
         "weight_dtype": "bf16", "kv_cache_dtype": "bf16", "tensor_parallel": "1", "num_gpus": "1",

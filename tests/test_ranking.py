@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from conftest import make_gpu, mistral_7b
 
-from planner import ranking, views
+from planner import ranking
+from planner.dashboard import views
 from planner.ranking import RANK_KEY, batch_grid, cheapest, cheapest_per, meets_targets, rank
 from planner.specs import Workload
 from planner.sweep import sweep

@@ -18,10 +18,10 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from planner import catalog
-from planner.cli import app
-from planner.files import SpecError, csv_rows, read_json, read_text
-from planner.scenario import Scenario, scenario_problems
+from planner.io import catalog
+from planner.cli.app import app
+from planner.io.files import SpecError, csv_rows, read_json, read_text
+from planner.dashboard.scenario import Scenario, scenario_problems
 from planner.specs import Deployment, Workload
 from planner.startup import startup_check
 
@@ -176,7 +176,7 @@ def test_price_override_is_a_plausible_price():
 
 def test_closed_pipe_is_quiet():
     """`planner models | head -1`: no BrokenPipeError, no 'internal error', nothing on stderr, exit 0."""
-    p = subprocess.run(f"set -o pipefail; {sys.executable} -m planner.cli sweep -m {MODEL} --top 5000 | head -1",
+    p = subprocess.run(f"set -o pipefail; {sys.executable} -m planner.cli.app sweep -m {MODEL} --top 5000 | head -1",
                        shell=True, capture_output=True, text=True, executable="/bin/bash", cwd=ROOT, timeout=120,
                        check=False)
     assert p.returncode == 0 and p.stderr == "", (p.returncode, p.stderr)

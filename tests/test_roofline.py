@@ -128,7 +128,7 @@ def test_calibrated_profile_slows_things_down():
 def test_a_prefill_keeps_every_part_of_its_steps():
     """A one-step prefill is exactly that step: the fused-MoE GEMM and the dequantisation terms are summed
     over a phase's steps like the others (they were once dropped, hiding the MoE GEMM from every prefill)."""
-    from planner import catalog
+    from planner.io import catalog
     from planner.phases import prefill_time_costs
     from planner.roofline import attended_prefill, hw_coeffs, model_costs, step_time
     from planner.specs import Deployment

@@ -14,9 +14,9 @@ import pytest
 
 from calibration import serve_plan
 from calibration import serve_probe as sp
-from planner import catalog
+from planner.io import catalog
 from planner.serving import load_records, replay
-from planner.workloads import poisson_arrivals
+from planner.serving.workloads import poisson_arrivals
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,7 +7,7 @@ import pytest
 from serving_helpers import cfg
 
 from planner.serving import simulate
-from planner.workloads import agentic, make_requests, synthetic
+from planner.serving.workloads import agentic, make_requests, synthetic
 
 
 def test_prefix_caching_lowers_ttft_and_prefill_tokens(mistral):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner import catalog
+from planner.io import catalog
 from planner.serving import SPEC_PRESETS, engine_setup, spec_expected_tokens, spec_speedup
 from planner.specs import Deployment
 

@@ -20,7 +20,7 @@ from serving_helpers import PROPS, cfg
 from planner.serving import EngineConfig, SpecDecode, StepCost, simulate, simulate_sequential
 from planner.profile import CalibrationProfile
 from planner.specs import Deployment
-from planner.workloads import agentic, batch, chat, make_requests, rag, synthetic
+from planner.serving.workloads import agentic, batch, chat, make_requests, rag, synthetic
 
 # ------------------------------------------------------------------------------ hand-checked runs
 

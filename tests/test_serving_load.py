@@ -7,7 +7,7 @@ from serving_helpers import cfg
 
 from planner.serving import load_curve, max_rate_under_slo, rate_sweep
 from planner.serving.load import LOAD_GRID, LOAD_GRID_EXTENSION, UPPER_BRACKET
-from planner.workloads import synthetic
+from planner.serving.workloads import synthetic
 
 
 def test_max_rate_under_slo_meets_targets_and_is_deterministic(mistral):

@@ -7,7 +7,7 @@ import pytest
 from serving_helpers import cfg
 
 from planner.serving import simulate
-from planner.workloads import chat
+from planner.serving.workloads import chat
 
 
 def test_littles_law(mistral):

@@ -8,7 +8,7 @@ import pytest
 from serving_helpers import cfg
 
 from planner.serving import simulate
-from planner.workloads import chat, make_requests, synthetic
+from planner.serving.workloads import chat, make_requests, synthetic
 
 
 def test_chunked_prefill_splits_a_long_prompt(mistral):

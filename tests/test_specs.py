@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import make_gpu, mistral_7b
 
-from planner import catalog
+from planner.io import catalog
 from planner.specs import Deployment, tensor_parallel_candidates
 
 

@@ -1,4 +1,4 @@
-"""The dashboard's pure modules (planner.scenario, views, inputs, headline, cost_view, compare, deploy_view): the
+"""The dashboard's pure modules (planner.dashboard.scenario, views, inputs, headline, cost_view, compare, deploy_view): the
 frames agree with the planner numbers they are drawn beside (the same report, the same SLO search, the same
 memory budget, the same ranking as `planner sweep`), and the input rules say what they change."""
 
@@ -9,13 +9,15 @@ import json
 import numpy as np
 import pytest
 
-from planner import catalog, compare, cost_view, deploy_view, headline, inputs, ranking, views
+from planner.io import catalog
+from planner.dashboard import compare, cost_view, deploy_view, headline, inputs, views
+from planner import ranking
 from planner.bands import band
 from planner.cost import with_price
-from planner.hf_import import model_from_config_bytes
+from planner.io.hf_import import model_from_config_bytes
 from planner.profile import CalibrationProfile, Residuals
 from planner.report import csv_bytes, write_csv
-from planner.scenario import Planned, Scenario, plan_scenario, scenario_gpu, scenario_problems, scenario_profile
+from planner.dashboard.scenario import Planned, Scenario, plan_scenario, scenario_gpu, scenario_problems, scenario_profile
 from planner.specs import Source
 from planner.units import MS
 
@@ -153,7 +155,7 @@ def test_latency_frames_at_tp16_beyond_a_node():
     """#13 defect 1: TP 16 (offered in the dropdown) is more than one node of 8 GPUs; the sweep skips such a
     TP, which left the throughput frame empty (object dtype) and the Latency view failed.  Every curve is
     there, in floats, and a note says the replica spans nodes."""
-    from planner import charts
+    from planner.dashboard import charts
 
     p = planned(scenario(num_gpus=16, tensor_parallel=16))
     f = views.latency_frames(p)
@@ -249,7 +251,7 @@ def test_cost_view_cheapest_is_planner_sweeps_first_row(same):
 
     from typer.testing import CliRunner
 
-    from planner.cli import app as cli
+    from planner.cli.app import app as cli
 
     sc = scenario(target_users=40)
     sw = cost_view.ranking_sweep(catalog.model(MODEL), sc, same)
@@ -465,7 +467,7 @@ def test_old_links_carry_prompt_and_output_into_the_context():
 
 
 def test_preset_state_sets_the_context_and_numbers_as_floats():
-    from planner.presets import PRESETS, resolve
+    from planner.dashboard.presets import PRESETS, resolve
 
     v = inputs.preset_state(resolve(PRESETS["premium chat"], list(catalog.models()), list(catalog.gpus())))
     assert v["context"] == 4096.0 + 512 and v["output"] == 512.0 and v["tpot_ms"] == pytest.approx(20.0)
@@ -482,7 +484,7 @@ def test_the_headline_fleet_is_planner_size_for_the_demand():
 
     from typer.testing import CliRunner
 
-    from planner.cli import app as cli
+    from planner.cli.app import app as cli
 
     sc = scenario()
     p = planned(sc)

@@ -1,4 +1,4 @@
-"""planner.workloads: preset shapes, bursty arrivals, traces, input validation."""
+"""planner.serving.workloads: preset shapes, bursty arrivals, traces, input validation."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from planner.serving import EngineConfig
-from planner.traces import load_trace
-from planner.workloads import agentic, batch, chat, make_requests, rag, synthetic
+from planner.io.traces import load_trace
+from planner.serving.workloads import agentic, batch, chat, make_requests, rag, synthetic
 
 
 def test_presets_shapes():
@@ -24,7 +24,7 @@ def test_presets_shapes():
 
 
 def test_bursty_arrivals_have_the_asked_cv():
-    from planner.workloads import gamma_arrivals
+    from planner.serving.workloads import gamma_arrivals
 
     gaps = np.diff(gamma_arrivals(20000, 10.0, cv=3.0, seed=1))
     assert gaps.mean() == pytest.approx(0.1, rel=0.1)

@@ -8,7 +8,7 @@ export PYTHONPATH=/root/site:$R VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 T
   NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # planner verify's entry point: python -m calibration.verify takes the same flags where the machine's Python
 # lacks typer
-VERIFY=planner.cli; python3 -c "import typer" 2>/dev/null || VERIFY=calibration.verify
+VERIFY=planner.cli.app; python3 -c "import typer" 2>/dev/null || VERIFY=calibration.verify
 
 job() {  # job GPUS LIMIT_S NAME command...
   local g=$1 t=$2 n=$3

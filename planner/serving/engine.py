@@ -22,7 +22,7 @@ from planner.serving.request import DONE, NAN, build_requests
 from planner.serving.result import SimResult
 from planner.serving.scheduler import Scheduler
 from planner.serving.step_cost import StepCost, sum_max_linear
-from planner.workloads import Requests
+from planner.serving.workloads import Requests
 
 INF = math.inf
 

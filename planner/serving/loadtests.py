@@ -26,13 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from planner.files import read_json
+from planner.io.files import read_json
 from planner.serving.config import EngineConfig
 from planner.serving.engine import simulate
 from planner.serving.result import error_pct, percentiles
 from planner.serving.step_cost import StepCost
 from planner.units import MS
-from planner.workloads import MAX_REQUESTS, make_requests
+from planner.serving.workloads import MAX_REQUESTS, make_requests
 
 NAN = float("nan")
 PERCENTILE_KEYS = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "e2e_p50_s",
@@ -75,7 +75,7 @@ def stats(arrival, ttft, tpot, e2e, output) -> dict:
 
 
 def _load_json(path: Path):
-    """A load-test JSON file, read as :mod:`planner.files` reads every input (regular, bounded, UTF-8)."""
+    """A load-test JSON file, read as :mod:`planner.io.files` reads every input (regular, bounded, UTF-8)."""
     return read_json(path)
 
 
@@ -201,7 +201,7 @@ def read_guidellm(path: str | Path) -> list[LoadTest]:
 
 def read_multiturn(path: str | Path, run: str | None = None) -> LoadTest:
     """Multi-turn request records (module docstring); ``run`` picks one run's records."""
-    from planner.jsonl import read_jsonl
+    from planner.io.jsonl import read_jsonl
 
     path = Path(path)
     rows = [r for r in read_jsonl(path) if r.get("type") == "request" and "parent" in r
@@ -294,7 +294,7 @@ def engine_hints(path: str | Path) -> dict:
     """What a ``serve_bench.jsonl`` beside a load-test file says about the engine that served it: its KV pool
     (vLLM's block count less the null block), scheduler limits, prefix caching and the served model's name
     (``served_model``, from ``--served-model-name``); {} if there is none."""
-    from planner.jsonl import read_jsonl
+    from planner.io.jsonl import read_jsonl
 
     rec_path = Path(path).parent / "serve_bench.jsonl"
     if not rec_path.is_file():

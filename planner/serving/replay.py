@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from planner.jsonl import read_jsonl
+from planner.io.jsonl import read_jsonl
 from planner.memory import memory_budget
 from planner.serving.config import EngineConfig
 from planner.serving.engine import simulate
@@ -17,7 +17,7 @@ from planner.serving.result import error_pct, percentiles
 from planner.serving.step_cost import StepCost
 from planner.profile import CalibrationProfile, IDEAL_PROFILE
 from planner.specs import Deployment, GpuSpec, ModelSpec
-from planner.workloads import make_requests
+from planner.serving.workloads import make_requests
 
 NAN = float("nan")
 

@@ -9,7 +9,7 @@ turn) every earlier turn's own blocks, then the request's own blocks.
 
 from __future__ import annotations
 
-from planner.workloads import Requests
+from planner.serving.workloads import Requests
 
 NAN = float("nan")
 

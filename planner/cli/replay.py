@@ -1,0 +1,109 @@
+"""``planner replay``: real load-test results (``vllm bench serve``, GuideLLM, multi-turn records) replayed
+through the simulator with the same arrivals and lengths; predicted vs measured per percentile.
+
+Command function only; :mod:`planner.cli.app` registers it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from planner.cli.common import JsonOpt, build, cli_errors, emit_json, error_exit, refuse_unless_starts, table
+from planner.cli.options import (
+    GpuOpt,
+    KvDtypeOpt,
+    MaxNumBatchedTokensOpt,
+    MaxNumSeqsOpt,
+    ModelOpt,
+    ProfileOpt,
+    TpOpt,
+    WeightDtypeOpt,
+)
+from planner.units import MS
+
+ROWS = (("TTFT p50", "ttft_p50_s", MS), ("TTFT p90", "ttft_p90_s", MS), ("TTFT p99", "ttft_p99_s", MS),
+        ("TPOT p50", "tpot_p50_s", MS), ("TPOT p90", "tpot_p90_s", MS), ("TPOT p99", "tpot_p99_s", MS),
+        ("E2E p50", "e2e_p50_s", MS), ("E2E p99", "e2e_p99_s", MS), ("output tok/s", "output_tokens_per_s", 1.0))
+
+
+@cli_errors
+def replay_cmd(
+    files: Annotated[list[Path], typer.Argument(help="vllm bench serve JSON (--save-result --save-detailed), GuideLLM "
+                                                     "JSON report, or multi-turn request records (.jsonl)")],
+    model: ModelOpt,
+    gpu: GpuOpt,
+    tp: TpOpt = 1,
+    weight_dtype: WeightDtypeOpt = "bf16",
+    kv_dtype: KvDtypeOpt = "bf16",
+    kv_capacity_tokens: Annotated[int | None, typer.Option(
+        "--kv-capacity-tokens", min=16, help="The engine's KV pool in tokens (default: read from a serve_bench.jsonl "
+                                             "beside the file, else the memory model's)")] = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching")] = True,
+    http: Annotated[bool, typer.Option("--http/--in-process", help="Requests went through vLLM's OpenAI server (its "
+                                                                    "per-request overhead is added) or in-process")] = True,
+    profile: ProfileOpt = "auto",
+    json_out: JsonOpt = False,
+) -> None:
+    """Replay real load tests through the simulator: predicted vs measured TTFT/TPOT/E2E percentiles and
+    throughput (the same arrivals, lengths, multi-turn parents and think times).
+
+    A deployment vLLM would not start with max_model_len = the file's longest request (the start-up rule of
+    every command, :mod:`planner.startup`) exits 1 with one line `error: infeasible: <flag or file>: <reason>`."""
+    from planner.io import catalog
+    from planner.serving import EngineConfig, StepCost
+    from planner.serving.loadtests import engine_hints, read_load_test, replay_load_test, with_shared_prefix
+    from planner.memory import memory_budget
+    from planner.specs import Deployment
+    from planner.startup import startup_check
+
+    m, g = catalog.model(model), catalog.gpu(gpu)
+    prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
+    results = []
+    for f in files:
+        if not f.is_file():
+            raise error_exit(str(f), "no such file")
+        hints = engine_hints(f)
+        served = hints.pop("served_model", None)
+        if served is not None and served != m.id:
+            raise error_exit("--model", f"the serve_bench.jsonl beside {f.name} says its engine served '{served}', "
+                                        f"not '{m.id}' (its KV pool and limits would not apply)")
+        fields = {"num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype, "kv_cache_dtype": kv_dtype}
+        for name, value in (("max_num_seqs", max_num_seqs or hints.get("max_num_seqs")),
+                            ("max_num_batched_tokens", max_num_batched_tokens or hints.get("max_num_batched_tokens"))):
+            if value:
+                fields[name] = int(value)
+        dep = build(lambda **kw: Deployment.for_gpu(g, **kw), fields, "--tp")
+        if dep.max_num_batched_tokens < dep.max_num_seqs:
+            raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({dep.max_num_seqs}), as vLLM requires")
+        cap = kv_capacity_tokens or hints.get("kv_capacity_tokens")
+        tests = [with_shared_prefix(t, hints.get("shared_prefix_tokens")) for t in read_load_test(f)]
+        longest = max(int((t.prompt_tokens + t.output_tokens).max()) for t in tests)
+        refuse_unless_starts(startup_check(m, g, dep, longest, prof, kv_capacity_tokens=cap),
+                             {"max_model_len": str(f), "kv_capacity_tokens": "--kv-capacity-tokens"})
+        if cap is None:
+            cap = memory_budget(m, g, dep, prof).kv_capacity_tokens
+        cfg = EngineConfig(int(cap), dep.max_num_seqs, dep.max_num_batched_tokens, dep.block_size_tokens,
+                           prefix_caching if "prefix_caching" not in hints else hints["prefix_caching"],
+                           frontend_overhead_s=prof.http_frontend_overhead_s if http else 0.0)
+        cost = StepCost.from_specs(m, g, dep, prof)
+        results += [replay_load_test(t, cost, cfg) for t in tests]
+    if json_out:
+        emit_json({"model": m.id, "gpu": g.id, "calibration": mode_line, "runs": [r.as_dict() for r in results]})
+        return
+    typer.echo(f"{m.id} on {g.id}: {mode_line}")
+    for r in results:
+        typer.echo(f"\n{r.name} ({r.tool}, {r.num_requests} requests)")
+        rows = []
+        for label, key, scale in ROWS:
+            meas, pred = r.measured.get(key), r.predicted.get(key)
+            err = r.error_pct(key)
+            rows.append([label, "—" if meas is None else f"{meas / scale:,.1f}",
+                         "—" if pred is None else f"{pred / scale:,.1f}", "—" if err != err else f"{err:+.1f}%"])
+        table(["", "measured", "predicted", "error"], rows)
+        if r.predicted.get("prefix_cache_hit_rate"):
+            typer.echo(f"simulated prefix-cache hit rate {r.predicted['prefix_cache_hit_rate']:.1%}")

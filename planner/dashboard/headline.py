@@ -1,0 +1,175 @@
+"""The dashboard's headline: the fleet a demand needs (replicas, GPUs, $/hour, $/month, with its error band), as
+``planner size`` answers it (:func:`planner.fleet.plan_for_demand`: the same plan, the same fleet, the same band),
+and whether the model fits each GPU at the scenario's context.
+
+Demand is a request rate, or users with a think time (each user waits for the whole answer, reads for the
+think time and asks again: :mod:`planner.fleet` turns them into a rate and requests in flight).
+:func:`fleet_command` is the CLI call that gives the same fleet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from planner.fleet import HOURS_PER_MONTH, FleetAnswer, plan_for_demand
+from planner.memory import kv_pool_concurrency, memory_budget, request_kv_bytes_per_gpu
+from planner.profile import CalibrationProfile
+from planner.report import SizingReport
+from planner.dashboard.scenario import Planned, Scenario
+from planner.specs import Deployment, GpuSpec, ModelSpec
+from planner.units import MS, fmt_gib, fmt_ms, fmt_usd
+
+#: Weight formats of four bits or fewer (the quality corner's warning).
+FOUR_BIT = ("int4", "nf4", "mxfp4")
+DEMAND_MODES = ("requests/s", "users + think time")
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What the fleet must serve: a rate, or users with a think time between requests."""
+
+    mode: str  # one of DEMAND_MODES
+    rate_per_s: float = 0.0
+    active_users: int = 0
+    think_s: float = 0.0
+
+    @property
+    def by_users(self) -> bool:
+        return self.mode == DEMAND_MODES[1]
+
+    def describe(self) -> str:
+        if self.by_users:
+            return f"{self.active_users:,} users thinking {self.think_s:,.4g} s between answers"
+        return f"{self.rate_per_s:,.4g} requests/s"
+
+
+@dataclass(frozen=True)
+class DemandAnswer:
+    """A demand, the plan of the scenario's replica for it (its workload carries the rate, or the users' rate and
+    requests in flight) and the fleet it needs."""
+
+    demand: Demand
+    report: SizingReport
+    fleet: FleetAnswer
+
+
+def demand_fleet(p: Planned, demand: Demand) -> DemandAnswer:
+    """``planner size``'s answer (:func:`planner.fleet.plan_for_demand`) for the scenario's replica and ``demand``."""
+    wl = p.workload.model_copy(update={"concurrency": None, "request_rate_per_s": None})
+    if demand.by_users:
+        r, f = plan_for_demand(p.model, p.gpu, p.deployment, wl, p.profile, users=int(demand.active_users),
+                               think_time_s=float(demand.think_s))
+    else:
+        r, f = plan_for_demand(p.model, p.gpu, p.deployment, wl, p.profile, rate_per_s=float(demand.rate_per_s))
+    return DemandAnswer(demand, r, f)
+
+
+def fleet_command(sc: Scenario, model_id: str, demand: Demand) -> str:
+    """The ``planner size`` call that prints the same fleet (same replica, targets and demand)."""
+    first = (f"planner size -m {model_id} --gpu {sc.gpu_id} --tp {sc.tensor_parallel} --weight-dtype "
+             f"{sc.weight_dtype} --kv-dtype {sc.kv_cache_dtype} --prompt-tokens {sc.prompt_tokens} --output-tokens "
+             f"{sc.output_tokens} --ttft-slo-ms {sc.ttft_slo_s / MS:g} --tpot-slo-ms {sc.tpot_slo_s / MS:g}")
+    parts = [first]
+    if demand.by_users:
+        parts.append(f"--users {int(demand.active_users)} --think-time-s {demand.think_s:g}")
+    else:
+        parts.append(f"--rate {demand.rate_per_s:g}")
+    if abs(sc.gpu_memory_utilization - 0.92) > 1e-9:
+        parts.append(f"--gpu-memory-utilization {sc.gpu_memory_utilization:g}")
+    if sc.price_usd_per_hour > 0:
+        parts.append(f"--price-usd-per-hour {sc.price_usd_per_hour:g}")
+    parts.append(f"--profile {'auto' if sc.calibrated else 'none'}")
+    return " ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------- fits per GPU
+
+
+def fits_per_gpu(model: ModelSpec, gpus: Iterable[GpuSpec], base: Deployment, context_tokens: int,
+                 profile_for: Callable[[str], CalibrationProfile]) -> pd.DataFrame:
+    """Per catalog GPU, at the scenario's TP, dtypes and memory utilisation: does the model fit, and how many
+    requests of ``context_tokens`` one replica holds.  Columns: gpu_id, fits, max_users_per_replica,
+    needs_bytes (weights + overhead + one request's KV, per GPU), usable_bytes, sentence."""
+    rows = []
+    for g in gpus:
+        dep = Deployment.for_gpu(g, num_gpus=base.tensor_parallel, tensor_parallel=base.tensor_parallel,
+                                 weight_dtype=base.weight_dtype, kv_cache_dtype=base.kv_cache_dtype,
+                                 gpu_memory_utilization=base.gpu_memory_utilization)
+        m = memory_budget(model, g, dep, profile_for(g.id))
+        per_req = request_kv_bytes_per_gpu(model, dep, context_tokens)
+        users = kv_pool_concurrency(m.kv_pool_bytes, per_req, m.fits)
+        needs = m.weight_bytes + m.overhead_bytes + per_req
+        if users >= 1:
+            text = (f"fits: {users:,} requests per replica (needs {fmt_gib(needs)} for one, has "
+                    f"{fmt_gib(m.usable_bytes)})")
+        else:
+            text = f"does not fit: needs {fmt_gib(needs)} per GPU, has {fmt_gib(m.usable_bytes)}"
+        rows.append({"gpu_id": g.id, "gpu": g.name, "fits": users >= 1, "max_users_per_replica": int(users),
+                     "needs_bytes": needs, "usable_bytes": m.usable_bytes, "sentence": text})
+    return pd.DataFrame(rows)
+
+
+def quality_warning(preset_corner: tuple[str, ...] | None, weight_dtype: str, retention: float,
+                    preset_name: str = "") -> str | None:
+    """A sentence when a preset that keeps quality lands on a four-bit weight format."""
+    if not preset_corner or "quality" not in preset_corner or weight_dtype not in FOUR_BIT:
+        return None
+    return (f"The {preset_name or 'quality'} preset keeps quality, but this configuration serves {weight_dtype} "
+            f"weights: about {retention:.0%} of the published benchmark score (planner.quality). Keep bf16/fp8 "
+            "weights for a premium tier.")
+
+
+# ------------------------------------------------------------------------------------------ metric rows
+
+
+def fleet_metrics(fa: FleetAnswer, price_url: str) -> list[tuple[str, str, str]]:
+    """The headline's fleet row: (label, value, help) for replicas, GPUs, $/hour and $/month."""
+    band = f" Error band: {fa.band_text()}."
+    why = (f"⌈{fa.request_rate_per_s or 0:,.2f} requests/s ÷ {fa.requests_per_s_per_replica:,.3f} per replica⌉; a "
+           f"replica = {fa.gpus_per_replica} × {fa.gpu_name} at batch {fa.batch_size_per_replica:,}.{band}")
+    return [
+        ("Replicas", f"{fa.replicas:,}", why),
+        ("GPUs", f"{fa.num_gpus:,}", f"replicas × {fa.gpus_per_replica} GPU(s).{band}"),
+        ("$ / hour", fmt_usd(fa.usd_per_hour, 0),
+         f"GPUs × {fmt_usd(fa.price_usd_per_gpu_hour)}/GPU-hour ({price_url})"),
+        ("$ / month", fmt_usd(fa.usd_per_month, 0), f"$/hour × {HOURS_PER_MONTH:g} hours (8,760 a year ÷ 12)"),
+    ]
+
+
+def fleet_sentence(fa: FleetAnswer, demand: Demand) -> str:
+    """The fleet in words under its metrics (or why there is none)."""
+    if not fa.batch_size_per_replica:
+        return (f"**No fleet can be sized for {demand.describe()}**: a replica serves nothing under the targets "
+                "(see above).")
+    rate = (f"{demand.describe()} = {fa.request_rate_per_s:,.2f} requests/s" if demand.by_users
+            else demand.describe())
+    flight = f" (≈ {fa.requests_in_flight:,.0f} in flight, E2E {fa.e2e_s:,.2f} s)" if fa.requests_in_flight else ""
+    return (f"**{rate}**{flight} → {fa.replicas:,} replica(s) of {fa.gpus_per_replica} × {fa.gpu_name}, each serving "
+            f"{fa.requests_per_s_per_replica:,.2f} requests/s at batch {fa.batch_size_per_replica:,} within the "
+            f"targets. Error band: {fa.band_text()}.")
+
+
+def detail_metrics(r: SizingReport, replicas: int, mem) -> list[tuple[str, str, str]]:
+    """The per-replica row under the fleet: (label, value, help); ``mem`` formats bytes (one way everywhere)."""
+    w, served = r.workload, r.batch_size > 0
+    ttft_help = f"prefill of {w.prompt_tokens:,} tokens, {r.ttft.bound}-bound; error band {r.bands['ttft'].text()}"
+    batch_help = (f"largest batch per replica meeting TTFT ≤ {fmt_ms(w.ttft_slo_s)} and TPOT ≤ {fmt_ms(w.tpot_slo_s)} "
+                  f"(stopped by: {r.slo.binding})")
+    tpot_help = (f"with the other requests' prefills mixed in; the decode step alone is {fmt_ms(r.tpot.time_s)}, "
+                 f"{r.tpot.bound}-bound; error band {r.bands['tpot'].text()}")
+    cost_help = (f"all-in (all GPU time over the generated tokens) at {fmt_usd(r.price_usd_per_hour)}/GPU-hour "
+                 f"({r.price_source}, {r.price_date})")
+    return [
+        ("Max concurrent users", f"{r.max_concurrency * replicas:,}",
+         f"At {w.context_tokens:,} tokens of context, KV cache limit, {replicas} replica(s)"),
+        ("KV cache pool / GPU", mem(max(r.memory.kv_pool_bytes, 0.0)),
+         f"{r.memory.kv_capacity_tokens:,} tokens per GPU; {r.memory.explain()}"),
+        ("TTFT (one prompt)", fmt_ms(r.ttft.time_s), ttft_help),
+        ("SLO-feasible batch", f"{r.batch_size:,}", batch_help),
+        ("TPOT at that batch", fmt_ms(r.tpot_effective_s) if served else "—", tpot_help),
+        ("$ / M output tokens", fmt_usd(float(r.cost.usd_per_million_output_tokens_all_in), 3) if served else "—",
+         cost_help),
+    ]

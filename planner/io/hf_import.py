@@ -1,0 +1,405 @@
+"""Turn a Hugging Face ``config.json`` into a models/<id>.yaml entry (``planner import-hf``).
+
+Handles the key spellings of llama / mistral / qwen2 / qwen3 / qwen2_moe / qwen3_moe / mixtral /
+deepseek_v2 / deepseek_v3 / gpt_oss / gemma2 / gemma3 (``text_config`` nesting) / phi3 configs.
+Keys a config omits fall back to the defaults of the matching transformers config class (the
+gemma-3 configs on the hub, for instance, leave ``vocab_size`` and ``rope_theta`` out).
+
+Every problem is a :class:`planner.io.catalog.SpecError` with a one-line message that names the
+config key, never a KeyError or a pydantic traceback.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+from typing import Any
+
+import yaml
+
+from planner.io.catalog import SpecError, parse_spec
+from planner.specs import AttentionSpec, ModelSpec, MoeSpec, count_params
+
+__all__ = ["hf_config_to_model_dict", "model_dict_to_yaml", "model_from_config_bytes"]
+
+IMPORT_NOTE = "imported by planner import-hf"
+
+#: transformers config-class defaults for keys that published configs leave out, per model_type.
+#: Only keys that change what the planner computes are listed.
+_MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
+    # transformers Gemma3TextConfig
+    "gemma3_text": {
+        "vocab_size": 262_208,
+        "max_position_embeddings": 131_072,
+        "rope_theta": 1_000_000.0,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+        "tie_word_embeddings": True,
+        "hidden_activation": "gelu_pytorch_tanh",
+    },
+    # transformers Gemma2Config: layers alternate local / global
+    "gemma2": {
+        "vocab_size": 256_000,
+        "max_position_embeddings": 8192,
+        "rope_theta": 10_000.0,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 2,
+        "tie_word_embeddings": True,
+    },
+    "gemma": {"tie_word_embeddings": True, "rope_theta": 10_000.0},
+}
+
+#: models whose MLP is a plain two-matrix MLP (everything else here is SwiGLU/GeGLU)
+_UNGATED_MODEL_TYPES = {"gpt2", "gpt_neox", "gptj", "opt", "falcon", "gpt_bigcode", "phi", "starcoder2", "bloom"}
+
+#: layer_types entries that are linear attention / state-space layers (constant per-request state)
+_LINEAR_LAYER_TYPES = {"linear_attention", "mamba", "mamba2", "recurrent"}
+
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "hidden_size": ("hidden_size", "n_embd", "d_model", "dim"),
+    "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "num_attention_heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
+    "num_key_value_heads": ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num"),
+    "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
+    "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"),
+    "num_experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
+    "num_experts_per_tok": ("num_experts_per_tok", "experts_per_token", "moe_top_k", "num_experts_per_token"),
+}
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _find(cfg: dict[str, Any], canonical: str) -> tuple[str, Any] | None:
+    """(key actually present, value) for the first alias of ``canonical`` with a non-null value."""
+    for key in _ALIASES.get(canonical, (canonical,)):
+        if cfg.get(key) is not None:
+            return key, cfg[key]
+    return None
+
+
+def _int(cfg: dict[str, Any], canonical: str, *, required: bool = True, default: int | None = None,
+         allow_zero: bool = False) -> int | None:
+    found = _find(cfg, canonical)
+    if found is None:
+        if required and default is None:
+            aliases = _ALIASES.get(canonical, (canonical,))
+            also = f" (also looked for {', '.join(aliases[1:])})" if len(aliases) > 1 else ""
+            raise SpecError(f"config.json: missing '{canonical}'{also}")
+        return default
+    key, value = found
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+        isinstance(value, float) and not value.is_integer()
+    ):
+        raise SpecError(f"config.json: '{key}' must be an integer, got {value!r}")
+    value = int(value)
+    if value < 0 or (value == 0 and not allow_zero):
+        raise SpecError(f"config.json: '{key}' must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+    return value
+
+
+def _positive_float(cfg: dict[str, Any], key: str, default: float) -> float:
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise SpecError(f"config.json: '{key}' must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _rope_theta(cfg: dict[str, Any]) -> float:
+    if cfg.get("rope_theta") is not None:
+        return _positive_float(cfg, "rope_theta", 10_000.0)
+    params = cfg.get("rope_parameters")  # transformers v5 spelling
+    if isinstance(params, dict):
+        if isinstance(params.get("full_attention"), dict):  # per-layer-type parameters (gemma3)
+            params = params["full_attention"]
+        if params.get("rope_theta") is not None:
+            return _positive_float(params, "rope_theta", 10_000.0)
+    return 10_000.0
+
+
+def _flatten(config: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The text model's keys (``text_config`` merged over the top level) and its model_type."""
+    top_type = str(config.get("model_type", "") or "")
+    text = config.get("text_config")
+    if text is None:
+        cfg, model_type = dict(config), top_type
+    else:
+        if not isinstance(text, dict):
+            raise SpecError(f"config.json: 'text_config' must be a mapping, got {type(text).__name__}")
+        model_type = str(text.get("model_type") or (f"{top_type}_text" if top_type else ""))
+        # top-level keys first (tie_word_embeddings, torch_dtype, quantization_config live there),
+        # the text model's own keys win
+        cfg = {k: v for k, v in config.items() if k not in ("text_config", "vision_config", "audio_config")}
+        cfg.update(text)
+    if model_type == "gemma3" and text is None and "vision_config" not in config:
+        model_type = "gemma3_text"  # a text-only gemma3 config
+    defaults = _MODEL_TYPE_DEFAULTS.get(model_type, {})
+    merged = dict(defaults)
+    merged.update({k: v for k, v in cfg.items() if v is not None or k not in defaults})
+    return merged, model_type
+
+
+def _native_dtype(cfg: dict[str, Any]) -> str:
+    q = cfg.get("quantization_config")
+    if isinstance(q, dict):
+        method = str(q.get("quant_method", "")).lower()
+        bits = q.get("bits") or q.get("w_bit")
+        if method in ("fp8", "fbgemm_fp8") or "fp8" in method:
+            return "fp8"
+        if method == "mxfp4":
+            return "mxfp4"
+        if method in ("gptq", "awq", "marlin") and bits == 4:
+            return "int4"
+        if method == "bitsandbytes":
+            return "nf4" if q.get("load_in_4bit") else "int8"
+        if method in ("gptq", "awq") and bits == 8:
+            return "int8"
+    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16").lower()
+    return "fp16" if dtype in ("float16", "fp16", "half") else "bf16"
+
+
+def _sliding(cfg: dict[str, Any], num_layers: int, max_ctx: int) -> tuple[int | None, int, int]:
+    """(sliding_window_tokens, num_sliding_layers, num_linear_layers)."""
+    window = cfg.get("sliding_window")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
+        raise SpecError(f"config.json: 'sliding_window' must be a positive integer or null, got {window!r}")
+    layer_types = cfg.get("layer_types")
+    if layer_types is not None:
+        if not isinstance(layer_types, list) or not all(isinstance(t, str) for t in layer_types):
+            raise SpecError("config.json: 'layer_types' must be a list of strings")
+        if len(layer_types) != num_layers:
+            raise SpecError(
+                f"config.json: 'layer_types' has {len(layer_types)} entries but num_hidden_layers is {num_layers}"
+            )
+        n_linear = sum(1 for t in layer_types if t in _LINEAR_LAYER_TYPES)
+        n_sliding = sum(1 for t in layer_types if "sliding" in t or t == "chunked_attention")
+        if n_sliding and not window:
+            raise SpecError("config.json: 'layer_types' has sliding layers but 'sliding_window' is missing")
+        return (window if n_sliding else None), n_sliding, n_linear
+    if window is None or cfg.get("use_sliding_window") is False or window >= max_ctx:
+        return None, 0, 0
+    pattern = cfg.get("sliding_window_pattern")
+    if pattern is not None:
+        if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern <= 0:
+            raise SpecError(f"config.json: 'sliding_window_pattern' must be a positive integer, got {pattern!r}")
+        # layer i is global when (i + 1) % pattern == 0 (gemma2/gemma3)
+        return window, num_layers - num_layers // pattern, 0
+    if cfg.get("use_sliding_window") and cfg.get("max_window_layers") is not None:
+        # qwen2: layers with index >= max_window_layers use the window
+        mwl = _int(cfg, "max_window_layers", allow_zero=True)
+        n = max(0, num_layers - mwl)
+        return (window if n else None), n, 0
+    return window, num_layers, 0  # mistral v0.1 / phi3 style: every layer slides
+
+
+def _moe(cfg: dict[str, Any], num_layers: int) -> tuple[dict[str, Any] | None, int | None]:
+    """(moe dict or None, intermediate_size to use for the dense FFN)."""
+    found = _find(cfg, "num_experts")
+    if found is None or found[1] in (0, None):
+        return None, _int(cfg, "intermediate_size")
+    n_experts = _int(cfg, "num_experts")
+    top_k = _int(cfg, "num_experts_per_tok")
+    if cfg.get("moe_intermediate_size") is not None:
+        expert_size = _int(cfg, "moe_intermediate_size")
+    else:  # mixtral, gpt_oss: intermediate_size is the expert width
+        expert_size = _int(cfg, "intermediate_size")
+    moe: dict[str, Any] = {
+        "num_experts": n_experts,
+        "experts_per_token": top_k,
+        "expert_intermediate_size": expert_size,
+    }
+    n_shared = _int(cfg, "n_shared_experts", required=False, default=0, allow_zero=True)
+    if n_shared:  # deepseek: one MLP of width moe_intermediate_size x n_shared_experts
+        moe["num_shared_experts"] = n_shared
+        moe["shared_expert_intermediate_size"] = expert_size
+    shared_size = _int(cfg, "shared_expert_intermediate_size", required=False, default=0, allow_zero=True)
+    if shared_size:  # qwen2_moe: one gated shared expert
+        moe["num_shared_experts"] = moe.get("num_shared_experts", 0) or 1
+        moe["shared_expert_intermediate_size"] = shared_size
+    dense = _int(cfg, "first_k_dense_replace", required=False, default=0, allow_zero=True)
+    if not dense:
+        mlp_only = cfg.get("mlp_only_layers") or []
+        if not isinstance(mlp_only, list):
+            raise SpecError("config.json: 'mlp_only_layers' must be a list of layer indices")
+        step = _int(cfg, "decoder_sparse_step", required=False, default=1)
+        dense = sum(1 for i in range(num_layers) if i in mlp_only or (i + 1) % step != 0)
+    if dense:
+        if dense >= num_layers:
+            raise SpecError(f"config.json: every layer is dense ({dense} of {num_layers}); not a MoE model")
+        moe["num_dense_layers"] = dense
+        return moe, _int(cfg, "intermediate_size")
+    return moe, 0
+
+
+def _attention(cfg: dict[str, Any], hidden: int, heads: int) -> dict[str, Any]:
+    kv_found = _find(cfg, "num_key_value_heads")
+    kv = _int(cfg, "num_key_value_heads") if kv_found else heads  # missing -> MHA
+    if cfg.get("multi_query") is True and not kv_found:
+        kv = 1
+    if cfg.get("kv_lora_rank"):  # MLA (deepseek_v2 / deepseek_v3)
+        rope = _int(cfg, "qk_rope_head_dim")
+        nope = _int(cfg, "qk_nope_head_dim")
+        att = {
+            "kind": "mla",
+            "num_heads": heads,
+            "num_kv_heads": kv if heads % kv == 0 else heads,
+            "head_dim": nope + rope,
+            "v_head_dim": _int(cfg, "v_head_dim"),
+            "kv_lora_rank": _int(cfg, "kv_lora_rank"),
+            "q_lora_rank": _int(cfg, "q_lora_rank", required=False, default=0, allow_zero=True),
+            "qk_rope_head_dim": rope,
+            "qk_nope_head_dim": nope,
+        }
+        return att
+    if heads % kv:
+        raise SpecError(
+            f"config.json: 'num_attention_heads' ({heads}) is not a multiple of 'num_key_value_heads' ({kv})"
+        )
+    if cfg.get("head_dim") is not None:
+        head_dim = _int(cfg, "head_dim")
+    else:
+        if hidden % heads:
+            raise SpecError(
+                f"config.json: missing 'head_dim' and 'hidden_size' ({hidden}) is not a multiple of "
+                f"'num_attention_heads' ({heads})"
+            )
+        head_dim = hidden // heads
+    kind = "mha" if kv == heads else ("mqa" if kv == 1 else "gqa")
+    return {"kind": kind, "num_heads": heads, "num_kv_heads": kv, "head_dim": head_dim}
+
+
+def _hf_repo(config: dict[str, Any], hf_repo: str | None) -> str:
+    if hf_repo:
+        return hf_repo
+    path = config.get("_name_or_path")
+    if isinstance(path, str) and path.count("/") == 1 and not path.startswith((".", "/", "~")):
+        return path
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------- API
+
+
+def hf_config_to_model_dict(
+    config: dict,
+    model_id: str,
+    name: str | None = None,
+    published_total_params: float | None = None,
+    *,
+    hf_repo: str | None = None,
+    today: str | None = None,
+) -> dict:
+    """A dict that validates as :class:`ModelSpec`, built from a Hugging Face config.json.
+
+    ``published_total_params`` is the authors' parameter count; when it is None the count from
+    the architecture fields (``count_params``) is used instead and ``params_source.note`` says so.
+    ``hf_repo`` (e.g. ``"Qwen/Qwen3-30B-A3B"``) becomes the sources' URL; without it the config's
+    ``_name_or_path`` is used when it looks like a hub id, else ``'local config.json'``.
+    """
+    if not isinstance(config, dict):
+        raise SpecError(f"config.json: expected a JSON object, got {type(config).__name__}")
+    cfg, model_type = _flatten(config)
+
+    hidden = _int(cfg, "hidden_size")
+    num_layers = _int(cfg, "num_hidden_layers")
+    heads = _int(cfg, "num_attention_heads")
+    vocab = _int(cfg, "vocab_size")
+    max_ctx = _int(cfg, "max_position_embeddings")
+    tie = cfg.get("tie_word_embeddings", False)
+    if not isinstance(tie, bool):
+        raise SpecError(f"config.json: 'tie_word_embeddings' must be true or false, got {tie!r}")
+
+    attention = _attention(cfg, hidden, heads)
+    moe, intermediate = _moe(cfg, num_layers)
+    window, n_sliding, n_linear = _sliding(cfg, num_layers, max_ctx)
+
+    architectures = config.get("architectures")
+    architecture = architectures[0] if isinstance(architectures, list) and architectures else ""
+    repo = _hf_repo(config, hf_repo)
+    date = today or _dt.date.today().isoformat()
+    url = f"https://huggingface.co/{repo}" if repo else "local config.json"
+
+    d: dict[str, Any] = {
+        "id": model_id,
+        "name": name or (repo.split("/")[-1] if repo else model_id),
+        "hf_repo": repo,
+        "architecture": architecture,
+        "hidden_size": hidden,
+        "num_layers": num_layers,
+        "intermediate_size": intermediate,
+        "vocab_size": vocab,
+        "max_context_tokens": max_ctx,
+        "rope_theta": _rope_theta(cfg),
+        "tie_word_embeddings": tie,
+        "gated_mlp": model_type not in _UNGATED_MODEL_TYPES,
+        "attention": attention,
+    }
+    if window:
+        d["sliding_window_tokens"] = window
+        d["num_sliding_layers"] = n_sliding
+    if n_linear:
+        d["num_linear_layers"] = n_linear
+    if moe:
+        d["moe"] = moe
+    d["native_dtype"] = _native_dtype(cfg)
+
+    # count from the architecture fields (validating the nested parts first, so errors name them)
+    where = f"{model_id} (from config.json)"
+    att_spec = parse_spec(AttentionSpec, attention, f"{where} attention")
+    moe_spec = parse_spec(MoeSpec, moe, f"{where} moe") if moe else None
+    provisional = ModelSpec.model_construct(
+        **{**d, "attention": att_spec, "moe": moe_spec, "sliding_window_tokens": window,
+           "num_sliding_layers": n_sliding, "num_linear_layers": n_linear}
+    )
+    counted = count_params(provisional)
+
+    params_note = IMPORT_NOTE
+    if published_total_params is None:
+        d["published_total_params"] = int(round(counted.total))
+        if moe:
+            d["published_active_params"] = int(round(counted.active))
+        params_note += (
+            "; no published count was given, so published_total_params"
+            + (" and published_active_params are" if moe else " is")
+            + " the count computed from the architecture fields (count_params)"
+        )
+    else:
+        d["published_total_params"] = published_total_params
+    d["params_source"] = {"url": url, "date": date, "note": params_note}
+    d["config_source"] = {
+        "url": f"{url}/blob/main/config.json" if repo else url,
+        "date": date,
+        "note": IMPORT_NOTE,
+    }
+    parse_spec(ModelSpec, d, where)  # raises SpecError naming the field
+    return d
+
+
+def model_dict_to_yaml(d: dict) -> str:
+    """YAML text for a models/<id>.yaml file, keys in the order given."""
+    return yaml.safe_dump(d, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100)
+
+
+def model_from_config_bytes(data: bytes, max_bytes: int) -> tuple[ModelSpec | None, str | None]:
+    """(model, error) for the bytes of an uploaded config.json: at most ``max_bytes``, parsed as JSON and
+    imported as above, with the id ``uploaded-<sha256 prefix>`` (the same file gets the same id).
+    Never raises: any problem, however hostile the file, is one readable line in ``error``."""
+    if len(data) > max_bytes:
+        return None, f"config.json is {len(data):,} bytes; the limit is {max_bytes:,} bytes"
+    try:
+        config = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        return None, f"config.json is not valid JSON: {err}"
+    except RecursionError:
+        return None, "config.json is not valid JSON: nested too deeply"
+    sha = hashlib.sha256(data).hexdigest()[:12]
+    try:
+        return ModelSpec.model_validate(hf_config_to_model_dict(config, model_id=f"uploaded-{sha}")), None
+    # SpecError, pydantic errors, anything odd in a hostile file: always one readable line
+    except Exception as err:  # noqa: BLE001
+        return None, f"could not read this config.json: {err}"
