@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from planner.specs import ModelSpec
 
 #: vLLM 0.26 config/vllm.py: MoE architectures that still get the V2 model runner (dense models always do)
@@ -105,3 +107,13 @@ def cold_start_note(model: ModelSpec, weight_dtype: str, max_num_seqs: int = 102
     elif model.moe is not None:
         note += "; warm it with a few requests of the prompt lengths you expect (first-use Triton MoE compiles)"
     return note
+
+
+def experts_touched(num_experts, k, tokens, fraction=1.0):
+    """Expected distinct experts a batch of ``tokens`` routes to: E'·(1 − (1 − k/E')^T), with routing spread
+    uniformly over E' = max(k, fraction·E) experts (fraction 1: all of them)."""
+    tokens = np.asarray(tokens, dtype=float)
+    if not num_experts:
+        return np.zeros_like(tokens)
+    e = np.maximum(float(k), np.asarray(fraction, dtype=float) * num_experts)
+    return e * (1.0 - (1.0 - k / e) ** tokens)

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.kernel_families import graph_capture_limit, is_hybrid_swa, moe_variant, mxfp4_experts_only
+from planner.kernel_families import (experts_touched, graph_capture_limit, is_hybrid_swa, moe_variant,
+                                     mxfp4_experts_only)
 from planner.memory import kv_bytes_per_token_per_layer, kv_heads_per_gpu, weight_bytes
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
@@ -293,16 +294,6 @@ def attended_prefill(mc: ModelCosts, start, chunk):
     else:
         slide = 0.0
     return mc.full_layers * full + mc.sliding_layers * slide
-
-
-def experts_touched(num_experts, k, tokens, fraction=1.0):
-    """Expected distinct experts a batch of ``tokens`` routes to: E'·(1 − (1 − k/E')^T), with routing spread
-    uniformly over E' = max(k, fraction·E) experts (fraction 1: all of them)."""
-    tokens = np.asarray(tokens, dtype=float)
-    if not num_experts:
-        return np.zeros_like(tokens)
-    e = np.maximum(float(k), np.asarray(fraction, dtype=float) * num_experts)
-    return e * (1.0 - (1.0 - k / e) ** tokens)
 
 
 # ------------------------------------------------------------------------------------ step time

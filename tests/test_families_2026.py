@@ -16,7 +16,8 @@ from planner.io import catalog
 from planner.kernel_families import (cold_start_note, graph_capture_limit, kv_layer_slots, moe_variant,
                                      uses_v1_runner)
 from planner.memory import weight_bytes
-from planner.roofline import cudagraph_max_tokens, experts_touched
+from planner.kernel_families import experts_touched
+from planner.roofline import cudagraph_max_tokens
 from planner.specs import Deployment
 from planner.units import GiB
 from planner.validate import error_pct, predict

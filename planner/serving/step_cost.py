@@ -4,7 +4,8 @@ sums the decode fast-forward uses (:func:`sum_max_linear`)."""
 from __future__ import annotations
 
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
-from planner.roofline import HwCoeffs, ModelCosts, experts_touched, hw_coeffs, model_costs
+from planner.kernel_families import experts_touched
+from planner.roofline import HwCoeffs, ModelCosts, hw_coeffs, model_costs
 from planner.specs import Deployment, GpuSpec, ModelSpec
 
 
