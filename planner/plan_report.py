@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from planner.fleet import HOURS_PER_MONTH, FleetAnswer
 from planner.profile import CalibrationProfile
+from planner.quoting import csv_cell, md_code_block, md_text
 from planner.ranking import RANK_DEFINITION
 from planner.report import SizingReport
 from planner.specs import GpuSpec, ModelSpec
@@ -82,7 +83,10 @@ class PlanReport:
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["section", "quantity", "value", "unit", "band_or_note"])
         for s, q, v, u, n in self.rows:
-            w.writerow([s, q, _cell(v, plain=True), u, n])
+            # text cells a spreadsheet would evaluate get an apostrophe; numbers are written as numbers
+            value = _cell(v, plain=True)
+            w.writerow([csv_cell(s), csv_cell(q), csv_cell(value) if isinstance(v, str) else value,
+                        csv_cell(u), csv_cell(n)])
         return buf.getvalue()
 
     def _engine_heading(self) -> str:
@@ -90,17 +94,18 @@ class PlanReport:
                                                                    "see Infeasible")
 
     def markdown(self) -> str:
-        lines = [f"# {self.title}", "", *[f"**{h}**  " if i == 0 else h.strip() for i, h in enumerate(self.headline)],
-                 ""]
-        lines += [f"> **Infeasible:** {r}" for r in self.reasons]
-        lines += [f"> **Warning:** {w}" for w in self.warnings]
-        lines += ["", f"## {self._engine_heading()}", "", "```bash", self.serve_command, "```", ""]
+        m = md_text  # every text from outside (names, sources, notes) HTML-escaped, one line
+        lines = [f"# {m(self.title)}", "",
+                 *[f"**{m(h)}**  " if i == 0 else m(h.strip()) for i, h in enumerate(self.headline)], ""]
+        lines += [f"> **Infeasible:** {m(r)}" for r in self.reasons]
+        lines += [f"> **Warning:** {m(w)}" for w in self.warnings]
+        lines += ["", f"## {self._engine_heading()}", "", *md_code_block(self.serve_command, "bash"), ""]
         for sec, rows in self.sections().items():
-            lines += [f"## {sec}", "", "| quantity | value | unit | band / note |", "| --- | ---: | --- | --- |"]
-            lines += [f"| {q} | {_md(_cell(v))} | {u} | {_md(n)} |" for q, v, u, n in rows]
+            lines += [f"## {m(sec)}", "", "| quantity | value | unit | band / note |", "| --- | ---: | --- | --- |"]
+            lines += [f"| {m(q)} | {m(_cell(v))} | {m(u)} | {m(n)} |" for q, v, u, n in rows]
             lines.append("")
         if self.notes:
-            lines += ["## Notes", "", *[f"- {n}" for n in self.notes], ""]
+            lines += ["## Notes", "", *[f"- {m(n)}" for n in self.notes], ""]
         return "\n".join(lines)
 
     def html(self) -> str:
@@ -144,10 +149,6 @@ def _cell(v, plain: bool = False) -> str:
     if isinstance(v, int):
         return f"{v:{sep}}"
     return str(v)
-
-
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def simulated_percentiles(model: ModelSpec, gpu: GpuSpec, report: SizingReport, profile: CalibrationProfile,

@@ -15,6 +15,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from planner.dtypes import WEIGHT_COMPUTE_DTYPES, ComputeDtype, KvDtype, WeightDtype
+from planner.quoting import control_char_problem
 from planner.units import BILLION, GiB
 
 
@@ -22,6 +23,17 @@ class FrozenSpec(BaseModel):
     """Frozen, ``extra="forbid"``, no NaN/inf: the base of every data contract."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_control_characters(cls, v):
+        """Text fields hold no control, format or line-separator character: a name reaches shell comments,
+        YAML, Markdown and CSV (quoted there too, :mod:`planner.quoting`; this refuses it on the way in)."""
+        if isinstance(v, str):
+            problem = control_char_problem(v)
+            if problem:
+                raise ValueError(problem)
+        return v
 
 
 Positive = Annotated[float, Field(gt=0)]

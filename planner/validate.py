@@ -37,6 +37,7 @@ from planner.io.files import csv_rows, read_text
 from planner.memory import memory_budget
 from planner.phases import decode_step_costs, mixed_step_time, prefill_time_costs
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.quoting import csv_cell
 from planner.roofline import hw_coeffs, model_costs
 from planner.specs import Deployment, ModelSpec
 from planner.startup import startup_check
@@ -209,7 +210,7 @@ def write_measurements(rows: list[dict], path: str | Path) -> None:
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
         for r in rows:
-            w.writerow(r)
+            w.writerow({k: csv_cell(v) for k, v in r.items()})
 
 
 ProfileChooser = Callable[[Measurement], CalibrationProfile]

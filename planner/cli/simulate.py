@@ -45,6 +45,7 @@ from planner.cli.options import (
     ttft_help,
     write_csv_out,
 )
+from planner.quoting import csv_cell
 from planner.specs import vllm_serve_defaults
 from planner.units import MS, fmt_int, fmt_usd
 
@@ -385,7 +386,7 @@ def slo_search_cmd(
         w = csv_mod.DictWriter(buf, fieldnames=FLEET_COLUMNS, lineterminator="\n")
         w.writeheader()
         for r in rows:
-            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in FLEET_COLUMNS})
+            w.writerow({k: ("" if r.get(k) is None else csv_cell(r.get(k))) for k in FLEET_COLUMNS})
         write_csv_out(buf.getvalue(), csv)
     if json_out:
         emit_json({"model": m.id, "ttft_p99_s": ttft_slo_ms * MS, "tpot_p99_s": tpot_slo_ms * MS,

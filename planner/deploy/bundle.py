@@ -41,7 +41,6 @@ from planner.deploy.k8s import (
     PREFIX,
     cache_size,
     deployment,
-    dump_yaml,
     engine_container,
     k8s_name,
     service,
@@ -256,9 +255,8 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
         files["k8s-deployment.yaml"] = to_yaml(objs, _header(model, gpu, layout, replicas, "Deployment + Service"))
         values = production_stack_values(name=inst, cmd=cmd, replicas=replicas, gpus=layout.gpus, probes=probes,
                                          cache_size=cache_size(ckpt), prefix_caching=enable_prefix_caching)
-    files["helm-values-production-stack.yaml"] = "".join(
-        f"# {h}\n" for h in _header(model, gpu, layout, replicas, "vLLM production-stack Helm values")
-    ) + dump_yaml(values)
+    files["helm-values-production-stack.yaml"] = to_yaml(
+        [values], _header(model, gpu, layout, replicas, "vLLM production-stack Helm values"))
     pd_cmd = None
     if disagg is not None:
         pd_cmd = serve_command(model, gpu, dep, kv_transfer_config=NIXL_KV_TRANSFER_CONFIG, **common)

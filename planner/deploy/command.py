@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 from dataclasses import dataclass, field
 
 from planner.startup import StartupCheck, startup_check
 from planner.memory import request_kv_bytes_per_gpu
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.quoting import shell_line
 from planner.specs import Deployment, GpuSpec, ModelSpec
 
 #: vLLM 0.26 ``--kv-cache-dtype`` / ``--quantization`` spellings of the planner's dtypes.
@@ -47,8 +47,7 @@ class ServeCommand:
     predicted_max_concurrency: int = 0
 
     def shell(self) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        return (env + " " if env else "") + shlex.join(self.argv)
+        return shell_line(self.argv, self.env)
 
     def serve_args(self) -> list[str]:
         """The arguments after ``vllm serve`` (what vLLM's own parser takes)."""

@@ -51,8 +51,9 @@ def head_script(cmd: ServeCommand, gpus: int) -> str:
 
 
 def serve_argv_of_head(script: str) -> list[str]:
-    """The ``vllm serve`` argv a head script execs (its last line) — what tests parse."""
-    last = script.strip().splitlines()[-1]
+    """The ``vllm serve`` argv a head script execs (everything after its three set-up lines: a quoted
+    argument may hold a newline) — what tests parse."""
+    last = script.strip().split("\n", 3)[-1]
     argv = shlex.split(last)
     return argv[1:] if argv and argv[0] == "exec" else argv
 
