@@ -132,6 +132,10 @@ class PlanReport:
                 + "\n".join(body) + "\n</body></html>\n")
 
 
+def _finite_or_none(v):
+    return None if v is None or not math.isfinite(v) else v
+
+
 def _json(v):
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
@@ -242,10 +246,13 @@ def plan_report(model: ModelSpec, gpu: GpuSpec, report: SizingReport, fleet: Fle
                f"first 10 % left out")
         for key, name in (("ttft", "TTFT"), ("tpot", "TPOT")):
             for pq in ("p50", "p99"):
-                add(lat, f"{name} {pq}", sim[f"{key}_{pq}_s"] / MS, "ms", bands[key])
+                v = _finite_or_none(sim[f"{key}_{pq}_s"])  # no TPOT when each request makes one token
+                add(lat, f"{name} {pq}", None if v is None else v / MS, "ms",
+                    bands[key] if v is not None else "none: one output token per request has no time per output token")
         add(lat, "E2E p50", sim["e2e_p50_s"], "s")
         add(lat, "E2E p99", sim["e2e_p99_s"], "s", how)
-        ok = all(t is None or sim[f"{k}_p99_s"] <= t for k, t in (("ttft", w.ttft_slo_s), ("tpot", w.tpot_slo_s)))
+        ok = all(t is None or _finite_or_none(sim[f"{k}_p99_s"]) is None or sim[f"{k}_p99_s"] <= t
+                 for k, t in (("ttft", w.ttft_slo_s), ("tpot", w.tpot_slo_s)))
         add(lat, "p99 meets the targets", ok, "", "" if ok else (
             "the fleet is sized on the steady-state latencies; under Poisson arrivals p99 misses a target: "
             "`planner slo-search` finds the rate each replica holds at p99"))

@@ -160,6 +160,7 @@ def tpot_help(checked: str) -> str:
 def write_csv_out(data: pd.DataFrame | str, path: Path, flag: str = "--csv") -> None:
     """A frame (through :func:`planner.report.write_csv`: raw numbers, provenance columns) or CSV text to
     ``path``; ``-`` writes it on stdout.  A path that cannot be written is bad input (exit 2 naming ``flag``)."""
+    from planner.io.files import write_text
     from planner.report import csv_bytes, write_csv
 
     if str(path) == "-":
@@ -167,7 +168,7 @@ def write_csv_out(data: pd.DataFrame | str, path: Path, flag: str = "--csv") -> 
         return
     try:
         if isinstance(data, str):
-            Path(path).write_text(data, encoding="utf-8")
+            write_text(path, data, flag)
         else:
             write_csv(data, path)
     except OSError as err:

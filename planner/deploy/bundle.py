@@ -57,10 +57,19 @@ from planner.deploy.layout import (
 )
 from planner.deploy.ray import head_service_selector, raycluster
 from planner.startup import StartupProblem, startup_check
+from planner.io.files import write_text
+from planner.io.jsonl import json_safe
 from planner.plan import plan
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.report import SizingReport
 from planner.specs import Deployment, GpuSpec, ModelSpec, Workload
+
+#: The most pods one Kubernetes cluster is built for (kubernetes.io, "Considerations for large clusters": at most
+#: 150,000 total pods, 5,000 nodes): a fleet beyond it is not one cluster's manifest.
+MAX_CLUSTER_PODS = 150_000
+#: Replicas spanning nodes are written one KubeRay RayCluster each (about 6 KB of YAML apiece): at most this many,
+#: so k8s-raycluster.yaml stays near 1.5 MB and is written in well under a second.
+MAX_RAYCLUSTERS = 256
 
 #: speculative_config "method" per planner preset (vLLM 0.26 SpeculativeConfig; a plain draft model needs none).
 SPEC_METHOD = {"draft-model": None, "eagle": "eagle", "medusa": "medusa"}
@@ -138,7 +147,7 @@ class DeployBundle:
         paths = []
         for name, text in sorted(self.files.items()):
             p = out / name
-            p.write_text(text, encoding="utf-8")
+            write_text(p, text, "--out")  # a full disk names the file (SpecError, a ValueError)
             if name.endswith(".sh"):
                 p.chmod(0o755)
             paths.append(p)
@@ -233,6 +242,7 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
                      "predicted pool does not subtract")
     disagg = plan_disaggregated(model, gpu, dep, workload, report, profile,
                                 network_bytes_per_s_per_gpu) if disaggregated else None
+    _check_manifest_size(workload, layout, report.fleet.replicas, disagg)
     inst = k8s_name(name or f"vllm-{model.id}")
     ann = _annotations(cmd, report)
     files: dict[str, str] = {"serve.sh": serve_script(model, gpu, layout, cmd, report, mml)}
@@ -268,8 +278,25 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
     files["README.md"] = files["predictions.json"] = ""  # listed in predictions' "files"; filled below
     bundle = DeployBundle(model, gpu, layout, cmd, report, mml, probes, disagg, calibration_note, tuple(notes), files)
     files["README.md"] = bundle_readme(bundle, pd_cmd)
-    files["predictions.json"] = json.dumps(bundle.to_dict(), indent=2, allow_nan=False, default=str) + "\n"
+    files["predictions.json"] = json.dumps(json_safe(bundle.to_dict()), indent=2, allow_nan=False, default=str) + "\n"
     return bundle
+
+
+def _check_manifest_size(workload: Workload, layout: ReplicaLayout, replicas: int, disagg: DisaggPlan | None) -> None:
+    """DeployRefused (naming the demand's flag) for a fleet no manifest should hold: more pods than one Kubernetes
+    cluster is built for, or more RayClusters than :data:`MAX_RAYCLUSTERS` -- checked before any object is built
+    (a rate of 10,000 req/s of DeepSeek-V3 on A100s would otherwise write 5,927 RayClusters, 34 MB)."""
+    flag = "--rate" if workload.request_rate_per_s else "--users"
+    pools = replicas + (disagg.prefill.replicas + disagg.decode.replicas if disagg is not None else 0)
+    pods = pools * layout.nodes
+    if pods > MAX_CLUSTER_PODS:
+        raise DeployRefused(flag, f"the fleet needs {replicas:,} replicas = {pods:,} pods, more than one Kubernetes "
+                                  f"cluster holds ({MAX_CLUSTER_PODS:,} pods); split the demand across clusters")
+    if layout.multi_node and replicas > MAX_RAYCLUSTERS:
+        raise DeployRefused(flag, f"the fleet needs {replicas:,} replicas spanning {layout.nodes} nodes each; "
+                                  f"planner deploy writes one KubeRay RayCluster per replica and at most "
+                                  f"{MAX_RAYCLUSTERS}: split the demand into deployments of at most {MAX_RAYCLUSTERS} "
+                                  "replicas, or choose a GPU whose node holds a replica")
 
 
 def _annotations(cmd: ServeCommand, report: SizingReport) -> dict:
