@@ -26,7 +26,7 @@ import unicodedata
 from collections.abc import Iterable
 
 __all__ = ["comment_line", "comment_lines", "control_char_problem", "csv_cell", "md_code_block", "md_text",
-           "shell_line", "shell_word", "visible"]
+           "refuse_control_characters", "shell_line", "shell_word", "visible"]
 
 #: Unicode categories written as escapes: controls (Cc), format characters such as bidi overrides (Cf),
 #: line and paragraph separators (Zl, Zp; YAML 1.1 and some editors break lines at U+2028/U+2029/U+0085).
@@ -64,6 +64,14 @@ def control_char_problem(text: str) -> str | None:
         if _escaped(c):
             return f"contains the control character U+{ord(c):04X} at position {i + 1}"
     return None
+
+
+def refuse_control_characters(cls, v):
+    """A pydantic field validator (every text field of :class:`planner.specs.FrozenSpec`): a name holding a
+    control, format or line-separator character is refused on the way in (and quoted on the way out anyway)."""
+    if isinstance(v, str) and (problem := control_char_problem(v)):
+        raise ValueError(problem)
+    return v
 
 
 def shell_word(text: object) -> str:
