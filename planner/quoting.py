@@ -115,7 +115,11 @@ def md_code_block(text: str, lang: str = "") -> list[str]:
 
 
 def csv_cell(value: object) -> object:
-    """A CSV cell: text a spreadsheet would evaluate gets a leading apostrophe; numbers are left alone."""
-    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
-        return "'" + value
-    return value
+    """A CSV cell: text on one line (control characters as visible escapes: a lone carriage return is not
+    quoted by a writer whose lines end in LF, and breaks the row), and text a spreadsheet would evaluate gets a
+    leading apostrophe; numbers are left alone."""
+    if not isinstance(value, str):
+        return value
+    if value.startswith(FORMULA_PREFIXES):
+        value = "'" + value
+    return visible(value)

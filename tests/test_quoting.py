@@ -54,7 +54,7 @@ def test_helpers():
     fence = md_code_block("a ```` b", "sh")
     assert fence[0] == "`````sh" and fence[-1] == "`````"
     assert csv_cell("=1+1") == "'=1+1" and csv_cell("-x") == "'-x" and csv_cell("@x") == "'@x"
-    assert csv_cell("\tx") == "'\tx" and csv_cell("\rx") == "'\rx" and csv_cell("+x") == "'+x"
+    assert csv_cell("\tx") == "'\\tx" and csv_cell("\rx") == "'\\rx" and csv_cell("+x") == "'+x"
     assert csv_cell(-5.0) == -5.0 and csv_cell("ok") == "ok"
     assert control_char_problem("ok") is None and "U+000A" in control_char_problem("a\nb")
 
