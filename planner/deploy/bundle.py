@@ -289,8 +289,7 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
     bundle = DeployBundle(model, gpu, layout, cmd, report, mml, probes, disagg, calibration_note, tuple(notes), files,
                           pd_cmds)
     files["README.md"] = bundle_readme(bundle)
-    files["predictions.json"] = json.dumps(json_safe(bundle.to_dict()), indent=2, allow_nan=False, default=str) + "
-"
+    files["predictions.json"] = json.dumps(json_safe(bundle.to_dict()), indent=2, allow_nan=False, default=str) + "\n"
     return bundle
 
 
