@@ -18,6 +18,7 @@ simulator evaluate thousands of steps in one call.  Results keep their parts and
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -293,6 +294,22 @@ def experts_touched(num_experts, k, tokens):
 
 # ------------------------------------------------------------------------------------ step time
 
+#: p of the smooth roof max that the calibration fit sets (calibration.solve.smooth_roofs); 0: the hard max.
+ROOF_P: ContextVar[float] = ContextVar("roof_p", default=0.0)
+
+
+def roof_max(a, b):
+    """max(compute, memory) of a kernel family; while the calibration fit sets ROOF_P = p, the p-norm
+    (a^p + b^p)^(1/p) instead: smooth (no kink where a point changes roof), scale-free, ≤ 2^(1/p) × max (at
+    a = b), -> max as p -> ∞.  E.g. p = 64: a = 1, b = 0.5 -> 1 + 8.5e-22; a = b = 1 -> 2^(1/64) = 1.0109."""
+    p = ROOF_P.get()
+    if not p:
+        return np.maximum(a, b)
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    m = np.maximum(a, b)
+    unit = np.where(m > 0, m, 1.0)
+    return m * (np.clip(a / unit, 0.0, 1.0) ** p + np.clip(b / unit, 0.0, 1.0) ** p) ** (1.0 / p)
+
 
 @dataclass(frozen=True)
 class StepTime:
@@ -314,12 +331,12 @@ class StepTime:
     @property
     def linear_s(self):
         """Dense GEMMs (max of compute and weight streaming + dequantisation) + fused-MoE GEMMs."""
-        return (np.maximum(self.linear_compute_s, np.asarray(self.linear_memory_s) + self.dequant_s)
-                + np.maximum(self.moe_compute_s, self.moe_memory_s))
+        return (roof_max(self.linear_compute_s, np.asarray(self.linear_memory_s) + self.dequant_s)
+                + roof_max(self.moe_compute_s, self.moe_memory_s))
 
     @property
     def attention_s(self):
-        return np.maximum(self.attention_compute_s, self.attention_memory_s)
+        return roof_max(self.attention_compute_s, self.attention_memory_s)
 
     @property
     def total_s(self):
