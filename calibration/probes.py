@@ -209,7 +209,9 @@ def run_engine_probes(args: dict) -> int:
         quick=args.get("quick", False), kv_capacity_tokens=cap, max_model_len=kw["max_model_len"],
         role=args.get("role", "fit"), mixed=bool(args.get("mixed")),
         max_num_batched_tokens=sc.max_num_batched_tokens, **size_limits(model))
-    skip = done_keys(read_records(out)) if args.get("resume") else set()
+    # --resume: a point measured in any raw file of the campaign (other days' files too) is not measured again
+    skip = done_keys([r for f in args.get("done_files") or [out] for r in read_records(Path(f))]) \
+        if args.get("resume") else set()
     rng = np.random.default_rng(args.get("seed", 1))
     deadline = time.perf_counter() + float(args.get("time_budget_s", 1e9))
 

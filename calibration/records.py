@@ -86,6 +86,26 @@ def done_keys(records: list[dict]) -> set[tuple]:
     return keys
 
 
+def first_of_each_point(records: list[dict]) -> tuple[list[dict], list[str]]:
+    """``records`` with each probe point measured once: a later successful probe of a point already measured
+    (the same :func:`probe_key`, in any of the files read) is left out and listed as
+    ``'file:line: point already measured at file:line'`` -- two runs on one --out, or a resume that measured a
+    point again, never count it twice in the fit."""
+    kept: list[dict] = []
+    dropped: list[str] = []
+    first: dict[tuple, str] = {}
+    for r in records:
+        key = probe_key(r) if r.get("type") == "probe" and r.get("status") == "ok" else None
+        if key is not None:
+            here = r.where() if hasattr(r, "where") else ""
+            if key in first:
+                dropped.append(f"{here or 'record'}: point already measured at {first[key] or 'an earlier record'}")
+                continue
+            first[key] = here
+        kept.append(r)
+    return kept, dropped
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
