@@ -28,6 +28,7 @@ from planner.profile import (
     Spread,
     WeightFormatCoeffs,
 )
+from planner.kernel_families import is_hybrid_swa, moe_variant
 from planner.roofline import cudagraph_max_tokens
 from planner.validate import Measurement, error_pct, predict, predict_many
 
@@ -75,7 +76,10 @@ def family_of(m: Measurement) -> str:
     """The family whose coefficients a measurement identifies (MoE, then TP, then weight format, then KV)."""
     d = m.deployment
     if m.model.moe is not None:
-        return "moe"
+        variant = moe_variant(m.model, d.weight_dtype)
+        return "moe" if variant == "default" else f"moe-{variant}"
+    if is_hybrid_swa(m.model):
+        return "hybrid-swa"
     if d.tensor_parallel * d.pipeline_parallel > 1:
         return "tp"
     if d.weight_dtype not in ("bf16", "fp16"):
@@ -185,7 +189,7 @@ def fit_shape_corrections(points: list[Measurement], profile: CalibrationProfile
     shapes did not.)"""
     by_shape: dict[tuple[int, int], list[tuple[float, float, Measurement]]] = {}
     for p in points:
-        lo = cudagraph_max_tokens(p.deployment)
+        lo = cudagraph_max_tokens(p.deployment, p.model)
         if p.metric == "prefill_s" and p.batch_size == 1 and lo < p.prompt_tokens < SHAPE_CLIFF_HI_TOKENS \
                 and p.model.moe is None:
             pred = predict(p, profile)
@@ -198,7 +202,7 @@ def fit_shape_corrections(points: list[Measurement], profile: CalibrationProfile
             layers = rows[0][2].model.num_layers
             out.append(ShapeCorrection(
                 hidden_size=hidden, intermediate_size=inter,
-                tokens_lo=float(min(cudagraph_max_tokens(r[2].deployment) for r in rows)),
+                tokens_lo=float(min(cudagraph_max_tokens(r[2].deployment, r[2].model) for r in rows)),
                 tokens_hi=SHAPE_CLIFF_HI_TOKENS, extra_s_per_layer=round(extra / layers, 9),
                 fitted_on=sorted({r[2].model.id for r in rows})))
     return out

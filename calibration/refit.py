@@ -18,6 +18,7 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | int4 weights (W4A16) | Llama-3.1-8B | none measured (see the README: published numbers) |
 | MoE | Qwen3-30B-A3B (128 experts, top-8) | Mixtral-8x7B (8 experts, top-2), from its serving runs |
 | TP 2 | Llama-3.1-8B | none: the Qwen2.5-32B TP 2 boot's requests failed (HTTP 400) |
+| MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrid, V1-runner MoE memory | see calibration/family_fit.py | |
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from calibration.family_fit import fit_new_families, load_points
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
@@ -93,6 +95,9 @@ def refit(comparison_out: Path | None = None):
     prof, points = fit_profile(records, points=points, extra_validation=extra, excluded=excluded)
     folder, model_id, run = FRONTEND_FIT
     prof = prof.model_copy(update={"http_frontend_overhead_s": fit_http_frontend(DATA / folder, model_id, prof, run)})
+    # issue #21's families (MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrids, the V1 runner's memory
+    # terms) on top, each from its own engine of the 2026-12-01 campaign: calibration/family_fit.py
+    prof = fit_new_families(prof, load_points(excluded))
     # the fit transferred to every GPU of calibration/data/public
     comparisons, transfer = public_check(base=prof, out=comparison_out)
     prof = prof.model_copy(update={

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.kernel_families import cold_start_note
 from planner.bands import band, prefill_regime
 from planner.batching import check_workload_tokens, decode_context_tokens, largest_batch_under_slo
 from planner.cost import effective_tpot_s, fleet_for, prefill_busy_costs, throughput, token_cost
@@ -140,6 +141,9 @@ def plan(
     if served and slo.binding in BINDING_TARGETS and slo.batch_limit > slo.batch_size:
         notes.append(f"the {BINDING_TARGETS[slo.binding]} the batch to {slo.batch_size:,} of the "
                      f"{batch_limit_phrase(slo, workload)}")
+    if feasible:
+        notes.append(cold_start_note(model, deployment.weight_dtype, deployment.max_num_seqs,
+                                     deployment.max_num_batched_tokens))
     warnings: list[str] = []
     if served and fleet.num_gpus > deployment.num_gpus and (workload.request_rate_per_s or workload.concurrency):
         warnings.append(shortfall_warning(fleet, deployment))

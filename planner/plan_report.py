@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from planner.fleet import HOURS_PER_MONTH, FleetAnswer
 from planner.profile import CalibrationProfile
+from planner.quoting import csv_cell, md_code_block, md_text
 from planner.ranking import RANK_DEFINITION
 from planner.report import SizingReport
 from planner.specs import GpuSpec, ModelSpec
@@ -82,7 +83,10 @@ class PlanReport:
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["section", "quantity", "value", "unit", "band_or_note"])
         for s, q, v, u, n in self.rows:
-            w.writerow([s, q, _cell(v, plain=True), u, n])
+            # text cells a spreadsheet would evaluate get an apostrophe; numbers are written as numbers
+            value = _cell(v, plain=True)
+            w.writerow([csv_cell(s), csv_cell(q), csv_cell(value) if isinstance(v, str) else value,
+                        csv_cell(u), csv_cell(n)])
         return buf.getvalue()
 
     def _engine_heading(self) -> str:
@@ -90,17 +94,18 @@ class PlanReport:
                                                                    "see Infeasible")
 
     def markdown(self) -> str:
-        lines = [f"# {self.title}", "", *[f"**{h}**  " if i == 0 else h.strip() for i, h in enumerate(self.headline)],
-                 ""]
-        lines += [f"> **Infeasible:** {r}" for r in self.reasons]
-        lines += [f"> **Warning:** {w}" for w in self.warnings]
-        lines += ["", f"## {self._engine_heading()}", "", "```bash", self.serve_command, "```", ""]
+        m = md_text  # every text from outside (names, sources, notes) HTML-escaped, one line
+        lines = [f"# {m(self.title)}", "",
+                 *[f"**{m(h)}**  " if i == 0 else m(h.strip()) for i, h in enumerate(self.headline)], ""]
+        lines += [f"> **Infeasible:** {m(r)}" for r in self.reasons]
+        lines += [f"> **Warning:** {m(w)}" for w in self.warnings]
+        lines += ["", f"## {self._engine_heading()}", "", *md_code_block(self.serve_command, "bash"), ""]
         for sec, rows in self.sections().items():
-            lines += [f"## {sec}", "", "| quantity | value | unit | band / note |", "| --- | ---: | --- | --- |"]
-            lines += [f"| {q} | {_md(_cell(v))} | {u} | {_md(n)} |" for q, v, u, n in rows]
+            lines += [f"## {m(sec)}", "", "| quantity | value | unit | band / note |", "| --- | ---: | --- | --- |"]
+            lines += [f"| {m(q)} | {m(_cell(v))} | {m(u)} | {m(n)} |" for q, v, u, n in rows]
             lines.append("")
         if self.notes:
-            lines += ["## Notes", "", *[f"- {n}" for n in self.notes], ""]
+            lines += ["## Notes", "", *[f"- {m(n)}" for n in self.notes], ""]
         return "\n".join(lines)
 
     def html(self) -> str:
@@ -127,6 +132,10 @@ class PlanReport:
                 + "\n".join(body) + "\n</body></html>\n")
 
 
+def _finite_or_none(v):
+    return None if v is None or not math.isfinite(v) else v
+
+
 def _json(v):
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
@@ -144,10 +153,6 @@ def _cell(v, plain: bool = False) -> str:
     if isinstance(v, int):
         return f"{v:{sep}}"
     return str(v)
-
-
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def simulated_percentiles(model: ModelSpec, gpu: GpuSpec, report: SizingReport, profile: CalibrationProfile,
@@ -241,10 +246,13 @@ def plan_report(model: ModelSpec, gpu: GpuSpec, report: SizingReport, fleet: Fle
                f"first 10 % left out")
         for key, name in (("ttft", "TTFT"), ("tpot", "TPOT")):
             for pq in ("p50", "p99"):
-                add(lat, f"{name} {pq}", sim[f"{key}_{pq}_s"] / MS, "ms", bands[key])
+                v = _finite_or_none(sim[f"{key}_{pq}_s"])  # no TPOT when each request makes one token
+                add(lat, f"{name} {pq}", None if v is None else v / MS, "ms",
+                    bands[key] if v is not None else "none: one output token per request has no time per output token")
         add(lat, "E2E p50", sim["e2e_p50_s"], "s")
         add(lat, "E2E p99", sim["e2e_p99_s"], "s", how)
-        ok = all(t is None or sim[f"{k}_p99_s"] <= t for k, t in (("ttft", w.ttft_slo_s), ("tpot", w.tpot_slo_s)))
+        ok = all(t is None or _finite_or_none(sim[f"{k}_p99_s"]) is None or sim[f"{k}_p99_s"] <= t
+                 for k, t in (("ttft", w.ttft_slo_s), ("tpot", w.tpot_slo_s)))
         add(lat, "p99 meets the targets", ok, "", "" if ok else (
             "the fleet is sized on the steady-state latencies; under Poisson arrivals p99 misses a target: "
             "`planner slo-search` finds the rate each replica holds at p99"))

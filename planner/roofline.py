@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.kernel_families import (experts_touched, graph_capture_limit, is_hybrid_swa, moe_variant,
+                                     mxfp4_experts_only)
 from planner.memory import kv_bytes_per_token_per_layer, kv_heads_per_gpu, weight_bytes
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
@@ -85,7 +87,8 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
     # (the embedding table is gathered, not streamed: only the used rows are read)
     non_expert_linear = p.attention + p.dense_mlp + p.shared_experts
     kept_read = p.lm_head_matmul + p.norms + p.router
-    dense_bytes = non_expert_linear * bytes_per_quant + kept_read * ACT_BYTES
+    linear_bytes = ACT_BYTES if mxfp4_experts_only(model, deployment.weight_dtype) else bytes_per_quant
+    dense_bytes = non_expert_linear * linear_bytes + kept_read * ACT_BYTES
     routed_active = p.num_moe_layers * p.experts_per_token * p.expert
     return ModelCosts(
         model_id=model.id,
@@ -96,7 +99,8 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
         linear_flops_per_token=2.0 * (p.active_matmul_no_lm_head - routed_active) / (tp * pp),
         lm_head_flops_per_seq=2.0 * p.lm_head_matmul / tp,
         moe_flops_per_token=2.0 * routed_active / (tp * pp),
-        quantized_params_per_token=(non_expert_linear + routed_active) / (tp * pp),
+        quantized_params_per_token=(routed_active if linear_bytes == ACT_BYTES and model.moe else
+                                    non_expert_linear + routed_active) / (tp * pp),
         dense_weight_bytes=dense_bytes / (tp * pp),
         expert_weight_bytes=p.expert * bytes_per_quant / tp,
         num_moe_layers=p.num_moe_layers / pp,
@@ -111,15 +115,15 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
         window_tokens=float(model.sliding_window_tokens or 0),
         allreduce_bytes_per_token=model.hidden_size * ACT_BYTES,
         allreduces_per_step=(2.0 * model.num_layers / pp) if tp > 1 else 0.0,
-        cudagraph_max_tokens=cudagraph_max_tokens(deployment),
+        cudagraph_max_tokens=cudagraph_max_tokens(deployment, model),
         num_layers=float(model.num_layers),
     )
 
 
-def cudagraph_max_tokens(deployment: Deployment) -> int:
-    """vLLM 0.26's largest CUDA-graph capture size: min(2 × max_num_seqs, 512), capped at
+def cudagraph_max_tokens(deployment: Deployment, model: ModelSpec | None = None) -> int:
+    """vLLM 0.26's largest CUDA-graph capture size: min(2 × max_num_seqs, 512 — 1,024 for gpt-oss), capped at
     max_num_batched_tokens (config/vllm.py); bigger steps run their kernels without graphs."""
-    return min(2 * deployment.max_num_seqs, 512, deployment.max_num_batched_tokens)
+    return min(2 * deployment.max_num_seqs, graph_capture_limit(model), deployment.max_num_batched_tokens)
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,9 @@ class HwCoeffs:
     moe_layer_overhead_s: float = 0.0
     moe_eager_layer_overhead_s: float = 0.0
     moe_prefill_layer_overhead_s: float = 0.0
+    moe_seq_layer_overhead_s: float = 0.0  # MoE families: per decoding sequence per layer per step
+    moe_touch_fraction: float = 1.0  # share of the experts routing spreads over (MoeCoeffs.expert_touch_fraction)
+    hybrid_step_overhead_s: float = 0.0  # dense sliding-window hybrids' own per-step cost
     allreduce_custom_max_bytes: float = float("inf")  # above: NCCL
     nccl_latency_s: float = 0.0
     nccl_bandwidth_bytes_per_s: float = 1.0
@@ -193,7 +200,9 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
     shape = shape_correction(profile, model)
     _, attn_peak = gpu.peak_flops_for("bf16")
     basis, fmt = format_coeffs(profile, weight_dtype)
-    moe = profile.moe
+    if model is not None and mxfp4_experts_only(model, weight_dtype):
+        basis, fmt = "bf16", None  # gpt-oss: attention/router GEMMs are bf16, only the experts are MXFP4
+    moe = profile.moe_variants.get(moe_variant(model, weight_dtype) or "", profile.moe)
     link = gpu.interconnect_bandwidth_bytes_per_s
     ar = profile.allreduce
     if ar is not None:
@@ -231,6 +240,9 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         moe_layer_overhead_s=moe.layer_overhead_s if moe else 0.0,
         moe_eager_layer_overhead_s=moe.eager_layer_overhead_s if moe else 0.0,
         moe_prefill_layer_overhead_s=moe.prefill_layer_overhead_s if moe else 0.0,
+        moe_touch_fraction=moe.expert_touch_fraction if moe else 1.0,
+        moe_seq_layer_overhead_s=moe.seq_layer_overhead_s if moe else 0.0,
+        hybrid_step_overhead_s=profile.hybrid_step_overhead_s if is_hybrid_swa(model) else 0.0,
         allreduce_custom_max_bytes=ar_max,
         nccl_latency_s=nccl_lat,
         nccl_bandwidth_bytes_per_s=nccl_bw,
@@ -282,14 +294,6 @@ def attended_prefill(mc: ModelCosts, start, chunk):
     else:
         slide = 0.0
     return mc.full_layers * full + mc.sliding_layers * slide
-
-
-def experts_touched(num_experts, k, tokens):
-    """Expected distinct experts a batch of ``tokens`` routes to: E·(1 − (1 − k/E)^T)."""
-    tokens = np.asarray(tokens, dtype=float)
-    if not num_experts:
-        return np.zeros_like(tokens)
-    return num_experts * (1.0 - (1.0 - k / num_experts) ** tokens)
 
 
 # ------------------------------------------------------------------------------------ step time
@@ -400,7 +404,7 @@ def step_time(
     dequant = hw.dequant_s_per_token_param * tokens * mc.quantized_params_per_token
     # routed experts (fused MoE): the experts the step's tokens touch are read once each
     if mc.num_experts:
-        touched = experts_touched(mc.num_experts, mc.experts_per_token, tokens)
+        touched = experts_touched(mc.num_experts, mc.experts_per_token, tokens, hw.moe_touch_fraction)
         moe_bytes = np.where(active, mc.num_moe_layers * touched * mc.expert_weight_bytes, 0.0)
         moe_flops = mc.moe_flops_per_token * tokens
         moe_eff = hw.moe_matmul_efficiency_max * tokens / (tokens + hw.moe_matmul_half_tokens + 1e-30)
@@ -423,7 +427,9 @@ def step_time(
     eager = tokens > mc.cudagraph_max_tokens
     overhead = np.where(
         active,
-        hw.step_overhead_s + hw.per_seq_overhead_s * sampled + hw.per_token_overhead_s * tokens
+        hw.step_overhead_s + hw.hybrid_step_overhead_s
+        + (hw.per_seq_overhead_s + mc.num_layers * hw.moe_seq_layer_overhead_s) * sampled
+        + hw.per_token_overhead_s * tokens
         + mc.num_layers * np.where(eager, hw.eager_layer_overhead_s, np.where(pt > 0, hw.prefill_layer_overhead_s, 0.0))
         + mc.num_layers * np.where((tokens > hw.shape_tokens_lo) & (tokens < hw.shape_tokens_hi),
                                    hw.shape_extra_s_per_layer, 0.0)

@@ -15,6 +15,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from planner.dtypes import WEIGHT_COMPUTE_DTYPES, ComputeDtype, KvDtype, WeightDtype
+from planner.quoting import refuse_control_characters
 from planner.units import BILLION, GiB
 
 
@@ -22,6 +23,8 @@ class FrozenSpec(BaseModel):
     """Frozen, ``extra="forbid"``, no NaN/inf: the base of every data contract."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    _no_control_characters = field_validator("*")(refuse_control_characters)  # no text field holds one
 
 
 Positive = Annotated[float, Field(gt=0)]
@@ -429,6 +432,9 @@ class Deployment(FrozenSpec):
                 f"tensor_parallel × pipeline_parallel = {self.tensor_parallel * self.pipeline_parallel} "
                 f"exceeds num_gpus = {self.num_gpus}"
             )
+        if n := self.num_gpus % (per := self.gpus_per_replica):  # 3 GPUs of TP 2 were priced as 2 ("3 ×" title)
+            raise ValueError(f"num_gpus = {self.num_gpus} is not a whole number of replicas of tensor_parallel × "
+                             f"pipeline_parallel = {per} GPUs; give {self.num_gpus - n} or {self.num_gpus - n + per}")
         return self
 
     @property

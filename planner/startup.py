@@ -88,16 +88,16 @@ def startup_check(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, max_mo
             f"{max_model_len:,} tokens exceeds the model's {model.max_context_tokens:,}-token limit"), "context"))
     if deployment.max_num_batched_tokens < deployment.max_num_seqs:
         problems.append(StartupProblem("max_num_batched_tokens", (
-            f"{deployment.max_num_batched_tokens:,} is below max_num_seqs {deployment.max_num_seqs:,} "
-            f"(vLLM requires max_num_batched_tokens >= max_num_seqs)")))
+            f"max_num_batched_tokens {deployment.max_num_batched_tokens:,} is below max_num_seqs "
+            f"{deployment.max_num_seqs:,} (vLLM requires max_num_batched_tokens >= max_num_seqs)")))
     budget = memory_budget(model, gpu, deployment, profile)
-    if kv_capacity_tokens is not None:
+    if not budget.fits:  # a KV pool given in tokens does not make the weights fit
+        problems.append(StartupProblem("gpu_memory_utilization", budget.explain(), "memory"))
+    elif kv_capacity_tokens is not None:
         if max_model_len > kv_capacity_tokens:
             problems.append(StartupProblem("max_model_len", (
                 f"one request of {max_model_len:,} tokens does not fit in the KV pool of {kv_capacity_tokens:,} "
                 f"tokens (vLLM refuses to start)"), "memory"))
-    elif not budget.fits:
-        problems.append(StartupProblem("gpu_memory_utilization", budget.explain(), "memory"))
     elif max_model_len > 0 and request_kv_bytes_per_gpu(model, deployment, max_model_len) > budget.kv_pool_bytes:
         need = request_kv_bytes_per_gpu(model, deployment, max_model_len)
         problems.append(StartupProblem("max_model_len", (

@@ -37,6 +37,7 @@ from planner.io.files import csv_rows, read_text
 from planner.memory import memory_budget
 from planner.phases import decode_step_costs, mixed_step_time, prefill_time_costs
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.quoting import csv_cell
 from planner.roofline import hw_coeffs, model_costs
 from planner.specs import Deployment, ModelSpec
 from planner.startup import startup_check
@@ -160,6 +161,10 @@ def _num(row: dict, key: str, cast, default, line: int):
     return cast(x)
 
 
+#: The shortest time a measurement may hold: 100 ns, below any GPU kernel launch (about 2-5 µs).
+MIN_MEASURED_S = 1e-7
+
+
 def measurement_from_row(row: dict, line: int = 0) -> Measurement:
     """Parse one CSV row (a dict of strings); SpecError names the line and the column."""
     row = {k: v for k, v in row.items() if isinstance(k, str)}  # cells beyond the header: csv's None key
@@ -190,8 +195,11 @@ def measurement_from_row(row: dict, line: int = 0) -> Measurement:
             raise SpecError(catalog.format_validation_error(err, f"line {line}")) from None
         raise
     measured = _num(row, "measured", float, None, line)
-    if not measured:
+    if not measured or measured < 0:
         raise SpecError(f"line {line}: measured: must be a number > 0")
+    floor, unit = (MIN_MEASURED_S, "s") if metric.endswith("_s") else (1.0, "tokens or bytes")
+    if measured < floor:  # 1e-320 s would make every error percentage infinite
+        raise SpecError(f"line {line}: measured: {measured:.3g} is below {floor:g} {unit}; no real {metric} is")
     b = _num(row, "batch_size", int, 1, line)
     p = _num(row, "prompt_tokens", int, 0, line)
     o = _num(row, "output_tokens", int, 0, line)
@@ -233,7 +241,7 @@ def write_measurements(rows: list[dict], path: str | Path) -> None:
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
         for r in rows:
-            w.writerow(r)
+            w.writerow({k: csv_cell(v) for k, v in r.items()})
 
 
 ProfileChooser = Callable[[Measurement], CalibrationProfile]

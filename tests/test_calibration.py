@@ -140,7 +140,8 @@ def test_probe_child_plumbing_with_a_stand_in_engine(tmp_path):
 def test_fit_reproduces_its_training_points(fitted):
     """Each family is fitted on its own engines (calibration/refit.py) and reproduces them."""
     prof, _, _ = fitted
-    assert set(prof.models_used) == {"mistral-7b-v0.3", "qwen2.5-32b", "llama-3.1-8b", "qwen3-30b-a3b"}
+    assert set(prof.models_used) == {"mistral-7b-v0.3", "qwen2.5-32b", "llama-3.1-8b", "qwen3-30b-a3b",
+                                     "gpt-oss-120b", "deepseek-v2-lite", "gemma-3-12b"}  # + calibration.family_fit
     for key in ("dense/decode", "dense/prefill_long", "kv-fp8/decode", "fp8/decode", "int4/decode", "moe/decode",
                 "tp/decode", "tp/prefill_long"):
         r = prof.residuals[key]

@@ -8,7 +8,8 @@ from conftest import deepseek_v3, gpt_oss_120b, make_deployment, make_gpu, mistr
 
 from planner.phases import decode_step_costs, decode_step_time, prefill_time
 from planner.profile import CalibrationProfile
-from planner.roofline import experts_touched, hw_coeffs, model_costs
+from planner.kernel_families import experts_touched
+from planner.roofline import hw_coeffs, model_costs
 from planner.specs import count_params
 
 BW = 3.35e12

@@ -6,7 +6,6 @@ Registered by :mod:`planner.cli.app`; the work is :func:`planner.deploy.deployme
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.common import FLAG_OF_FIELD, JsonOpt, build, cli_errors, error_exit, finite
+from planner.cli.common import FLAG_OF_FIELD, JsonOpt, build, cli_errors, emit_json, error_exit, finite
 from planner.cli.options import (
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
@@ -160,7 +159,7 @@ def deploy_cmd(
         d = b.to_dict()
         d["out_dir"] = str(out) if out is not None else None
         d["file_texts"] = dict(b.files)
-        typer.echo(json.dumps(d, indent=2, allow_nan=False, default=str))
+        emit_json(d)
         return
     typer.echo(_text(b, out, written))
 

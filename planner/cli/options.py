@@ -9,6 +9,9 @@ Exit codes (every command): 0 ok; 2 bad input, one line ``error: <flag>: <reason
 
 from __future__ import annotations
 
+import io
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -157,17 +160,32 @@ def tpot_help(checked: str) -> str:
 # ------------------------------------------------------------------------------------------- output
 
 
+def writes_stdout(path: Path | str | None) -> bool:
+    """Does writing ``path`` write standard output?  ``-``, ``/dev/stdout``, ``/dev/fd/1``, or the very file
+    stdout is (``sweep --csv out.csv --json > out.csv``): CSV and JSON (or a table) would interleave there."""
+    if path is None:
+        return False
+    text = str(path)
+    if text in ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"):
+        return True
+    try:
+        return os.path.samestat(os.stat(text), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # no such file yet, or no real stdout
+        return False
+
+
 def write_csv_out(data: pd.DataFrame | str, path: Path, flag: str = "--csv") -> None:
     """A frame (through :func:`planner.report.write_csv`: raw numbers, provenance columns) or CSV text to
     ``path``; ``-`` writes it on stdout.  A path that cannot be written is bad input (exit 2 naming ``flag``)."""
+    from planner.io.files import write_text
     from planner.report import csv_bytes, write_csv
 
-    if str(path) == "-":
+    if writes_stdout(path):
         typer.echo(data if isinstance(data, str) else csv_bytes(data).decode("utf-8"), nl=False)
         return
     try:
         if isinstance(data, str):
-            Path(path).write_text(data, encoding="utf-8")
+            write_text(path, data, flag)
         else:
             write_csv(data, path)
     except OSError as err:

@@ -74,6 +74,7 @@ def report_cmd(
     An infeasible plan is still written, then exits 1 with one line `error: infeasible: <reason>`.
     """
     from planner.cli.plan import plan_from_flags
+    from planner.io.files import write_text
     from planner.plan_report import plan_report
 
     fp = plan_from_flags(model=model, gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, weight_dtype=weight_dtype,
@@ -91,7 +92,7 @@ def report_cmd(
     if out is not None:
         d = make_dir(out)
         for method, name in FILES.items():
-            (d / name).write_text(getattr(pr, method)(), encoding="utf-8")
+            write_text(d / name, getattr(pr, method)(), "--out")
             written.append(d / name)
     if json_out:
         emit_json({**pr.as_dict(), "files": [str(p) for p in written]})

@@ -44,7 +44,9 @@ from planner.cli.options import (
     tpot_help,
     ttft_help,
     write_csv_out,
+    writes_stdout,
 )
+from planner.quoting import csv_cell
 from planner.specs import vllm_serve_defaults
 from planner.units import MS, fmt_int, fmt_usd
 
@@ -209,8 +211,8 @@ def simulate_cmd(
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
     spec = _spec(spec_preset, spec_k, spec_acceptance, spec_draft_cost)
     prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
-    if series_csv is not None and str(series_csv) == "-" and json_out:
-        raise error_exit("--series-csv", "'-' and --json both write stdout; give one")
+    if writes_stdout(series_csv) and json_out:
+        raise error_exit("--series-csv", "it and --json would both write standard output; give one")
     if trace is not None:
         if workload is not None:
             raise error_exit("--workload", "give either --trace or --workload")
@@ -243,7 +245,7 @@ def simulate_cmd(
                                         if base.output_tokens_per_s > 0 else None)
     if series_csv is not None:
         write_csv_out(_series_text(res), series_csv, "--series-csv")
-        if str(series_csv) == "-":
+        if writes_stdout(series_csv):
             return
     if json_out:
         emit_json(out)
@@ -365,8 +367,8 @@ def slo_search_cmd(
     make = _workload_maker(workload=workload, num_requests=num_requests, prompt_tokens=prompt_tokens,
                            output_tokens=output_tokens, shared_prefix_tokens=shared_prefix_tokens,
                            burstiness_cv=burstiness_cv, seed=seed)
-    if csv is not None and str(csv) == "-" and json_out:
-        raise error_exit("--csv", "'-' and --json both write stdout; give one")
+    if writes_stdout(csv) and json_out:
+        raise error_exit("--csv", "it and --json would both write standard output; give one")
     m = catalog.model(model)
     gs = [catalog.gpu(x) for x in dict.fromkeys(gpu or sorted(catalog.gpus()))]  # each value once, in order
     dtypes = list(dict.fromkeys(weight_dtype or ["bf16"]))
@@ -385,12 +387,12 @@ def slo_search_cmd(
         w = csv_mod.DictWriter(buf, fieldnames=FLEET_COLUMNS, lineterminator="\n")
         w.writeheader()
         for r in rows:
-            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in FLEET_COLUMNS})
+            w.writerow({k: ("" if r.get(k) is None else csv_cell(r.get(k))) for k in FLEET_COLUMNS})
         write_csv_out(buf.getvalue(), csv)
     if json_out:
         emit_json({"model": m.id, "ttft_p99_s": ttft_slo_ms * MS, "tpot_p99_s": tpot_slo_ms * MS,
                     "target_rate_per_s": rate, "candidates": rows})
-    elif csv is None or str(csv) != "-":
+    elif not writes_stdout(csv):
         _print_search(m.id, rows, ttft_slo_ms, tpot_slo_ms, seed)
     if not met:
         raise infeasible_exit(["no candidate meets p99 TTFT and p99 TPOT at any request rate"])

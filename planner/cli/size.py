@@ -41,6 +41,7 @@ from planner.cli.options import (
     tpot_help,
     ttft_help,
     write_csv_out,
+    writes_stdout,
 )
 from planner.units import MS
 
@@ -171,8 +172,8 @@ def sweep_cmd(
     from planner.specs import Workload
     from planner.sweep import sweep
 
-    if csv is not None and str(csv) == "-" and json_out:
-        raise error_exit("--csv", "'-' and --json both write stdout; give one")
+    if writes_stdout(csv) and json_out:
+        raise error_exit("--csv", "it and --json would both write standard output; give one")
     m = catalog.model(model)
     gpus = [catalog.gpu(x) for x in gpu] if gpu else None
     prompts = list(prompt_tokens) if prompt_tokens else [DEFAULT_PROMPT_TOKENS]
@@ -196,7 +197,7 @@ def sweep_cmd(
         write_csv_out(df, csv)
     if json_out:
         typer.echo(frame_json(df.head(top)))
-    elif csv is None or str(csv) != "-":
+    elif not writes_stdout(csv):
         head = df.head(top)
         typer.echo(f"{len(df):,} configurations of {m.name}; {int(df['starts'].sum()):,} can start (vLLM's "
                    f"start-up rule); {n_ok:,} meet every target" + (f"; written to {csv}" if csv else "")

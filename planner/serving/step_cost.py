@@ -4,6 +4,7 @@ sums the decode fast-forward uses (:func:`sum_max_linear`)."""
 from __future__ import annotations
 
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.kernel_families import experts_touched
 from planner.roofline import HwCoeffs, ModelCosts, hw_coeffs, model_costs
 from planner.specs import Deployment, GpuSpec, ModelSpec
 
@@ -51,6 +52,7 @@ class StepCost:
         "moe_prefill_overhead_s",
         "moe_matmul_efficiency_max",
         "moe_matmul_half_tokens",
+        "moe_touch_fraction",
         "nccl_latency_s",
         "nccl_s_per_token",
         "num_attn_layers",
@@ -113,8 +115,9 @@ class StepCost:
         self.moe_prefill_overhead_s = mc.num_moe_layers * hw.moe_prefill_layer_overhead_s
         self.shape_extra_s = mc.num_layers * hw.shape_extra_s_per_layer
         self.shape_tokens_lo, self.shape_tokens_hi = hw.shape_tokens_lo, hw.shape_tokens_hi
-        self.step_overhead_s = hw.step_overhead_s
-        self.per_seq_overhead_s = hw.per_seq_overhead_s
+        self.step_overhead_s = hw.step_overhead_s + hw.hybrid_step_overhead_s
+        self.moe_touch_fraction = hw.moe_touch_fraction
+        self.per_seq_overhead_s = hw.per_seq_overhead_s + mc.num_layers * hw.moe_seq_layer_overhead_s
         self.per_token_overhead_s = hw.per_token_overhead_s
         self.request_overhead_s = hw.request_overhead_s
         # per-layer launch costs: above the largest CUDA graph (eager), or a prefill step (PIECEWISE)
@@ -148,10 +151,9 @@ class StepCost:
         lin_memory = self.dense_weight_bytes / self.weight_bandwidth_bytes_per_s
         linear = max(lin_memory + self.dequant_s_per_token * tokens, lin_compute)
         if self.num_experts:
-            e = self.num_experts
             # expected distinct experts a batch of `tokens` touches, per MoE layer
-            moe_bytes = self.num_moe_layers * e * (1.0 - (1.0 - self.experts_per_token / e) ** tokens) \
-                * self.expert_weight_bytes
+            moe_bytes = self.num_moe_layers * float(experts_touched(
+                self.num_experts, self.experts_per_token, tokens, self.moe_touch_fraction)) * self.expert_weight_bytes
             moe_eff = self.moe_matmul_efficiency_max * tokens / (tokens + self.moe_matmul_half_tokens + 1e-30)
             linear += max(moe_bytes / self.moe_bandwidth_bytes_per_s,
                           self.moe_flops_per_token * tokens / (self.linear_peak_flops_per_s * max(moe_eff, 1e-9)))
