@@ -32,6 +32,26 @@ BILLION = 1e9  # counts (parameters), not bytes
 SECONDS_PER_HOUR = 3600.0
 
 
+def cdiv(a: int, b: int) -> int:
+    """Ceil-division of integers, ⌈a / b⌉ (vLLM's ``cdiv``): the blocks ``a`` tokens take in blocks of ``b``."""
+    return -(a // -b)
+
+
+class ScalarMath:
+    """numpy's ``maximum``/``minimum``/``where`` for Python floats, so one formula can run on numpy arrays
+    (``xp=np``) and on floats (``xp=SCALAR``, where a numpy ufunc on a scalar would cost ~1 µs)."""
+
+    maximum = staticmethod(max)
+    minimum = staticmethod(min)
+
+    @staticmethod
+    def where(cond, a, b):
+        return a if cond else b
+
+
+SCALAR = ScalarMath()
+
+
 def _finite(x: float) -> bool:
     return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
 

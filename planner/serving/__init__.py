@@ -16,9 +16,9 @@ What it models, step by step, the way vLLM V1 does — one module per part, as v
 * :mod:`~planner.serving.request` (vLLM ``v1/request.py``) — per-request state.
 * :mod:`~planner.serving.decode_batch` — the running decoders as aggregates (count, Σ context, counts
   per block phase), never iterated per step.
-* :mod:`~planner.serving.step_cost` — **step time** of each mixed batch from
-  :func:`planner.roofline.step_time`, reduced to float arithmetic by :class:`StepCost` (checked against
-  ``step_time`` in the tests).  A calibrated :class:`~planner.specs.CalibrationProfile` enters through
+* :mod:`~planner.serving.step_cost` — **step time** of each mixed batch: the one step formula
+  (:func:`planner.roofline.step_parts`'s terms) on floats by :class:`StepCost`, equal to ``step_time``'s
+  bit for bit.  A calibrated :class:`~planner.specs.CalibrationProfile` enters through
   :func:`planner.roofline.hw_coeffs`; ``request_overhead_s`` is added to each request's TTFT and E2E.
 * :mod:`~planner.serving.engine` (vLLM ``v1/engine/core.py``) — the loop, and the closed-form
   **fast-forward** over runs of pure decode steps (10,000 chat requests in well under a second,
