@@ -222,8 +222,8 @@ def _hardware_section(gpus: dict) -> tuple[dict, object]:
                                 help="Weight format (int4 = group-wise with 16-bit scales, 4.125 bits)")
     kv_dtype = c2.selectbox("KV cache", kd, index=kd.index(DEFAULTS["kvdtype"]), key="kvdtype", **BIND,
                             help="fp8 KV halves the cache: roughly twice the tokens")
-    util = st.slider("gpu_memory_utilization", min_value=0.10, max_value=1.00, value=0.92, step=0.01, key="util",
-                     help="Fraction of GPU memory vLLM may use (vLLM default 0.92)", **BIND)
+    util = st.slider("gpu_memory_utilization", min_value=(u := inputs.SLIDERS["util"]).lo, max_value=u.hi, step=0.01,
+                     value=u.default, key="util", help=inputs.UTIL_HELP, **BIND)
     return {"gpu_id": gpu_id, "num_gpus": n, "tensor_parallel": int(tp), "weight_dtype": weight_dtype,
             "kv_cache_dtype": kv_dtype, "gpu_memory_utilization": float(util)}, gpu_caption
 

@@ -71,7 +71,7 @@ def sum_steps(a: StepTime, na, b: StepTime, nb) -> StepTime:
 
 
 def prefill_time_costs(mc: ModelCosts, hw: HwCoeffs, prompt_tokens, batch_size=1,
-                       max_num_batched_tokens=8192) -> PhaseTime:
+                       max_num_batched_tokens=Deployment.default("max_num_batched_tokens")) -> PhaseTime:
     """Prefill of ``batch_size`` prompts of ``prompt_tokens`` submitted together to an idle engine:
     the B·P tokens are packed into steps of ``max_num_batched_tokens`` (chunked prefill).  Attention
     work is spread over the steps in proportion to their tokens."""

@@ -165,6 +165,11 @@ class HwCoeffs:
     shape_tokens_hi: float = float("inf")
 
 
+#: The profile's fixed costs, taken over as they are (seconds per step, layer, sequence, token, request).
+PROFILE_OVERHEADS = ("step_overhead_s", "prefill_layer_overhead_s", "eager_layer_overhead_s", "per_seq_overhead_s",
+                     "per_token_overhead_s", "request_overhead_s")
+
+
 def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDEAL_PROFILE,
               model: ModelSpec | None = None) -> HwCoeffs:
     """``gpu`` seen through ``profile`` for weights stored as ``weight_dtype``; ``model`` (optional) picks up
@@ -196,12 +201,7 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         weight_bandwidth_efficiency=fmt.weight_bandwidth_efficiency if fmt else profile.weight_bandwidth_efficiency,
         kv_bandwidth_efficiency=profile.kv_bandwidth_efficiency,
         kv_bandwidth_efficiency_fp8=profile.kv_bandwidth_efficiency_fp8 or profile.kv_bandwidth_efficiency,
-        step_overhead_s=profile.step_overhead_s,
-        prefill_layer_overhead_s=profile.prefill_layer_overhead_s,
-        eager_layer_overhead_s=profile.eager_layer_overhead_s,
-        per_seq_overhead_s=profile.per_seq_overhead_s,
-        per_token_overhead_s=profile.per_token_overhead_s,
-        request_overhead_s=profile.request_overhead_s,
+        **{name: getattr(profile, name) for name in PROFILE_OVERHEADS},
         link_bandwidth_bytes_per_s=ar_bw,
         allreduce_latency_s=ar_lat,
         dequant_s_per_token_param=fmt.dequant_s_per_token_param if fmt else 0.0,

@@ -415,12 +415,22 @@ class Deployment(FrozenSpec):
 
     @classmethod
     def for_gpu(cls, gpu: GpuSpec, **fields) -> Deployment:
-        """A deployment on ``gpu``: the scheduler limits not in ``fields`` take vLLM 0.26 serve's defaults
-        for that GPU (:func:`vllm_serve_defaults`).  Built without a GPU, a Deployment keeps 8,192 / 1,024."""
+        """The one way to build a deployment: on ``gpu``, the scheduler limits not in ``fields`` take vLLM 0.26
+        serve's defaults for that GPU (:func:`vllm_serve_defaults`), other settings :meth:`default`."""
         if "gpu_id" in fields:
             raise TypeError("Deployment.for_gpu: the GPU gives gpu_id")
         tokens, seqs = vllm_serve_defaults(gpu)
         return cls(gpu_id=gpu.id, **{"max_num_batched_tokens": tokens, "max_num_seqs": seqs, **fields})
+
+    @classmethod
+    def default(cls, setting: str):
+        """The one default of an engine setting (``gpu_memory_utilization`` 0.92, ``block_size_tokens`` 16, …):
+        the CLI, the dashboard, calibration and replay read it here, as vLLM's EngineArgs reads CacheConfig's."""
+        return cls.model_fields[setting].default
+
+    def replace(self, **changes) -> Deployment:
+        """This deployment with ``changes``, validated again (``model_copy(update=...)`` would not check them)."""
+        return type(self).model_validate({**self.model_dump(), **changes})
 
     @model_validator(mode="after")
     def _parallel_fits(self) -> Deployment:

@@ -46,3 +46,21 @@ def test_step_cost_equals_roofline_step_time(model_fn, tp, pp, profile):
 def test_sum_max_linear_matches_brute_force(a1, b1, a2, b2, n):
     brute = sum(max(a1 + b1 * j, a2 + b2 * j) for j in range(n))
     assert sum_max_linear(a1, b1, a2, b2, n) == pytest.approx(brute, rel=1e-9, abs=1e-9)
+
+
+@given(st.floats(1e-4, 0.1), st.floats(0, 0.1), st.floats(0, 1e-3), st.floats(0, 0.1), st.floats(0, 1e-3),
+       st.floats(1e-4, 50.0), st.integers(1, 3000))
+@PROPS
+def test_steps_to_reach_is_the_first_step_at_the_target(c0, ac0, acs, am0, ams, target, n):
+    """engine.steps_to_reach (quadratic estimate, then walks) = the brute-force smallest m in [1, n] with
+    run_s(m) >= target, for a run of decode steps c0 + max(ac0 + acs·j, am0 + ams·j)."""
+    from planner.serving.engine import steps_to_reach
+
+    def run_s(m: int) -> float:
+        return m * c0 + sum_max_linear(ac0, acs, am0, ams, m)
+
+    if run_s(n) <= target:
+        return  # the engine asks only when the whole run passes the target
+    m = steps_to_reach(run_s, c0 + max(ac0, am0), max(acs, ams), target, n)
+    brute = next(k for k in range(1, n + 1) if run_s(k) >= target)
+    assert m == brute
