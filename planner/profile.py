@@ -103,6 +103,22 @@ class ErrorBand(FrozenSpec):
     basis: str = Field(description="'held-out: <models>', 'fit residuals: <models>' or 'public: <sources>'")
 
 
+class FitReport(FrozenSpec):
+    """How a profile's latency coefficients were solved (calibration/solve.py), so that a refit elsewhere can be
+    compared by what it optimises and predicts rather than by coefficients that the data may not pin down."""
+
+    method: str = Field("", description="the least-squares procedure, in one line")
+    objective: dict[str, float] = Field(
+        default_factory=dict, description="per stage (kernel family): the robust (soft-L1) cost ½·Σ ρ((log "
+        "predicted/measured)²) of the profile's coefficients on that stage's fit points, with the hard roofline max")
+    points: dict[str, int] = Field(default_factory=dict, description="per stage: the fit points it was solved on")
+    fixed: dict[str, str] = Field(
+        default_factory=dict, description="coefficient path -> the value it was fixed at and why: the stage's points "
+        "could not identify it (it ended on a bound, or moving it over its whole range changes no prediction)")
+    toolchain: dict[str, str] = Field(
+        default_factory=dict, description="python, numpy, scipy, BLAS and platform the fit ran on (threads pinned)")
+
+
 class CalibrationProfile(FrozenSpec):
     """Efficiencies and overheads of the roofline model for one GPU and engine version.
 
@@ -185,6 +201,7 @@ class CalibrationProfile(FrozenSpec):
     command: str = ""
     residuals: dict[str, Residuals] = Field(default_factory=dict)
     validation: dict[str, Residuals] = Field(default_factory=dict)
+    fit: FitReport | None = Field(None, description="how the latency fit was solved: objective, fixed terms, toolchain")
     excluded_records: list[str] = Field(
         default_factory=list, description="raw lines and records left out of the fit, 'file:line: why' (unreadable, "
         "a non-finite or non-positive measurement, unknown model, an exact duplicate)")

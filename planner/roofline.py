@@ -29,6 +29,7 @@ import numpy as np
 from planner.memory import kv_bytes_per_token_per_layer, kv_heads_per_gpu, weight_bytes
 from planner.profile import IDEAL_PROFILE, CalibrationProfile, format_coeffs, shape_correction
 from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
+from planner.units import ROOF_P, roof_max  # noqa: F401  (ROOF_P: the calibration fit sets it here)
 
 ACT_BYTES = 2.0  # bf16 activations
 
@@ -281,7 +282,6 @@ def experts_touched(num_experts, k, tokens):
 
 # ------------------------------------------------------------------------------------ step time
 
-
 def linear_s(linear_compute_s, linear_memory_s, dequant_s, moe_compute_s, moe_memory_s, maximum=np.maximum):
     """Dense GEMMs at their roof (max of compute and weight streaming + dequantisation) + fused-MoE GEMMs."""
     return maximum(linear_compute_s, linear_memory_s + dequant_s) + maximum(moe_compute_s, moe_memory_s)
@@ -312,8 +312,9 @@ class StepTime:
     @property
     def total_s(self):
         linear = linear_s(self.linear_compute_s, np.asarray(self.linear_memory_s), self.dequant_s,
-                          self.moe_compute_s, self.moe_memory_s)
-        return step_total(linear, self.attention_compute_s, self.attention_memory_s, self.comm_s, self.overhead_s)
+                          self.moe_compute_s, self.moe_memory_s, roof_max)
+        return step_total(linear, self.attention_compute_s, self.attention_memory_s, self.comm_s, self.overhead_s,
+                          roof_max)
 
     @property
     def compute_s(self):

@@ -84,15 +84,39 @@ def predict(m: Measurement, profile: CalibrationProfile = IDEAL_PROFILE) -> floa
         return float(memory_budget(m.model, gpu, d, profile).kv_capacity_tokens)
     if m.metric == "weights_bytes":
         return float(memory_budget(m.model, gpu, d, profile).weight_bytes * d.gpus_per_replica)
-    mc = model_costs(m.model, d)
-    hw = hw_coeffs(gpu, d.weight_dtype, profile, m.model)
-    if m.metric == "prefill_s":
-        return float(prefill_time_costs(mc, hw, m.prompt_tokens, m.batch_size, d.max_num_batched_tokens).time_s)
-    if m.metric == "decode_step_s":
-        return float(decode_step_costs(mc, hw, m.batch_size, m.prompt_tokens + m.output_tokens / 2.0).time_s)
-    if m.metric == "mixed_step_s":
-        return float(mixed_step_time(mc, hw, m.batch_size, m.prompt_tokens, m.chunk_tokens).total_s)
-    raise SpecError(f"metric: unknown metric '{m.metric}'; known: {', '.join(METRICS)}")
+    if m.metric not in METRICS:
+        raise SpecError(f"metric: unknown metric '{m.metric}'; known: {', '.join(METRICS)}")
+    return float(_latency(m.model, d, profile, m.metric, m.batch_size, m.prompt_tokens, m.output_tokens,
+                          m.chunk_tokens))
+
+
+def _latency(model: ModelSpec, d: Deployment, profile: CalibrationProfile, metric: str, batch, prompt, output, chunk):
+    """A latency metric of ``model`` under ``d``, elementwise over arrays of batch/prompt/output/chunk tokens."""
+    mc = model_costs(model, d)
+    hw = hw_coeffs(catalog.gpu(d.gpu_id), d.weight_dtype, profile, model)
+    if metric == "prefill_s":
+        return prefill_time_costs(mc, hw, prompt, batch, d.max_num_batched_tokens).time_s
+    if metric == "decode_step_s":
+        return decode_step_costs(mc, hw, batch, np.asarray(prompt) + np.asarray(output) / 2.0).time_s
+    return mixed_step_time(mc, hw, batch, prompt, chunk).total_s
+
+
+def predict_many(points: list[Measurement], profile: CalibrationProfile = IDEAL_PROFILE) -> np.ndarray:
+    """:func:`predict` of every point (equal to it up to rounding), the latency points of one model,
+    deployment and metric in one array call (the calibration fit predicts its points thousands of times)."""
+    out = np.empty(len(points))
+    groups: dict[tuple, list[int]] = {}
+    for i, m in enumerate(points):
+        if m.metric in METRICS[:3]:
+            groups.setdefault((m.model.id, m.deployment, m.metric), []).append(i)
+        else:
+            out[i] = predict(m, profile)
+    for (_, d, metric), idx in groups.items():
+        pts = [points[i] for i in idx]
+        cols = [np.array([getattr(p, k) for p in pts], dtype=float)
+                for k in ("batch_size", "prompt_tokens", "output_tokens", "chunk_tokens")]
+        out[idx] = _latency(pts[0].model, d, profile, metric, *cols)
+    return out
 
 
 def error_pct(predicted: float, measured: float) -> float:
