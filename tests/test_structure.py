@@ -126,6 +126,8 @@ KNOWN_DUPLICATES: tuple[tuple[str, str, str], ...] = (
     ("fleet.py", "quality.py", "#19: fleet.py is rewritten there (a same-shape result dataclass)"),
     ("plan.py", "plan.py", "#19: plan.py's SizingReport constructor (keyword lines of one shape)"),
     ("dashboard/presets.py", "dashboard/presets.py", "data, not logic: the three Preset records share their fields"),
+    ("capacity/plan.py", "capacity/schedule.py", "#22: capacity's keyword-shaped blocks (merged after #18)"),
+    ("capacity/demand.py", "serving/workloads.py", "#22: capacity's demand curve beside the arrival processes"),
 )
 
 
