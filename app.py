@@ -28,7 +28,7 @@ from planner.dashboard.presets import PRESETS, resolve
 from planner.report import csv_bytes
 from planner.dashboard.scenario import Planned, Scenario, plan_scenario, scenario_gpu, scenario_problems, scenario_profile
 from planner.specs import ModelSpec
-from planner.units import MS, fmt_ms, fmt_usd
+from planner.units import MS, cdiv, fmt_ms, fmt_usd
 
 LOG = logging.getLogger("planner.app")
 UPLOAD = "upload config.json"  # the model option that opens the uploader
@@ -216,16 +216,16 @@ def _hardware_section(gpus: dict) -> tuple[dict, object]:
                       "(two all-reduces per layer per step; up to one node)", **BIND)
     if n % tp:  # whole replicas only: 3 GPUs at TP 2 would be priced as 2
         WARNINGS.append(f"GPUs: {n:,} is " + (f"fewer than tensor parallel {tp}; using {tp} GPUs (one replica)" if tp > n
-                        else f"not a whole number of TP {tp} replicas; using {-(-n // tp) * tp}"))
-        n = -(-n // tp) * tp
+                        else f"not a whole number of TP {tp} replicas; using {cdiv(n, tp) * tp}"))
+        n = cdiv(n, tp) * tp
     c1, c2 = st.columns(2)
     wd, kd = list(WEIGHT_BITS), list(KV_BYTES)
     weight_dtype = c1.selectbox("Weights", wd, index=wd.index(DEFAULTS["wdtype"]), key="wdtype", **BIND,
                                 help="Weight format (int4 = group-wise with 16-bit scales, 4.125 bits)")
     kv_dtype = c2.selectbox("KV cache", kd, index=kd.index(DEFAULTS["kvdtype"]), key="kvdtype", **BIND,
                             help="fp8 KV halves the cache: roughly twice the tokens")
-    util = st.slider("gpu_memory_utilization", min_value=0.10, max_value=1.00, value=0.92, step=0.01, key="util",
-                     help="Fraction of GPU memory vLLM may use (vLLM default 0.92)", **BIND)
+    util = st.slider("gpu_memory_utilization", min_value=(u := inputs.SLIDERS["util"]).lo, max_value=u.hi, step=0.01,
+                     value=u.default, key="util", help=inputs.UTIL_HELP, **BIND)
     return {"gpu_id": gpu_id, "num_gpus": n, "tensor_parallel": int(tp), "weight_dtype": weight_dtype,
             "kv_cache_dtype": kv_dtype, "gpu_memory_utilization": float(util)}, gpu_caption
 

@@ -28,8 +28,7 @@ from planner.profile import (
     Spread,
     WeightFormatCoeffs,
 )
-from planner.kernel_families import is_hybrid_swa, moe_variant
-from planner.roofline import cudagraph_max_tokens
+from planner.kernel_families import cudagraph_max_tokens, is_hybrid_swa, moe_variant
 from planner.validate import Measurement, error_pct, predict, predict_many
 
 LATENCY_METRICS = ("prefill_s", "decode_step_s", "mixed_step_s")

@@ -35,6 +35,7 @@ from planner.io import catalog
 from planner.kernel_families import v1_moe_workspace_unit
 from planner.memory import activation_peak_bytes, weight_bytes
 from planner.profile import CalibrationProfile, MoeCoeffs
+from planner.specs import Deployment
 from planner.validate import error_pct, predict
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -108,10 +109,9 @@ def fit_memory(data: dict) -> dict:
     est, extra = [], []
     for name, model, weights in V1_MEMORY_FIT:
         t = parse_engine_log((DATA / name).read_text(encoding="utf-8", errors="replace"))
-        from planner.specs import Deployment
-
         m = catalog.model(model)
-        d = Deployment(gpu_id="h200-sxm", weight_dtype=weights, max_num_batched_tokens=16384, max_num_seqs=1024)
+        d = Deployment.for_gpu(catalog.gpu("h200-sxm"), weight_dtype=weights, max_num_batched_tokens=16384,
+                               max_num_seqs=1024)
         base = activation_peak_bytes(m, d, prof.model_copy(update={"v1_moe_workspace_factor": 0.0}))
         est.append(t["cudagraph_estimate_bytes"])
         extra.append((t["peak_activation_bytes"] - base) / v1_moe_workspace_unit(m, d.max_num_batched_tokens))

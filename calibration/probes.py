@@ -138,9 +138,11 @@ def summarize_metrics(outputs) -> dict:
 
 
 def engine_kwargs_for(args: dict) -> dict:
+    from planner.specs import Deployment
+
     kw = dict(
         load_format="auto" if args.get("model_dir") else "dummy", skip_tokenizer_init=True, dtype="bfloat16",
-        gpu_memory_utilization=args.get("gpu_memory_utilization", 0.92),
+        gpu_memory_utilization=args.get("gpu_memory_utilization", Deployment.default("gpu_memory_utilization")),
         max_model_len=args.get("max_model_len", 32768),
         max_num_batched_tokens=args.get("max_num_batched_tokens", 16384),
         max_num_seqs=args.get("max_num_seqs", 1024),

@@ -15,9 +15,8 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from planner.specs import ModelSpec
+from planner.specs import Deployment, ModelSpec
+from planner.units import cdiv
 
 #: vLLM 0.26 config/vllm.py: MoE architectures that still get the V2 model runner (dense models always do)
 V2_RUNNER_MOE_ARCHITECTURES = frozenset({"DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "Qwen2MoeForCausalLM"})
@@ -88,7 +87,7 @@ def kv_layer_slots(model: ModelSpec) -> int:
     if not sliding or not full:
         return model.num_attention_layers
     g = min(sliding, full)
-    return -(-sliding // g) * g + -(-full // g) * g
+    return cdiv(sliding, g) * g + cdiv(full, g) * g
 
 
 def cold_start_note(model: ModelSpec, weight_dtype: str, max_num_seqs: int = 1024,
@@ -111,9 +110,15 @@ def cold_start_note(model: ModelSpec, weight_dtype: str, max_num_seqs: int = 102
 
 def experts_touched(num_experts, k, tokens, fraction=1.0):
     """Expected distinct experts a batch of ``tokens`` routes to: E'·(1 − (1 − k/E')^T), with routing spread
-    uniformly over E' = max(k, fraction·E) experts (fraction 1: all of them)."""
-    tokens = np.asarray(tokens, dtype=float)
+    uniformly over E' = max(k, fraction·E) experts (fraction 1: all of them).  Plain arithmetic (numpy arrays
+    and floats alike: the simulator's StepCost calls it on floats)."""
     if not num_experts:
-        return np.zeros_like(tokens)
-    e = np.maximum(float(k), np.asarray(fraction, dtype=float) * num_experts)
+        return tokens * 0.0
+    e = max(float(k), float(fraction) * num_experts)
     return e * (1.0 - (1.0 - k / e) ** tokens)
+
+
+def cudagraph_max_tokens(deployment: Deployment, model: ModelSpec | None = None) -> int:
+    """vLLM 0.26's largest CUDA-graph capture size: min(2 × max_num_seqs, 512 — 1,024 for gpt-oss), capped at
+    max_num_batched_tokens (config/vllm.py); bigger steps run their kernels without graphs."""
+    return min(2 * deployment.max_num_seqs, graph_capture_limit(model), deployment.max_num_batched_tokens)

@@ -112,7 +112,7 @@ def plan(
 
     # ---- feasibility, in plain sentences: first whether vLLM would start it at all (the one rule every
     # command shares, max_model_len = prompt + output), then the SLO
-    check = startup_check(model, gpu, deployment, workload.context_tokens, profile)
+    check = startup_check(model, gpu, deployment, workload.context_tokens, profile, budget=budget)
     reasons += [f"context (prompt + output) {p.reason}" if p.kind == "context" else p.reason for p in check.problems]
     if budget.fits and conc == 0 and not any(p.field == "max_model_len" and p.kind == "memory" for p in check.problems):
         reasons.append(

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from planner.specs import FrozenSpec, NonNegInt
+from planner.specs import FrozenSpec, ModelSpec, NonNegInt
 
 
 class Residuals(FrozenSpec):
@@ -264,3 +264,26 @@ class CalibrationProfile(FrozenSpec):
 
 
 IDEAL_PROFILE = CalibrationProfile()
+
+
+#: Weight formats whose GEMMs have no coefficients of their own fall back to a measured relative: weight-only
+#: 8-bit and 4-bit formats dequantise on the fly like int4 (Machete/Marlin); fp16 runs the bf16 kernels.
+FORMAT_FALLBACKS: dict[str, tuple[str, ...]] = {
+    "fp16": ("bf16",), "int8": ("int4",), "nf4": ("int4",), "mxfp4": ("int4",), "fp8": (), "int4": (), "bf16": (),
+}
+
+
+def format_coeffs(profile: CalibrationProfile, weight_dtype: str):
+    """(the format whose GEMM coefficients apply, its WeightFormatCoeffs or None for the dense bf16 ones)."""
+    for f in (weight_dtype, *FORMAT_FALLBACKS.get(weight_dtype, ())):
+        if f in profile.weight_formats:
+            return f, profile.weight_formats[f]
+    return "bf16", None
+
+
+def shape_correction(profile: CalibrationProfile, model: ModelSpec | None):
+    """The profile's GEMM-shape cliff for ``model``'s dense (hidden, intermediate) shape, or None."""
+    if model is None or model.moe is not None:
+        return None
+    return next((c for c in profile.shape_corrections
+                 if (c.hidden_size, c.intermediate_size) == (model.hidden_size, model.intermediate_size)), None)

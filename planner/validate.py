@@ -8,7 +8,7 @@ empty = default):
     engine_version, source
 
 An empty max_num_batched_tokens takes vLLM serve's default for the GPU (8,192 on GPUs of >= 70 GiB other
-than the A100, else 2,048); gpu_memory_utilization defaults to 0.92.
+than the A100, else 2,048); gpu_memory_utilization defaults to vLLM's (Deployment.default).
 
 Metrics, as measured:
 - ``prefill_s``: wall time of batch_size requests of prompt_tokens, submitted together to an idle
@@ -184,7 +184,8 @@ def measurement_from_row(row: dict, line: int = 0) -> Measurement:
         dep = Deployment.for_gpu(
             gpu, num_gpus=_num(row, "num_gpus", int, tp, line), tensor_parallel=tp,
             weight_dtype=(row.get("weight_dtype") or "").strip() or "bf16", kv_cache_dtype=kv,
-            gpu_memory_utilization=_num(row, "gpu_memory_utilization", float, 0.92, line),
+            gpu_memory_utilization=_num(row, "gpu_memory_utilization", float,
+                                        Deployment.default("gpu_memory_utilization"), line),
             **({"max_num_batched_tokens": mnbt}
                if (mnbt := _num(row, "max_num_batched_tokens", int, None, line)) else {}),
         )

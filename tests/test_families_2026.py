@@ -13,11 +13,9 @@ from calibration.family_fit import DATA, FIT_ON, RAW, load_points, table, warm
 from calibration.hfconfig import hf_config
 from calibration.records import parse_engine_log
 from planner.io import catalog
-from planner.kernel_families import (cold_start_note, graph_capture_limit, kv_layer_slots, moe_variant,
-                                     uses_v1_runner)
+from planner.kernel_families import (cold_start_note, cudagraph_max_tokens, experts_touched, graph_capture_limit,
+                                     kv_layer_slots, moe_variant, uses_v1_runner)
 from planner.memory import weight_bytes
-from planner.kernel_families import experts_touched
-from planner.roofline import cudagraph_max_tokens
 from planner.specs import Deployment
 from planner.units import GiB
 from planner.validate import error_pct, predict

@@ -15,6 +15,7 @@ import typer
 
 from planner.cli.common import FLAG_OF_FIELD, JsonOpt, build, cli_errors, emit_json, error_exit, finite
 from planner.cli.options import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
     STEADY,
@@ -61,7 +62,7 @@ def deploy_cmd(
     rate: RateOpt = None,
     users: UsersOpt = None,
     think_time_s: ThinkTimeOpt = 0.0,
-    gpu_memory_utilization: GpuMemoryUtilizationOpt = 0.92,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = DEFAULT_GPU_MEMORY_UTILIZATION,
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
     max_num_seqs: MaxNumSeqsOpt = None,
     profile: ProfileOpt = "auto",

@@ -19,6 +19,7 @@ import pandas as pd
 import typer
 
 from planner.cli.common import OneLineErrorGroup, error_exit, finite
+from planner.specs import Deployment
 
 try:  # typer ≥ 0.20 vendors its own click; older versions use click itself
     from typer._click import exceptions as _cx
@@ -26,6 +27,7 @@ except ImportError:  # pragma: no cover
     from click import exceptions as _cx
 
 #: The workload every command assumes when none is given: a 4K-token prompt and 512 generated tokens.
+DEFAULT_GPU_MEMORY_UTILIZATION = Deployment.default("gpu_memory_utilization")  # vLLM's, held by Deployment
 DEFAULT_PROMPT_TOKENS = 4096
 DEFAULT_OUTPUT_TOKENS = 512
 
@@ -124,7 +126,7 @@ ThinkTimeOpt = Annotated[float, typer.Option("--think-time-s", callback=finite("
                                              help="Seconds a user waits between an answer and their next request.")]
 GpuMemoryUtilizationOpt = Annotated[float, typer.Option(
     "--gpu-memory-utilization", callback=finite("--gpu-memory-utilization"),
-    help="Fraction of GPU memory vLLM may use (0-1]; vLLM's default 0.92.")]
+    help=f"Fraction of GPU memory vLLM may use (0-1]; vLLM's default {DEFAULT_GPU_MEMORY_UTILIZATION:g}.")]
 MaxNumBatchedTokensOpt = Annotated[int | None, typer.Option("--max-num-batched-tokens", min=1, help=(
     "Chunked-prefill token budget per step (default: vLLM serve's for the GPU: 8192, or 2048 below 70 GiB "
     "and on A100)."))]

@@ -12,6 +12,7 @@ import typer
 
 from planner.cli.common import JsonOpt, cli_errors, emit_json
 from planner.cli.options import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
     GpuChoiceOpt,
@@ -55,7 +56,7 @@ def report_cmd(
     rate: RateOpt = None,
     users: UsersOpt = None,
     think_time_s: ThinkTimeOpt = 0.0,
-    gpu_memory_utilization: GpuMemoryUtilizationOpt = 0.92,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = DEFAULT_GPU_MEMORY_UTILIZATION,
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
     max_num_seqs: MaxNumSeqsOpt = None,
     price_usd_per_hour: PriceOpt = None,

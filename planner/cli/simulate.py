@@ -6,6 +6,7 @@ Command functions only; :mod:`planner.cli.app` registers them on its app.
 from __future__ import annotations
 
 import csv as csv_mod
+import functools
 import io
 import math
 from pathlib import Path
@@ -24,6 +25,7 @@ from planner.cli.common import (
     table,
 )
 from planner.cli.options import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
     P99_SIMULATED,
@@ -47,7 +49,6 @@ from planner.cli.options import (
     writes_stdout,
 )
 from planner.quoting import csv_cell
-from planner.specs import vllm_serve_defaults
 from planner.units import MS, fmt_int, fmt_usd
 
 WORKLOADS = ("chat", "rag", "agentic", "batch")
@@ -163,7 +164,7 @@ def simulate_cmd(
         "--max-num-batched-tokens", min=1, help="Token budget per step (default: vLLM serve's for the GPU).")] = None,
     kv_capacity_tokens: Annotated[int | None, typer.Option(
         "--kv-capacity-tokens", min=16, help="KV pool size in tokens (default: from the memory model).")] = None,
-    gpu_memory_utilization: GpuMemoryUtilizationOpt = 0.92,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = DEFAULT_GPU_MEMORY_UTILIZATION,
     spec_preset: Annotated[str | None, typer.Option("--spec-preset", help="Speculative decoding preset: "
                                                     "draft-model, eagle, medusa.")] = None,
     spec_k: Annotated[int | None, typer.Option("--spec-k", help="Draft tokens per step (speculative decoding).")] = None,
@@ -199,14 +200,13 @@ def simulate_cmd(
         raise error_exit("--burstiness-cv", "must be > 0")
     m = catalog.model(model)
     g = catalog.gpu(gpu)
-    dflt_tokens, dflt_seqs = vllm_serve_defaults(g)
-    max_num_batched_tokens = max_num_batched_tokens or dflt_tokens
-    max_num_seqs = max_num_seqs or dflt_seqs
-    dep = build(Deployment, {
-        "gpu_id": g.id, "num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype,
-        "kv_cache_dtype": kv_dtype, "gpu_memory_utilization": gpu_memory_utilization,
-        "max_num_batched_tokens": max_num_batched_tokens, "max_num_seqs": max_num_seqs,
+    dep = build(functools.partial(Deployment.for_gpu, g), {
+        "num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype, "kv_cache_dtype": kv_dtype,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        **({"max_num_batched_tokens": max_num_batched_tokens} if max_num_batched_tokens else {}),
+        **({"max_num_seqs": max_num_seqs} if max_num_seqs else {}),
     }, "--tp")
+    max_num_batched_tokens, max_num_seqs = dep.max_num_batched_tokens, dep.max_num_seqs
     if max_num_batched_tokens < max_num_seqs:
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
     spec = _spec(spec_preset, spec_k, spec_acceptance, spec_draft_cost)
@@ -223,12 +223,13 @@ def simulate_cmd(
                                burstiness_cv=burstiness_cv, seed=seed)
         reqs = make(rate, concurrency)
     # vLLM started with max_model_len = the longest request: would it start at all? (exit 1 if not)
-    refuse_unless_starts(startup_check(m, g, dep, _longest_request(reqs), prof, kv_capacity_tokens=kv_capacity_tokens),
+    check = startup_check(m, g, dep, _longest_request(reqs), prof, kv_capacity_tokens=kv_capacity_tokens)
+    refuse_unless_starts(check,
                          {"max_model_len": _length_flag(trace, workload, {
                              "--prompt-tokens": prompt_tokens, "--shared-prefix-tokens": shared_prefix_tokens,
                              "--output-tokens": output_tokens})})
     cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching, spec=spec,
-                             kv_capacity_tokens=kv_capacity_tokens)
+                             kv_capacity_tokens=kv_capacity_tokens or check.kv_capacity_tokens)
     res = simulate_sequential(reqs, cost) if sequential else simulate(reqs, cost, cfg)
     out = res.summary()
     out.update({

@@ -11,6 +11,7 @@ import typer
 
 from planner.cli.common import JsonOpt, build, cli_errors, emit_json, error_exit, finite, table
 from planner.cli.options import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
     STEADY,
@@ -85,7 +86,7 @@ def size_cmd(
     rate: RateOpt = None,
     users: UsersOpt = None,
     think_time_s: ThinkTimeOpt = 0.0,
-    gpu_memory_utilization: GpuMemoryUtilizationOpt = 0.92,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = DEFAULT_GPU_MEMORY_UTILIZATION,
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
     max_num_seqs: MaxNumSeqsOpt = None,
     price_usd_per_hour: PriceOpt = None,
@@ -149,7 +150,7 @@ def sweep_cmd(
     users: Annotated[int | None, typer.Option("--users", min=1, help=(
         "Concurrent users: no replica holds more requests than this (a bigger batch misses the target), and "
         "every batch size up to it is tried."))] = None,
-    gpu_memory_utilization: GpuMemoryUtilizationOpt = 0.92,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = DEFAULT_GPU_MEMORY_UTILIZATION,
     profile: ProfileAutoNoneOpt = "auto",
     csv: CsvOpt = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Rows to print (and to emit with --json).")] = 20,

@@ -77,7 +77,7 @@ def fleet_command(sc: Scenario, model_id: str, demand: Demand) -> str:
         parts.append(f"--users {int(demand.active_users)} --think-time-s {demand.think_s:g}")
     else:
         parts.append(f"--rate {demand.rate_per_s:g}")
-    if abs(sc.gpu_memory_utilization - 0.92) > 1e-9:
+    if abs(sc.gpu_memory_utilization - Deployment.default("gpu_memory_utilization")) > 1e-9:
         parts.append(f"--gpu-memory-utilization {sc.gpu_memory_utilization:g}")
     if sc.price_usd_per_hour > 0:
         parts.append(f"--price-usd-per-hour {sc.price_usd_per_hour:g}")

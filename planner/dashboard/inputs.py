@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from planner.specs import PLAUSIBLE_GPU
+from planner.specs import PLAUSIBLE_GPU, Deployment
 from planner.units import MS
 
 
@@ -69,8 +69,10 @@ DEFAULTS = {"model": "mistral-7b-v0.3", "gpu": "h200-sxm", "tp": 1, "wdtype": "b
 
 #: The float sliders (bound to the URL by streamlit, which drops a value outside the range).
 SLIDERS: dict[str, NumberSpec] = {
-    "util": NumberSpec("util", "gpu_memory_utilization", 0.92, 0.10, 1.00, integer=False),
+    "util": NumberSpec("util", "gpu_memory_utilization", Deployment.default("gpu_memory_utilization"), 0.10, 1.00,
+                       integer=False),
 }
+UTIL_HELP = f"Fraction of GPU memory vLLM may use (vLLM default {SLIDERS['util'].default:g})"
 
 
 def clean_number(spec: NumberSpec, raw) -> tuple[float, str | None]:

@@ -194,8 +194,8 @@ def _choose(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload: Workload
     tried = None
     for lay in layouts:
         tried = lay
-        dep = base.model_copy(update={"tensor_parallel": lay.tensor_parallel,
-                                      "pipeline_parallel": lay.pipeline_parallel, "num_gpus": lay.gpus})
+        dep = base.replace(tensor_parallel=lay.tensor_parallel, pipeline_parallel=lay.pipeline_parallel,
+                           num_gpus=lay.gpus)
         check = startup_check(model, gpu, dep, max_model_len, profile)
         if not check.ok:
             problem = check.problems[0]
