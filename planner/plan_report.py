@@ -4,7 +4,7 @@ percentiles, cost, quality and where every number comes from — as Markdown, HT
 :func:`plan_report` is pure (no files, no network; the simulation is seeded): ``planner report`` writes its
 three texts, and the dashboard can offer them for download::
 
-    from planner.fleet import plan_for_demand
+    from planner.steady_fleet import plan_for_demand
     from planner.plan_report import plan_report
 
     report, fleet = plan_for_demand(model, gpu, deployment, workload, profile, users=160)
@@ -28,7 +28,7 @@ import io
 import math
 from dataclasses import dataclass, field
 
-from planner.fleet import HOURS_PER_MONTH, FleetAnswer
+from planner.steady_fleet import HOURS_PER_MONTH, FleetAnswer
 from planner.profile import CalibrationProfile
 from planner.ranking import RANK_DEFINITION
 from planner.report import SizingReport

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from planner.io import catalog
 from planner.cli.app import app
 from planner.deploy import serve_command
-from planner.fleet import plan_for_demand
+from planner.steady_fleet import plan_for_demand
 from planner.plan_report import plan_report, simulated_percentiles
 from planner.specs import Deployment, Workload
 from planner.units import MS

@@ -149,7 +149,7 @@ def deploy_cmd(
 
     b = bundle(wl)
     if users is not None and think_time_s and b.report.batch_size:  # users who think: the rate and in flight they make
-        from planner.fleet import e2e_s, users_rate_per_s
+        from planner.steady_fleet import e2e_s, users_rate_per_s
 
         e2e = e2e_s(b.report)
         u_rate = users_rate_per_s(users, think_time_s, e2e)

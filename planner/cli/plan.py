@@ -55,7 +55,7 @@ def plan_from_flags(*, model: str, gpu: str | None, num_gpus: int | None, tp: in
     from planner.io import catalog
     from planner.choose import choose_configuration
     from planner.cost import with_price
-    from planner.fleet import plan_for_demand
+    from planner.steady_fleet import plan_for_demand
     from planner.specs import Deployment, Source, Workload
 
     check_demand(rate, users, think_time_s)

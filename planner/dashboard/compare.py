@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from planner.fleet import FleetAnswer
+from planner.steady_fleet import FleetAnswer
 from planner.dashboard.scenario import Planned, Scenario
 from planner.units import MS, fmt_gib, fmt_int, fmt_ms, fmt_usd
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from planner.fleet import HOURS_PER_MONTH, FleetAnswer, plan_for_demand
+from planner.steady_fleet import HOURS_PER_MONTH, FleetAnswer, plan_for_demand
 from planner.memory import kv_pool_concurrency, memory_budget, request_kv_bytes_per_gpu
 from planner.profile import CalibrationProfile
 from planner.report import SizingReport

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from planner.io import catalog
 from planner.cli.app import app
-from planner.fleet import HOURS_PER_MONTH, e2e_s, plan_for_demand
+from planner.steady_fleet import HOURS_PER_MONTH, e2e_s, plan_for_demand
 from planner.specs import Deployment, Workload
 
 MODEL, GPU = "llama-3.1-70b", "h200-sxm"
