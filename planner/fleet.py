@@ -89,6 +89,9 @@ class FleetQuestion(BaseModel):
     rank_by: Literal["expected", "pessimistic"] = "expected"
     profile: str = Field("auto", description="auto | none | a profile path (planner.io.catalog.resolve_profile)")
     seed: int = 0
+    enable_prefix_caching: bool = True
+    max_model_len: int | None = Field(None, ge=1, description="vLLM's; None: prompt + output tokens")
+    search_all: bool = Field(False, description="simulate every candidate's knee (no pruning; slo-search's table)")
 
     @model_validator(mode="after")
     def _one_demand(self):
@@ -397,7 +400,7 @@ def plan_fleet(question: FleetQuestion, *, model=None, gpus=None, profile_for=No
                 return
             e = min(pending, key=lambda x: (_lower_bound(q, x[0], x[1].bound), x[0].gpus_per_replica, x[0].gpu_id,
                                             x[0].tensor_parallel, x[0].pipeline_parallel))
-            if _lower_bound(q, e[0], e[1].bound) > best:
+            if not q.search_all and _lower_bound(q, e[0], e[1].bound) > best:
                 return
             e[1].step()
             if e[1].result is not None:

@@ -67,6 +67,7 @@ class Setup:
     deployment: Deployment
     profile: object
     key: str
+    prefix_caching: bool = True
 
 
 @dataclass(frozen=True)
@@ -134,8 +135,8 @@ def candidate_layouts(q, m, g, prof):
     price, where = _price(q, g)
     tps = tensor_parallel_candidates(m, g, q.tensor_parallels)
     pps = q.pipeline_parallels or (1,)
-    longest = q.prompt_tokens + q.output_tokens
-    mkey = _digest(m.model_dump_json(), prof.model_dump_json(),
+    longest = q.max_model_len or q.prompt_tokens + q.output_tokens
+    mkey = _digest(q.enable_prefix_caching, m.model_dump_json(), prof.model_dump_json(),
                    g.model_dump_json(exclude={"price_usd_per_hour", "sources"}))
     out = []
 
@@ -149,7 +150,8 @@ def candidate_layouts(q, m, g, prof):
         check = startup_check(m, g, dep, longest, prof)
         if not check.ok:
             return replace(base, note="does not start: " + "; ".join(check.reasons())), None
-        return replace(base, status="sized"), Setup(m, g, dep, prof, _digest(mkey, dep.model_dump_json()))
+        return replace(base, status="sized"), Setup(m, g, dep, prof, _digest(mkey, dep.model_dump_json()),
+                                                 q.enable_prefix_caching)
 
     for pp in pps:
         for tp in tps:
@@ -194,7 +196,8 @@ def _engine(setup: Setup):
     from planner.serving.config import engine_setup
 
     return _remember(("engine", setup.key), lambda: engine_setup(setup.model, setup.gpu, setup.deployment,
-                                                                  setup.profile))
+                                                                  setup.profile,
+                                                                  enable_prefix_caching=setup.prefix_caching))
 
 
 def _make_key(make) -> object:

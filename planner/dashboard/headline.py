@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from planner.fleet import DEFAULT_HEADROOM, FleetPlan, FleetQuestion, plan_fleet
 from planner.steady_fleet import HOURS_PER_MONTH, FleetAnswer, plan_for_demand
 from planner.memory import kv_pool_concurrency, memory_budget, request_kv_bytes_per_gpu
 from planner.profile import CalibrationProfile
@@ -65,6 +66,72 @@ def demand_fleet(p: Planned, demand: Demand) -> DemandAnswer:
     else:
         r, f = plan_for_demand(p.model, p.gpu, p.deployment, wl, p.profile, rate_per_s=float(demand.rate_per_s))
     return DemandAnswer(demand, r, f)
+
+
+def best_fleet_for(model_id: str, gpu_ids: tuple[str, ...] | None, demand: Demand, *, prompt_tokens: int,
+                   output_tokens: int, ttft_slo_s: float | None, tpot_slo_s: float | None, tail: str = "p99",
+                   headroom: float = DEFAULT_HEADROOM, n_plus_one: bool = False, weight_dtype: str | None = None,
+                   kv_cache_dtype: str = "bf16", gpu_memory_utilization: float | None = None,
+                   tensor_parallels: tuple[int, ...] | None = None, price_usd_per_gpu_hour: float | None = None,
+                   calibrated: bool = True, rank_by: str = "expected") -> FleetPlan:
+    """The dashboard's headline: the fleet engine's answer (:func:`planner.fleet.plan_fleet`, what ``planner
+    size`` prints) for ``demand`` across ``gpu_ids`` (None: every catalog GPU)."""
+    by_users = demand.by_users
+    q = FleetQuestion(
+        model_id=model_id, rate_per_s=None if by_users else float(demand.rate_per_s),
+        users=int(demand.active_users) if by_users else None, think_time_s=float(demand.think_s) if by_users else 0.0,
+        prompt_tokens=prompt_tokens, output_tokens=output_tokens, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
+        tail=tail, headroom=headroom, n_plus_one=n_plus_one, gpu_ids=gpu_ids, tensor_parallels=tensor_parallels,
+        weight_dtype=weight_dtype, kv_cache_dtype=kv_cache_dtype, gpu_memory_utilization=gpu_memory_utilization,
+        price_usd_per_gpu_hour=price_usd_per_gpu_hour, profile="auto" if calibrated else "none", rank_by=rank_by)
+    return plan_fleet(q)
+
+
+def scenario_fleet(sc: Scenario, demand: Demand, *, across_gpus: bool = True, tail: str = "p99",
+                   headroom: float = DEFAULT_HEADROOM, n_plus_one: bool = False) -> FleetPlan:
+    """:func:`best_fleet_for` the sidebar's scenario: across every GPU (the first screen), or the sidebar's GPU
+    at its TP (the scenario's own fleet)."""
+    gmu = None if abs(sc.gpu_memory_utilization - Deployment.model_fields["gpu_memory_utilization"].default) < 1e-12 \
+        else sc.gpu_memory_utilization
+    return best_fleet_for(
+        sc.model_key, None if across_gpus else (sc.gpu_id,), demand, prompt_tokens=sc.prompt_tokens,
+        output_tokens=sc.output_tokens, ttft_slo_s=sc.ttft_slo_s, tpot_slo_s=sc.tpot_slo_s, tail=tail,
+        headroom=headroom, n_plus_one=n_plus_one, weight_dtype=sc.weight_dtype, kv_cache_dtype=sc.kv_cache_dtype,
+        gpu_memory_utilization=gmu, tensor_parallels=None if across_gpus else (sc.tensor_parallel,),
+        price_usd_per_gpu_hour=sc.price_usd_per_hour if (sc.price_usd_per_hour > 0 and not across_gpus) else None,
+        calibrated=sc.calibrated)
+
+
+def options_frame(plan: FleetPlan) -> pd.DataFrame:
+    """One row per GPU: its cheapest whole fleet (layout, replicas, GPUs, $/month, $/Mtok, band, basis), in the
+    engine's ranking order — the headline's "best fleet for this demand" across GPUs."""
+    rows, seen = [], set()
+    for c in plan.candidates:
+        if c.gpu_id in seen or c.status not in ("sized", "pruned"):
+            continue
+        seen.add(c.gpu_id)
+        rows.append({"GPU": c.gpu_name, "layout": c.layout(), "replicas": c.replicas if c.feasible else None,
+                     "GPUs": c.num_gpus if c.feasible else None,
+                     "$/month": round(c.usd_per_month) if c.feasible else None,
+                     "$/month at least": None if c.feasible else round(c.lower_bound_usd_per_month),
+                     "$/Mtok": c.usd_per_million_output_tokens, "band %": c.band_pct, "basis": c.confidence,
+                     "status": c.status})
+    return pd.DataFrame(rows)
+
+
+def best_fleet_metrics(plan: FleetPlan) -> list[tuple[str, str, str]]:
+    """The headline's row for the engine's best fleet: (label, value, help)."""
+    b = plan.best
+    if b is None:
+        return [("Fleet", "none", plan.sentence())]
+    k = b.knee
+    why = (f"⌈{b.demand_rate_per_s or 0:,.2f} req/s ÷ {k.usable_rate_per_s:,.3f} per replica⌉ "
+           f"({plan.question.headroom:.0%} below the knee {k.knee_rate_per_s:,.3f} req/s at {plan.question.tail})")
+    return [("Best fleet", b.layout(), plan.sentence()), ("Replicas", f"{b.replicas:,}", why),
+            ("GPUs", f"{b.num_gpus:,}", f"replicas × {b.gpus_per_replica}"),
+            ("$ / month", fmt_usd(b.usd_per_month, 0), f"{fmt_usd(b.price_usd_per_gpu_hour)}/GPU-hour × "
+                                                       f"{HOURS_PER_MONTH:g} h ({b.price_source})"),
+            ("Basis", b.confidence, b.band_basis)]
 
 
 def fleet_command(sc: Scenario, model_id: str, demand: Demand) -> str:

@@ -26,6 +26,8 @@ would not start, with the :func:`planner.startup.startup_check` problem that say
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,17 +208,23 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
                       enable_prefix_caching: bool = True, spec_preset: str | None = None,
                       spec_model: str | None = None, model_path: str | None = None, namespace: str | None = None,
                       name: str | None = None, image: str = DEFAULT_IMAGE, disaggregated: bool = False,
-                      network_bytes_per_s_per_gpu: float = NETWORK_BYTES_PER_S_PER_GPU) -> DeployBundle:
+                      network_bytes_per_s_per_gpu: float = NETWORK_BYTES_PER_S_PER_GPU,
+                      replicas: int | None = None) -> DeployBundle:
     """The deployable form of a plan: ``base`` gives dtypes, memory utilisation and scheduler limits; its TP/PP
     are used as given when ``auto_layout`` is False, else the smallest layout that starts and meets the SLO
     is chosen (TP inside a node; beyond a node TP = the node's GPUs, PP = nodes).  ``max_model_len``
-    defaults to the workload's prompt + output tokens.  Nothing is written to disk (see :meth:`DeployBundle.write`)."""
+    defaults to the workload's prompt + output tokens.  ``replicas``: the fleet engine's replica count
+    (:func:`planner.fleet.plan_fleet`), which the manifests deploy instead of the steady-state report's.
+    Nothing is written to disk (see :meth:`DeployBundle.write`)."""
     mml = int(max_model_len) if max_model_len is not None else workload.context_tokens
     if mml < workload.context_tokens:
         raise ValueError(f"--max-model-len: {mml:,} is below the workload's prompt + output = "
                          f"{workload.context_tokens:,} tokens")
     spec_cfg = _spec_config(spec_preset, spec_model)
     layout, dep, report = _choose(model, gpu, base, workload, mml, profile, auto_layout)
+    if replicas is not None:
+        report = dataclasses.replace(report, fleet=dataclasses.replace(
+            report.fleet, replicas_for_rate=int(replicas), replicas_for_concurrency=0))
     if disaggregated and layout.multi_node:
         raise ValueError("--disaggregated: replicas spanning nodes are not written for disaggregated serving "
                          f"(TP {layout.tensor_parallel} × PP {layout.pipeline_parallel} > {gpu.max_gpus_per_node} GPUs)")
