@@ -118,12 +118,12 @@ def _fits(sc: Scenario) -> pd.DataFrame:
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def _demand_answer(sc: Scenario, demand: headline.Demand) -> headline.DemandAnswer:
-    return headline.demand_fleet(_planned(sc), demand)
+    return headline.demand_fleet(_planned(sc), demand, sc)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _deploy(sc: Scenario, rate: float) -> deploy_view.DeployPanel:
-    return deploy_view.deploy_panel(_planned(sc), rate)
+def _deploy(sc: Scenario, rate: float, replicas: int | None) -> deploy_view.DeployPanel:
+    return deploy_view.deploy_panel(_planned(sc), rate, replicas)
 
 
 @st.cache_resource(max_entries=1)
@@ -305,11 +305,12 @@ def _demand() -> headline.Demand:
 
 def headline_section(sc: Scenario, o: Planned, r, demand: headline.Demand) -> headline.DemandAnswer:
     da = _demand_answer(sc, demand)
-    if da.fleet.batch_size_per_replica:
+    if da.across is not None:
         row = st.container(horizontal=True, gap="small")
-        for label, value, help in headline.fleet_metrics(da.fleet, o.gpu.price_source.url):
+        for label, value, help in headline.best_fleet_metrics(da.across):
             row.metric(label, value, help=help, width="content")
-    st.caption(f"{headline.fleet_sentence(da.fleet, demand)} The same: `{headline.fleet_command(sc, o.model.id, demand)}`")
+        st.caption(" ".join(x.strip() for x in da.across.lines()[1:]) + f" The same: `{headline.fleet_command(sc, o.model.id, demand)}`")
+        st.expander("Every GPU's cheapest fleet for this demand").dataframe(headline.options_frame(da.across), hide_index=True)
     row = st.container(horizontal=True, gap="small")
     for label, value, help in headline.detail_metrics(r, o.deployment.replicas, views.mem):
         row.metric(label, value, help=help, width="content")
@@ -417,12 +418,10 @@ def view_report(sc: Scenario, o: Planned, r, da) -> None:
                "(s, bytes, usd); the CSV holds the same raw numbers. "
                + (cost_view.overrides_note(sc, o.gpu.name) or ""))
     c = st.container(horizontal=True)
-    # both files are built only when clicked (formatting ~7,000 rows takes a few hundred ms)
     c.download_button("Download the sweep as CSV", lambda: csv_bytes(sw), file_name=f"sweep-{o.model.id}.csv",
                       mime="text/csv", key="dl-csv", on_click="ignore")
     cmd = views.sweep_command(sc, o.model.id, same)
-    chosen = f"set in the dashboard; its Sizing report ranks every alternative as `{cmd}` does"
-    c.download_button("Download the plan report (Markdown)", lambda: deploy_view.plan_report_markdown(o, da, chosen),
+    c.download_button("Download the plan report (Markdown)", lambda: deploy_view.plan_report_markdown(o, da),
         file_name=f"plan-{o.model.id}-{o.gpu.id}.md", mime="text/markdown", key="dl-plan", on_click="ignore")
     st.caption("The same CSV as:")
     st.code(cmd, language="bash")
@@ -474,7 +473,8 @@ def view_compare(sc: Scenario, o: Planned, r, da) -> None:
 
 
 def view_deploy(sc: Scenario, o: Planned, r, da) -> None:
-    panel = _deploy(sc, da.fleet.request_rate_per_s or 0.0)
+    own = da.own.best if da.own is not None else None  # the fleet engine's, for the sidebar's GPU and TP
+    panel = _deploy(sc, (own.demand_rate_per_s if own else da.fleet.request_rate_per_s) or 0.0, own and own.replicas)
     if panel.bundle is None:
         st.warning(panel.refusal)
         return

@@ -48,7 +48,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from planner.fleet_eval import Evaluated, first_guess, saturation_bound
+from planner.fleet_eval import Evaluated, first_guess
 from planner.steady_fleet import HOURS_PER_MONTH
 from planner.units import fmt_usd
 
@@ -379,16 +379,11 @@ def plan_fleet(question: FleetQuestion, *, model=None, gpus=None, profile_for=No
     done: list[FleetCandidate] = []
     live: list[list] = []  # [candidate, KneeRun]
     for g in gs:
-        for c, setup in candidate_layouts(q, m, g, prof_of(g.id)):
+        for c, setup in candidate_layouts(q, m, g, prof_of(g.id), FleetCandidate):
             if setup is None:
                 done.append(c)
                 continue
-            c = first_guess(q, m, c, setup)
-            sat = saturation_bound(q, m, setup, make)
-            if sat <= 0:
-                done.append(replace(c, status="misses the targets", note="serves nothing (zero saturation)"))
-                continue
-            live.append([replace(c, saturation_rate_per_s=sat), KneeRun(q, setup, make, sat)])
+            live.append([first_guess(q, m, c, setup), KneeRun(q, setup, make)])
 
     def search(pool: list[list]) -> None:
         best = math.inf
@@ -404,11 +399,11 @@ def plan_fleet(question: FleetQuestion, *, model=None, gpus=None, profile_for=No
                 return
             e[1].step()
             if e[1].result is not None:
-                e[0] = _size(q, e[0], e[1].result)
+                e[0] = _size(q, replace(e[0], saturation_rate_per_s=e[1].saturation or 0.0), e[1].result)
 
     for e in live:  # cached knees cost nothing: size them first
         if e[1].result is not None:
-            e[0] = _size(q, e[0], e[1].result)
+            e[0] = _size(q, replace(e[0], saturation_rate_per_s=e[1].saturation or 0.0), e[1].result)
     search(live)
     ranked = sorted((e[0] for e in live if e[1].result is not None), key=lambda c: _rank_key(c, q.rank_by))
     if ranked and ranked[0].feasible and ranked[0].confidence != "measured":
@@ -416,9 +411,10 @@ def plan_fleet(question: FleetQuestion, *, model=None, gpus=None, profile_for=No
     for c, run in live:
         if run.result is None:
             lb = _lower_bound(q, c, run.bound)
-            c = replace(c, status="pruned", lower_bound_usd_per_month=lb, note=(
-                f"not simulated to the end: its knee is at most {run.bound:,.3g} req/s per replica, so its fleet "
-                f"costs at least {fmt_usd(lb, 0)}/month, more than the best"))
+            known = f"its knee is at most {run.bound:,.3g} req/s per replica, so " if math.isfinite(run.bound) else ""
+            c = replace(c, status="pruned", lower_bound_usd_per_month=lb, saturation_rate_per_s=run.saturation or 0.0,
+                        note=f"not simulated to the end: {known}its fleet costs at least {fmt_usd(lb, 0)}/month, "
+                             "more than the best")
         done.append(c)
     done.sort(key=lambda c: _rank_key(c, q.rank_by))
     return FleetPlan(q, m.name, tuple(done))

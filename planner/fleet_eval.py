@@ -125,11 +125,11 @@ def _deployment(q, g, tp: int, pp: int, dtype: str) -> Deployment:
                               kv_cache_dtype=q.kv_cache_dtype, **extra)
 
 
-def candidate_layouts(q, m, g, prof):
+def candidate_layouts(q, m, g, prof, FleetCandidate):
     """``[(FleetCandidate, Setup | None)]`` for GPU ``g``: every TP × PP asked (default: TP 1, 2, 4, 8 within
     the node at PP 1, and the first PP of :data:`PIPELINE_STAGES` at the node's TP that starts when none does);
-    Setup None for a layout vLLM would not start (its reasons in the note)."""
-    from planner.fleet import FleetCandidate
+    Setup None for a layout vLLM would not start (its reasons in the note); ``FleetCandidate`` the class
+    (:class:`planner.fleet.FleetCandidate`, passed in: this module does not import the engine)."""
 
     dtype = q.weight_dtype or m.native_dtype
     price, where = _price(q, g)
@@ -215,28 +215,33 @@ class KneeRun:
     """The knee search of one replica, one trial at a time (:func:`planner.serving.load.knee_search`):
     ``bound`` is an upper bound of its knee until ``result`` (an :class:`Evaluated`) is set; cached when done."""
 
-    def __init__(self, q, setup: Setup, make, saturation: float):
-        self.q, self.make = q, make
+    def __init__(self, q, setup: Setup, make):
+        self.q, self.make, self.setup = q, make, setup
         self.cost, self.cfg = _engine(setup)
-        ttft = q.ttft_slo_s if q.ttft_slo_s is not None else math.inf
-        tpot = q.tpot_slo_s if q.tpot_slo_s is not None else math.inf
-        self.key = ("knee", setup.key, _make_key(make), ttft, tpot, q.tail, q.headroom)
+        self.ttft = q.ttft_slo_s if q.ttft_slo_s is not None else math.inf
+        self.tpot = q.tpot_slo_s if q.tpot_slo_s is not None else math.inf
+        self.key = ("knee", setup.key, _make_key(make), self.ttft, self.tpot, q.tail, q.headroom)
         self.result: Evaluated | None = _CACHE.get(self.key)
-        self.bound = self.result.knee_rate_per_s if self.result else UPPER_BRACKET * saturation
-        self.trials = 0
-        if self.result is None:
-            trials = _remember(("trials", setup.key, _make_key(make)), dict)
-            self._gen = knee_search(make, self.cost, self.cfg, ttft, tpot, tail=q.tail,
-                                    saturation_rate_per_s=saturation, trials=trials)
-            self.step()
+        self.saturation = _CACHE.get(("sat", setup.key, _make_key(make)))
+        self.bound = self.result.knee_rate_per_s if self.result else math.inf  # nothing known before saturation
+        self._gen = None
 
     def step(self) -> None:
-        """Advance by one trial (or finish: the operating point's trial, then cached)."""
+        """Advance by one simulation: the saturation burst first, then one trial of the knee search, then the
+        operating point's trial (and the result is cached)."""
         if self.result is not None:
             return
+        if self._gen is None:
+            self.saturation = saturation_bound(self.q, None, self.setup, self.make)
+            if self.saturation <= 0:
+                self.result = Evaluated(0.0, 0.0, "none", *(math.inf,) * 7, 0.0, 0.0, 0, 0)
+                self.bound = 0.0
+                return
+            trials = _remember(("trials", self.setup.key, _make_key(self.make)), dict)
+            self._gen = knee_search(self.make, self.cost, self.cfg, self.ttft, self.tpot, tail=self.q.tail,
+                                    saturation_rate_per_s=self.saturation, trials=trials)
         try:
             self.bound = next(self._gen)
-            self.trials += 1
         except StopIteration as done:
             self.result = _remember(self.key, lambda: self._finish(done.value))
             self.bound = self.result.knee_rate_per_s

@@ -54,18 +54,23 @@ class DemandAnswer:
 
     demand: Demand
     report: SizingReport
-    fleet: FleetAnswer
+    fleet: FleetAnswer  # the steady-state first guess for the scenario's replica (its explanation)
+    own: FleetPlan | None = None  # the fleet engine: the sidebar's GPU and TP
+    across: FleetPlan | None = None  # the fleet engine: every GPU (the headline)
 
 
-def demand_fleet(p: Planned, demand: Demand) -> DemandAnswer:
-    """``planner size``'s answer (:func:`planner.fleet.plan_for_demand`) for the scenario's replica and ``demand``."""
+def demand_fleet(p: Planned, demand: Demand, sc: Scenario | None = None) -> DemandAnswer:
+    """The scenario's replica for ``demand`` at the steady state (:func:`planner.steady_fleet.plan_for_demand`),
+    and, given the scenario ``sc``, the fleet engine's answers for its own GPU and across every GPU."""
     wl = p.workload.model_copy(update={"concurrency": None, "request_rate_per_s": None})
     if demand.by_users:
         r, f = plan_for_demand(p.model, p.gpu, p.deployment, wl, p.profile, users=int(demand.active_users),
                                think_time_s=float(demand.think_s))
     else:
         r, f = plan_for_demand(p.model, p.gpu, p.deployment, wl, p.profile, rate_per_s=float(demand.rate_per_s))
-    return DemandAnswer(demand, r, f)
+    if sc is None or not (demand.active_users if demand.by_users else demand.rate_per_s):
+        return DemandAnswer(demand, r, f)
+    return DemandAnswer(demand, r, f, scenario_fleet(sc, demand, across_gpus=False), scenario_fleet(sc, demand))
 
 
 def best_fleet_for(model_id: str, gpu_ids: tuple[str, ...] | None, demand: Demand, *, prompt_tokens: int,
@@ -135,8 +140,8 @@ def best_fleet_metrics(plan: FleetPlan) -> list[tuple[str, str, str]]:
 
 
 def fleet_command(sc: Scenario, model_id: str, demand: Demand) -> str:
-    """The ``planner size`` call that prints the same fleet (same replica, targets and demand)."""
-    first = (f"planner size -m {model_id} --gpu {sc.gpu_id} --tp {sc.tensor_parallel} --weight-dtype "
+    """The ``planner size`` call that prints the same best fleet across GPUs (same targets and demand)."""
+    first = (f"planner size -m {model_id} --weight-dtype "
              f"{sc.weight_dtype} --kv-dtype {sc.kv_cache_dtype} --prompt-tokens {sc.prompt_tokens} --output-tokens "
              f"{sc.output_tokens} --ttft-slo-ms {sc.ttft_slo_s / MS:g} --tpot-slo-ms {sc.tpot_slo_s / MS:g}")
     parts = [first]
@@ -144,10 +149,8 @@ def fleet_command(sc: Scenario, model_id: str, demand: Demand) -> str:
         parts.append(f"--users {int(demand.active_users)} --think-time-s {demand.think_s:g}")
     else:
         parts.append(f"--rate {demand.rate_per_s:g}")
-    if abs(sc.gpu_memory_utilization - 0.92) > 1e-9:
+    if abs(sc.gpu_memory_utilization - Deployment.model_fields["gpu_memory_utilization"].default) > 1e-9:
         parts.append(f"--gpu-memory-utilization {sc.gpu_memory_utilization:g}")
-    if sc.price_usd_per_hour > 0:
-        parts.append(f"--price-usd-per-hour {sc.price_usd_per_hour:g}")
     parts.append(f"--profile {'auto' if sc.calibrated else 'none'}")
     return " ".join(parts)
 
