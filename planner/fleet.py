@@ -229,6 +229,13 @@ class FleetPlan:
             return None
         return next((c for c in self.candidates if c.feasible and c.confidence == "measured"), None)
 
+    def reasons(self) -> list[str]:
+        """Why no candidate serves (empty when one does): each distinct note of the candidates, in rank order."""
+        if self.best is not None:
+            return []
+        notes = [c.note.removeprefix("does not start: ") for c in self.candidates if c.note]
+        return list(dict.fromkeys(notes)) or [self.sentence()]
+
     def sentence(self) -> str:
         """How the fleet was chosen, in one line."""
         q, n = self.question, len(self.candidates)
@@ -258,7 +265,7 @@ class FleetPlan:
     def as_dict(self) -> dict:
         b, alt = self.best, self.best_measured
         return {"question": self.question.model_dump(mode="json"), "model": self.model_name,
-                "feasible": b is not None, "best": b.as_dict() if b else None,
+                "feasible": b is not None, "reasons": self.reasons(), "best": b.as_dict() if b else None,
                 "best_measured": alt.as_dict() if alt else None, "sentence": self.sentence(),
                 "hours_per_month": self.hours_per_month, "notes": list(self.notes),
                 "candidates": [c.as_dict() for c in self.candidates]}
@@ -350,8 +357,12 @@ def _rank_key(c: FleetCandidate, rank_by: str) -> tuple:
 def _size(q: FleetQuestion, c: FleetCandidate, knee: Evaluated) -> FleetCandidate:
     """``c`` with its knee: the demand it sees, its replicas, its pessimistic replicas."""
     if knee.knee_rate_per_s <= 0:
-        return replace(c, status="misses the targets", knee=knee,
-                       note=f"misses the {q.tail} targets even at 1 % of its saturation")
+        t, p = knee.ttft_tail_at_knee_s, knee.tpot_tail_at_knee_s
+        missed = [f"{name} target {limit * 1e3:,.4g} ms ({q.tail} {v * 1e3:,.4g} ms)" for name, v, limit in
+                  (("TTFT", t, q.ttft_slo_s), ("TPOT", p, q.tpot_slo_s)) if limit is not None and v > limit]
+        return replace(c, status="misses the targets", knee=knee, note=(
+            f"{c.layout()}: misses the {' and the '.join(missed) or 'targets'} even at light load "
+            f"(1 % of its saturation)"))
     rate = _demand_rate(q, knee.e2e_mean_s)
     reps = _replicas(q, rate, knee.usable_rate_per_s)
     high = None

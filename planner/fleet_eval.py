@@ -111,7 +111,7 @@ def resolve(q, model, gpus, profile_for, make_requests):
 def _price(q, g) -> tuple[float, str]:
     base = q.price_usd_per_gpu_hour if q.price_usd_per_gpu_hour is not None else g.price_usd_per_hour
     src = g.sources.get("price_usd_per_hour") if isinstance(g.sources, dict) else None
-    where = "--price-usd-per-hour" if q.price_usd_per_gpu_hour is not None else (getattr(src, "url", "") or "")
+    where = "--price-usd-per-hour (command line)" if q.price_usd_per_gpu_hour is not None else (getattr(src, "url", "") or "")
     if q.discount_pct:
         where += f", less {q.discount_pct:g} %"
     return base * (1 - q.discount_pct / 100), where
@@ -127,13 +127,15 @@ def _deployment(q, g, tp: int, pp: int, dtype: str) -> Deployment:
 
 def candidate_layouts(q, m, g, prof, FleetCandidate):
     """``[(FleetCandidate, Setup | None)]`` for GPU ``g``: every TP × PP asked (default: TP 1, 2, 4, 8 within
-    the node at PP 1, and the first PP of :data:`PIPELINE_STAGES` at the node's TP that starts when none does);
+    the node at PP 1, and — TP and PP both left to the engine — the first PP of :data:`PIPELINE_STAGES` at the
+    node's TP that starts when none does);
     Setup None for a layout vLLM would not start (its reasons in the note); ``FleetCandidate`` the class
     (:class:`planner.fleet.FleetCandidate`, passed in: this module does not import the engine)."""
 
     dtype = q.weight_dtype or m.native_dtype
     price, where = _price(q, g)
-    tps = tensor_parallel_candidates(m, g, q.tensor_parallels)
+    # TPs asked are tried as asked (the start-up rule says why one cannot run); the default: those a node can run
+    tps = list(q.tensor_parallels) if q.tensor_parallels else tensor_parallel_candidates(m, g)
     pps = q.pipeline_parallels or (1,)
     longest = q.max_model_len or q.prompt_tokens + q.output_tokens
     mkey = _digest(q.enable_prefix_caching, m.model_dump_json(), prof.model_dump_json(),
@@ -156,10 +158,11 @@ def candidate_layouts(q, m, g, prof, FleetCandidate):
     for pp in pps:
         for tp in tps:
             out.append(one(tp, pp))
-    if q.pipeline_parallels is None and tps and not any(s for _, s in out):
+    if (q.pipeline_parallels is None and q.tensor_parallels is None and any(t <= g.max_gpus_per_node for t in tps)
+            and not any(s for _, s in out)):
         for pp in PIPELINE_STAGES:
             if pp <= m.num_layers:
-                out.append(one(max(tps), pp))
+                out.append(one(max(t for t in tps if t <= g.max_gpus_per_node), pp))
                 if out[-1][1] is not None:
                     break
     if not tps:
@@ -252,9 +255,9 @@ class KneeRun:
         return self.result
 
     def _finish(self, pt) -> Evaluated:
-        if pt.max_rate_per_s <= 0:
-            return Evaluated(0.0, 0.0, pt.confidence, math.inf, math.inf, math.inf, math.inf, math.inf, math.inf,
-                             math.inf, 0.0, 0.0, pt.iterations, pt.trial_requests)
+        if pt.max_rate_per_s <= 0:  # the tails at light load, for the sentence saying which target it misses
+            return Evaluated(0.0, 0.0, pt.confidence, pt.ttft_p99_s, pt.tpot_p99_s, math.inf, math.inf, math.inf,
+                             math.inf, math.inf, 0.0, 0.0, pt.iterations, pt.trial_requests)
         usable = (1 - self.q.headroom) * pt.max_rate_per_s
         res = run_trial(self.make, self.cost, self.cfg, usable)
         _, t, p = meets_slo(res, math.inf, math.inf, WARMUP_FRACTION, self.q.tail)

@@ -81,16 +81,15 @@ def test_size_prints_the_fleet_first_and_in_json():
     r = run(*args)
     assert r.exit_code == 0, r.output
     first, second = r.stdout.splitlines()[:2]
-    assert first.startswith("Fleet: ") and "/hour" in first and "/month" in first and "throughput band" in first
+    assert first.startswith("Fleet: ") and "/hour" in first and "/month" in first and "band" in first
     assert "for 32 users thinking 30 s" in second
     d = json.loads(run(*args, "--json").stdout)
-    assert next(iter(d)) == "fleet"
+    assert next(iter(d)) == "fleet"  # the fleet engine's answer first (planner.fleet)
     f = d["fleet"]
-    assert {"replicas", "num_gpus", "usd_per_hour", "usd_per_month", "request_rate_per_s", "users", "think_time_s",
-            "throughput_error_band_pct", "replicas_low", "replicas_high"} <= set(f)
+    assert {"replicas", "num_gpus", "usd_per_hour", "usd_per_month", "demand_rate_per_s", "error_band_pct",
+            "replicas_high", "knee_rate_per_s", "usable_rate_per_s"} <= set(f)
     assert f["usd_per_month"] == pytest.approx(f["usd_per_hour"] * 730)
-    assert f["users"] == 32 and d["request_rate_per_s"] == pytest.approx(f["request_rate_per_s"])
-    assert d["num_gpus"] == f["num_gpus"] and d["warnings"] == []  # no --num-gpus: the deployment is the fleet
+    assert d["fleet_plan"]["question"]["users"] == 32 and d["fleet_warnings"] == []
 
 
 def test_size_with_too_few_gpus_warns_first():
@@ -98,4 +97,4 @@ def test_size_with_too_few_gpus_warns_first():
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert lines[0].startswith("Fleet: ")
-    assert any(x.startswith("  warning: the deployment has 4 GPU(s) but the workload needs") for x in lines[:5])
+    assert any(x.startswith("  warning: --num-gpus 4 holds 1 replica(s)") for x in lines[:6])

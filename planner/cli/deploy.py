@@ -82,7 +82,7 @@ def deploy_cmd(
     fp = plan_from_flags(flags)  # the fleet engine: layout and replicas, as `planner size` answers
     if fp.best is None:
         typer.echo("\n".join(fp.fleet.lines()), err=True)
-        raise infeasible_exit([fp.fleet.sentence()])
+        raise infeasible_exit(fp.fleet.reasons())
     best = fp.best
     wl = build(Workload, {"prompt_tokens": flags.prompt_tokens, "output_tokens": flags.output_tokens,
                           "request_rate_per_s": best.demand_rate_per_s}, "--prompt-tokens")

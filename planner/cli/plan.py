@@ -52,6 +52,9 @@ def plan_from_flags(flags) -> FlagPlan:
     m = catalog.model(flags.model)
     if flags.gpu is not None:
         catalog.gpu(flags.gpu)  # an unknown id exits 2 naming it
+    catalog.resolve_profile(flags.profile, flags.gpu or "h200-sxm", field="--profile")  # a bad path: exit 2
+    if flags.num_gpus is not None and flags.tp and flags.num_gpus < flags.tp * (flags.pp or 1):
+        raise error_exit("--num-gpus", f"{flags.num_gpus} GPUs hold no replica of TP {flags.tp} × PP {flags.pp or 1}")
     fp = plan_fleet(flags.question())
     best = fp.best
     if best is None:

@@ -43,7 +43,7 @@ def report_cmd(
         typer.echo("\n".join(fp.fleet.lines()))
         if json_out:
             emit_json({**fleet_json(fp), "feasible": False})
-        raise infeasible_exit([fp.fleet.sentence()])
+        raise infeasible_exit(fp.fleet.reasons())
     pr = plan_report(fp.model, fp.gpu, fp.report, fp.fleet, fp.profile, calibration_note=fp.mode_line)
     written = []
     if out is not None:

@@ -98,9 +98,12 @@ def size_cmd(flags, json_out: JsonOpt = False) -> None:
     fp = plan_from_flags(flags)
     r = fp.report
     warn = gpus_given_note(fp)
-    if json_out:
-        emit_json({**fleet_json(fp), "replica": r.to_dict() if r is not None else None,
-                   "calibration_note": fp.mode_line, "warnings": [warn] if warn else []})
+    if json_out:  # the replica's report at the top level (as before the fleet engine), the fleet beside it
+        rd = r.to_dict() if r is not None else {}
+        rd.pop("fleet", None)  # the steady-state fleet of one replica: the engine's fleet replaces it
+        emit_json({**fleet_json(fp), **rd, "feasible": fp.best is not None,
+                   "reasons": fp.fleet.reasons(), "calibration_note": fp.mode_line,
+                   "fleet_warnings": [warn] if warn else []})
     else:
         typer.echo("\n".join(fp.fleet.lines() + ([f"  warning: {warn}"] if warn else [])))
         typer.echo("")
@@ -109,7 +112,7 @@ def size_cmd(flags, json_out: JsonOpt = False) -> None:
             typer.echo("\nOne replica at the steady state (the first guess and its explanation):")
             typer.echo(report_text(r, fp.mode_line))
     if fp.best is None:
-        raise infeasible_exit([fp.fleet.sentence()])
+        raise infeasible_exit(fp.fleet.reasons())
 
 
 # ------------------------------------------------------------------------------------------- sweep

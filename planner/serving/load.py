@@ -244,7 +244,8 @@ def knee_search(make_requests, cost: StepCost, config: EngineConfig, ttft_p99_s:
     if not ok:
         yield hi
         ok, best = trial(lo)
-        if not ok:
+        if not ok:  # the answer is 0; the light-load tails say which target it misses
+            light = best
             best = None
         while best is not None and it < max_iter and (hi - lo) > rel_tol * hi:
             mid = 0.5 * (lo + hi)
@@ -255,7 +256,8 @@ def knee_search(make_requests, cost: StepCost, config: EngineConfig, ttft_p99_s:
             else:
                 hi = mid
     if best is None:
-        return SloPoint(0.0, INF, INF, 0.0, 0.0, 0.0, gpus_per_replica, price_usd_per_gpu_hour, it, cap)
+        t, p = (light[2], light[3]) if not at_limit and it >= 2 else (INF, INF)
+        return SloPoint(0.0, t, p, 0.0, 0.0, 0.0, gpus_per_replica, price_usd_per_gpu_hour, it, cap)
     rate, res, t, p = best
     ratio = p99_half_ratio(res)
     confidence = "high" if math.isfinite(ratio) and ratio <= STABLE_P99_RATIO else "low"
