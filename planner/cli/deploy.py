@@ -72,17 +72,16 @@ def deploy_cmd(
 
     README.md: what each file is, the predictions, how to apply them.
     """
-    from planner.cli.plan import plan_from_flags
-    from planner.cli.options import infeasible_exit
+    from planner.cli.plan import infeasible_reason, plan_from_flags
     from planner.deploy import DeployRefused, deployment_bundle
     from planner.specs import Workload
 
     if namespace is not None and not _DNS_LABEL.match(namespace):
         raise error_exit("--namespace", f"'{namespace}' is not a DNS-1123 label (lowercase letters, digits, '-')")
-    fp = plan_from_flags(flags)  # the fleet engine: layout and replicas, as `planner size` answers
+    mml = {"max_model_len": max_model_len} if max_model_len is not None else {}
+    fp = plan_from_flags(flags, **mml)  # the fleet engine: layout and replicas, as `planner size` answers
     if fp.best is None:
-        typer.echo("\n".join(fp.fleet.lines()), err=True)
-        raise infeasible_exit(fp.fleet.reasons())
+        raise error_exit("infeasible", infeasible_reason(fp.fleet), code=1)
     best = fp.best
     wl = build(Workload, {"prompt_tokens": flags.prompt_tokens, "output_tokens": flags.output_tokens,
                           "request_rate_per_s": best.demand_rate_per_s}, "--prompt-tokens")

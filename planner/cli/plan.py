@@ -41,8 +41,24 @@ def check_demand(rate: float | None, users: int | None, think_time_s: float) -> 
         raise error_exit("--think-time-s", "a think time needs --users")
 
 
-def plan_from_flags(flags) -> FlagPlan:
-    """The fleet engine's answer for ``flags`` and its best candidate's replica, explained."""
+def infeasible_reason(fleet) -> str:
+    """The first reason no fleet serves, naming the flag that makes it impossible (``--tp: TP 3 does not …``,
+    ``--tpot-slo-ms: … misses the TPOT target …``), for ``error: infeasible: <flag>: <reason>``."""
+    from planner.cli.common import FLAG_OF_FIELD
+
+    reason = fleet.reasons()[0]
+    field, _, rest = reason.partition(": ")
+    if rest and (field in FLAG_OF_FIELD or field == "max_model_len"):
+        return f"{FLAG_OF_FIELD.get(field, '--max-model-len')}: {rest}"
+    for target, flag in (("TPOT target", "--tpot-slo-ms"), ("TTFT target", "--ttft-slo-ms")):
+        if target in reason:
+            return f"{flag}: {reason}"
+    return reason
+
+
+def plan_from_flags(flags, **question) -> FlagPlan:
+    """The fleet engine's answer for ``flags`` (``question``: engine fields the command adds, e.g. deploy's
+    ``max_model_len``) and its best candidate's replica, explained."""
     from planner.io import catalog
     from planner.cost import with_price
     from planner.fleet import plan_fleet
@@ -55,7 +71,7 @@ def plan_from_flags(flags) -> FlagPlan:
     catalog.resolve_profile(flags.profile, flags.gpu or "h200-sxm", field="--profile")  # a bad path: exit 2
     if flags.num_gpus is not None and flags.tp and flags.num_gpus < flags.tp * (flags.pp or 1):
         raise error_exit("--num-gpus", f"{flags.num_gpus} GPUs hold no replica of TP {flags.tp} × PP {flags.pp or 1}")
-    fp = plan_fleet(flags.question())
+    fp = plan_fleet(flags.question(**question))
     best = fp.best
     if best is None:
         return FlagPlan(flags, m, fp, None, None, None, None, "", None)
