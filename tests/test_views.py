@@ -478,8 +478,9 @@ def test_preset_state_sets_the_context_and_numbers_as_floats():
 
 
 def test_the_headline_fleet_is_planner_size_for_the_demand():
-    """The dashboard's fleet is `planner size --rate` / `--users --think-time-s` for the scenario's replica: the
-    command it prints gives the same replicas, GPUs and $/month."""
+    """The dashboard's headline fleet is the fleet engine's across GPUs (planner.fleet), what `planner size
+    --rate` / `--users --think-time-s` prints: the command it shows gives the same layout, replicas, GPUs and
+    $/month."""
     import shlex
 
     from typer.testing import CliRunner
@@ -490,13 +491,14 @@ def test_the_headline_fleet_is_planner_size_for_the_demand():
     p = planned(sc)
     for demand in (headline.Demand("requests/s", rate_per_s=10.0),
                    headline.Demand("users + think time", active_users=2000, think_s=30.0)):
-        fa = headline.demand_fleet(p, demand).fleet
+        fa = headline.demand_fleet(p, demand, sc).across.best
         res = CliRunner().invoke(cli, [*shlex.split(headline.fleet_command(sc, MODEL, demand))[1:], "--json"])
         assert res.exit_code == 0, res.output
         cli_fleet = json.loads(res.output)["fleet"]
-        assert (cli_fleet["replicas"], cli_fleet["num_gpus"]) == (fa.replicas, fa.num_gpus)
+        assert (cli_fleet["gpu_id"], cli_fleet["tensor_parallel"], cli_fleet["replicas"], cli_fleet["num_gpus"]) == (
+            fa.gpu_id, fa.tensor_parallel, fa.replicas, fa.num_gpus)
         assert cli_fleet["usd_per_month"] == pytest.approx(fa.usd_per_month)
-        assert fa.usd_per_month == pytest.approx(fa.num_gpus * p.gpu.price_usd_per_hour * 730)
+        assert fa.usd_per_month == pytest.approx(fa.num_gpus * fa.price_usd_per_gpu_hour * 730)
 
 
 def test_fleet_from_users_and_think_time_is_littles_law():
@@ -600,9 +602,10 @@ def test_deploy_panel_refuses_in_a_sentence():
 
 def test_plan_report_is_planner_reports_for_the_scenario_and_its_demand():
     p = planned(scenario())
-    da = headline.demand_fleet(p, headline.Demand("requests/s", 10.0))
-    md = deploy_view.plan_report_markdown(p, da)
-    assert md.startswith("# Plan: Mistral 7B") and f"{da.fleet.num_gpus:,} × " in md and "/month" in md
+    sc = scenario()
+    da = headline.demand_fleet(p, headline.Demand("requests/s", 10.0), sc)
+    md = deploy_view.plan_report_markdown(p, da)  # the engine's fleet on the sidebar's GPU and TP
+    assert md.startswith("# Plan: Mistral 7B") and f"{da.own.best.num_gpus:,} × " in md and "/month" in md
     assert "vllm serve" in md and "## Fleet" in md
 
 
