@@ -32,6 +32,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from planner.deploy.vendor import helm_values_for, retarget, runtime_for
 from planner.deploy.bundle_text import bundle_readme, serve_script
 from planner.deploy.command import ServeCommand, serve_command
 from planner.deploy.disagg import NETWORK_BYTES_PER_S_PER_GPU, DisaggPlan, plan_disaggregated
@@ -246,6 +247,7 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
     ann = _annotations(cmd, report)
     files: dict[str, str] = {"serve.sh": serve_script(model, gpu, layout, cmd, report, mml)}
     replicas = report.fleet.replicas
+    rt = runtime_for(gpu)  # AMD: amd.com/gpu, the ROCm image, RCCL settings (planner.deploy.vendor)
     if layout.multi_node:
         objs = []
         backends = []
@@ -255,25 +257,25 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
             objs.append(service(rc, namespace, inst, "engine", sel=head_service_selector(rc)))
             backends.append(f"http://{rc}:8000")
         objs.append(service(inst, namespace, inst, "engine"))
-        files["k8s-raycluster.yaml"] = to_yaml(objs, _header(model, gpu, layout, replicas, "KubeRay RayCluster"))
+        files["k8s-raycluster.yaml"] = to_yaml(retarget(objs, rt), _header(model, gpu, layout, replicas, "KubeRay RayCluster"))
         values = production_stack_router_values(backends=backends, model_name=model.id)
     else:
         c = engine_container(cmd, layout.gpus, probes, image=image)
         objs = [deployment(inst, namespace, inst, "engine", replicas, c, layout.gpus, ckpt, probes, ann),
                 service(inst, namespace, inst, "engine")]
-        files["k8s-deployment.yaml"] = to_yaml(objs, _header(model, gpu, layout, replicas, "Deployment + Service"))
+        files["k8s-deployment.yaml"] = to_yaml(retarget(objs, rt), _header(model, gpu, layout, replicas, "Deployment + Service"))
         values = production_stack_values(name=inst, cmd=cmd, replicas=replicas, gpus=layout.gpus, probes=probes,
                                          cache_size=cache_size(ckpt), prefix_caching=enable_prefix_caching)
     files["helm-values-production-stack.yaml"] = "".join(
         f"# {h}\n" for h in _header(model, gpu, layout, replicas, "vLLM production-stack Helm values")
-    ) + dump_yaml(values)
+    ) + dump_yaml(helm_values_for(values, rt))
     pd_cmd = None
     if disagg is not None:
         pd_cmd = serve_command(model, gpu, dep, kv_transfer_config=NIXL_KV_TRANSFER_CONFIG, **common)
         parse_serve_args(pd_cmd.serve_args())
         objs = disaggregated_objects(f"{inst}-pd", namespace, pd_cmd, layout.gpus, probes, ckpt,
                                      disagg.prefill.replicas, disagg.decode.replicas, image=image, annotations=ann)
-        files["k8s-disaggregated.yaml"] = to_yaml(objs, _header(model, gpu, layout, disagg.disaggregated.replicas,
+        files["k8s-disaggregated.yaml"] = to_yaml(retarget(objs, rt), _header(model, gpu, layout, disagg.disaggregated.replicas,
                                                                 "disaggregated prefill/decode (NixlConnector), NOT measured"))
     files["README.md"] = files["predictions.json"] = ""  # listed in predictions' "files"; filled below
     bundle = DeployBundle(model, gpu, layout, cmd, report, mml, probes, disagg, calibration_note, tuple(notes), files)
