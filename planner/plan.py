@@ -140,6 +140,9 @@ def plan(
     if served and slo.binding in BINDING_TARGETS and slo.batch_limit > slo.batch_size:
         notes.append(f"the {BINDING_TARGETS[slo.binding]} the batch to {slo.batch_size:,} of the "
                      f"{batch_limit_phrase(slo, workload)}")
+    if served and slo.binding == "throughput":
+        notes.append(f"batch {slo.batch_size:,} serves more output tokens per second than any larger batch under the "
+                     f"targets (a step-cost cliff above it), so the plan runs there, not at the largest")
     warnings: list[str] = []
     if served and fleet.num_gpus > deployment.num_gpus and (workload.request_rate_per_s or workload.concurrency):
         warnings.append(shortfall_warning(fleet, deployment))

@@ -273,3 +273,25 @@ def test_same_fleet_on_every_surface(sc, tmp_path):
     assert size == report == deploy == dash_t
     if search is not None:
         assert search == size
+
+
+def test_best_batch_not_largest_batch_under_the_target():
+    """Issue: gpt-oss-120b on H100 TP 2 (mxfp4): TPOT ≤ 200 ms took batch 521 at 2,050 tok/s/GPU while ≤ 100 ms
+    gave batch 471 at 2,353 — the step cost jumps above batch 512, and the largest batch under the target was
+    taken, not the best.  Now the plan runs at the batch that serves most (512 here, 'throughput' binding), and
+    a looser target never serves less per GPU."""
+    from planner.io import catalog
+    from planner.plan import plan
+    from planner.specs import Deployment, Workload
+
+    m, g = catalog.model("gpt-oss-120b"), catalog.gpu("h100-sxm")
+    prof = catalog.resolve_profile("auto", g.id)[0]
+    dep = Deployment.for_gpu(g, num_gpus=2, tensor_parallel=2, weight_dtype="mxfp4")
+    per_gpu = {}
+    for tpot in (0.05, 0.1, 0.15, 0.2, 0.3):
+        r = plan(m, g, dep, Workload(prompt_tokens=4096, output_tokens=512, tpot_slo_s=tpot), prof)
+        per_gpu[tpot] = float(r.throughput.output_tokens_per_s) / 2
+    values = [per_gpu[t] for t in sorted(per_gpu)]
+    assert values == sorted(values), per_gpu
+    r = plan(m, g, dep, Workload(prompt_tokens=4096, output_tokens=512, tpot_slo_s=0.2), prof)
+    assert r.slo.binding == "throughput" and r.batch_size <= 512
