@@ -315,7 +315,7 @@ def headline_section(sc: Scenario, o: Planned, r, demand: headline.Demand) -> he
     for label, value, help in headline.detail_metrics(r, o.deployment.replicas, views.mem):
         row.metric(label, value, help=help, width="content")
     st.caption(view_text.scenario_caption(o, views.latency_model_label(r.profile_mode), views.scenario_notes(o)))
-    s, token = st.session_state, compare.encode(sc)
+    s, token = st.session_state, compare.encode(sc, demand)
     st.button("Pin this scenario", icon=":material/push_pin:", key="pin_btn",
               on_click=lambda: s.update(pins=compare.add_pin(s.get("pins", []), token)),
               help=f"Keep it for the Compare view (up to {compare.MAX_PINS}; the pins travel in the URL)")
@@ -460,11 +460,11 @@ def view_compare(sc: Scenario, o: Planned, r, da) -> None:
     if not pins:
         st.info("Nothing pinned yet: press **Pin this scenario** under the headline, change the sidebar, pin again.")
         return
-    items = [("now", o, da.fleet, views.latency_model_label(r.profile_mode))]
-    for i, token in enumerate(pins, 1):
+    items = [("now", o, da, views.latency_model_label(r.profile_mode))]
+    for i, token in enumerate(pins, 1):  # each pin with its own demand (the current one for an older pin)
         pin = compare.decode(token)
         p = _planned(pin)
-        items.append((f"{i}. {compare.pin_name(pin)}", p, _demand_answer(pin, da.demand).fleet,
+        items.append((f"{i}. {compare.pin_name(pin)}", p, _demand_answer(pin, compare.decode_demand(token) or da.demand),
                       views.latency_model_label(p.report.profile_mode)))
     st.dataframe(compare.compare_frame(items), hide_index=True, width="stretch", height=35 * 19)
     c = st.container(horizontal=True)

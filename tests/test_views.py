@@ -564,19 +564,31 @@ def test_pinned_scenarios_round_trip_through_the_url_token():
     assert back._replace(tpot_slo_s=0, ttft_slo_s=0) == sc._replace(tpot_slo_s=0, ttft_slo_s=0)
     assert back.tpot_slo_s == pytest.approx(sc.tpot_slo_s) and back.ttft_slo_s == pytest.approx(sc.ttft_slo_s)
     assert compare.decode("garbage") is None and compare.decode(token.replace("~1~", "~x~", 1)) is None
+    assert compare.decode_demand(token) is None  # a pin of an older URL: no demand of its own
+
+
+def test_a_pin_keeps_its_own_demand():
+    """Issue #19: pinned scenarios keep their own demand (a rate, or users and think time) in the token."""
+    sc = scenario()
+    for demand in (headline.Demand("requests/s", rate_per_s=12.5),
+                   headline.Demand("users + think time", active_users=300, think_s=7.5)):
+        token = compare.encode(sc, demand)
+        assert compare.decode(token) == compare.decode(compare.encode(sc)) and compare.decode_demand(token) == demand
+    assert compare.decode_demand(compare.encode(sc) + "~u~-3~1") is None
 
 
 def test_compare_frame_one_column_per_scenario():
     a, b = planned(scenario()), planned(scenario(kv_cache_dtype="fp8"))
     d = headline.Demand("requests/s", 10.0)
-    items = [(n, p, headline.demand_fleet(p, d).fleet, "calibrated profile") for n, p in (("now", a), ("1. fp8", b))]
+    items = [(n, p, headline.demand_fleet(p, d, sc), "calibrated profile")
+             for n, p, sc in (("now", a, scenario()), ("1. fp8", b, scenario(kv_cache_dtype="fp8")))]
     df = compare.compare_frame(items)
     assert list(df.columns) == ["quantity", "now", "1. fp8"]
     q = df.set_index("quantity")
     assert q.loc["weights / KV cache", "1. fp8"] == "bf16 / fp8"
     users = {c: int(q.loc["max concurrent users (deployment)", c].replace(",", "")) for c in ("now", "1. fp8")}
     assert users["1. fp8"] > 1.9 * users["now"]
-    assert q.loc["fleet $ / month", "now"].startswith("$")
+    assert q.loc["fleet $ / month", "now"].startswith("$") and q.loc["demand", "now"] == "10 requests/s"
 
 
 def test_deploy_panel_is_planner_deploys_bundle_for_the_chosen_plan():
