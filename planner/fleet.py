@@ -49,7 +49,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from planner.fleet_eval import Evaluated, first_guess
-from planner.steady_fleet import HOURS_PER_MONTH
+from planner.steady_fleet import HOURS_PER_MONTH, WholeFleet
 from planner.units import fmt_usd
 
 __all__ = ["DEFAULT_HEADROOM", "HOURS_PER_MONTH", "FleetCandidate", "FleetPlan", "FleetQuestion", "plan_fleet"]
@@ -109,7 +109,7 @@ class FleetQuestion(BaseModel):
 
 
 @dataclass(frozen=True)
-class FleetCandidate:
+class FleetCandidate(WholeFleet):
     """One GPU × dtype × TP × PP: whether it starts, its knee, and the whole fleet it needs (SI, USD)."""
 
     gpu_id: str
@@ -143,18 +143,6 @@ class FleetCandidate:
     @property
     def gpus_per_replica(self) -> int:
         return self.tensor_parallel * self.pipeline_parallel
-
-    @property
-    def num_gpus(self) -> int:
-        return self.replicas * self.gpus_per_replica
-
-    @property
-    def usd_per_hour(self) -> float:
-        return self.num_gpus * self.price_usd_per_gpu_hour
-
-    @property
-    def usd_per_month(self) -> float:
-        return self.usd_per_hour * HOURS_PER_MONTH
 
     @property
     def usd_per_month_high(self) -> float | None:

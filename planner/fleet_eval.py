@@ -22,7 +22,6 @@ import numpy as np
 
 from planner.serving.load import (
     MIN_TRIAL_REQUESTS,
-    UPPER_BRACKET,
     WARMUP_FRACTION,
     knee_search,
     measured_window,

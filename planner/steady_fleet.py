@@ -51,8 +51,29 @@ def users_rate_per_s(users: int, think_time_s: float, e2e: float) -> float:
     return users / (think_time_s + e2e)
 
 
+class WholeFleet:
+    """GPUs and money of ``replicas`` whole replicas of ``gpus_per_replica`` GPUs at ``price_usd_per_gpu_hour``
+    (a mixin of :class:`FleetAnswer` and :class:`planner.fleet.FleetCandidate`)."""
+
+    replicas: int
+    gpus_per_replica: int
+    price_usd_per_gpu_hour: float
+
+    @property
+    def num_gpus(self) -> int:
+        return self.replicas * self.gpus_per_replica
+
+    @property
+    def usd_per_hour(self) -> float:
+        return self.num_gpus * self.price_usd_per_gpu_hour
+
+    @property
+    def usd_per_month(self) -> float:
+        return self.usd_per_hour * HOURS_PER_MONTH
+
+
 @dataclass(frozen=True)
-class FleetAnswer:
+class FleetAnswer(WholeFleet):
     """What a demand needs: replicas and GPUs, $/hour and $/month, with the error band (SI units, USD)."""
 
     request_rate_per_s: float | None  # given, or what the users send; None: no demand given
@@ -73,18 +94,6 @@ class FleetAnswer:
     replicas_low: int | None
     replicas_high: int | None
     sized: bool  # False: no rate or users given, the deployment as it is
-
-    @property
-    def num_gpus(self) -> int:
-        return self.replicas * self.gpus_per_replica
-
-    @property
-    def usd_per_hour(self) -> float:
-        return self.num_gpus * self.price_usd_per_gpu_hour
-
-    @property
-    def usd_per_month(self) -> float:
-        return self.usd_per_hour * HOURS_PER_MONTH
 
     def _usd_per_month_at(self, replicas: int | None) -> float | None:
         if replicas is None:

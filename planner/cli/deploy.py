@@ -5,9 +5,7 @@ Registered by :mod:`planner.cli.app`; the work is :func:`planner.deploy.deployme
 
 from __future__ import annotations
 
-import functools
 import json
-import math
 import re
 from pathlib import Path
 from typing import Annotated
@@ -18,7 +16,7 @@ from planner.cli.common import FLAG_OF_FIELD, JsonOpt, build, cli_errors, error_
 from planner.cli.flags import plan_flags
 from planner.cli.options import make_dir
 from planner.cli.size import fleet_json
-from planner.units import GBIT_PER_S, MS, fmt_gb, fmt_gib, fmt_ms, fmt_usd
+from planner.units import GBIT_PER_S, fmt_gb, fmt_gib, fmt_ms, fmt_usd
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 

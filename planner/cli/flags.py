@@ -19,7 +19,6 @@ from planner.cli.common import error_exit, finite
 from planner.cli.options import (
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
-    STEADY,
     GpuChoiceOpt,
     KvDtypeOpt,
     MaxNumBatchedTokensOpt,
@@ -37,7 +36,6 @@ __all__ = ["PLAN_OPTIONS", "PlanFlags", "plan_flags"]
 
 TAIL_HELP = ("the percentile of simulated requests (Poisson arrivals at the replica's operating rate, queueing "
              "included) given by --tail (p99 by default)")
-_ = STEADY  # size's targets were checked at the steady state before the fleet engine; now at the tail
 
 #: (name, annotation, default) of every planning flag, in the order --help lists them.
 PLAN_OPTIONS: tuple[tuple[str, object, object], ...] = (
