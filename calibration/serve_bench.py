@@ -304,6 +304,45 @@ async def agentic(server: Server, served: str, vocab_size: int, spec: dict, out:
 # ------------------------------------------------------------------------------------------- main
 
 
+def add_bench_args(ap: argparse.ArgumentParser) -> None:
+    """The options serve_bench and calibration/disagg_bench.py share."""
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--run", action="append", default=[], help="NAME:input=,output=,n=,rate=[,ratio=,prefix=]")
+    ap.add_argument("--boot-timeout-s", type=float, default=420.0)
+    ap.add_argument("--budget-s", type=float, default=1e9, help="skip steps that would start after this")
+    ap.add_argument("--seed", type=int, default=0)
+
+
+def parse_runs(texts: list[str]) -> list[dict]:
+    runs = [parse_kv(t, "--run") for t in texts]
+    for i, r in enumerate(runs):
+        r.setdefault("name", f"run{i}")
+    return runs
+
+
+def run_benches(front, runs: list[dict], served: str, model_dir: Path, out: Path, records: Path, seed: int,
+                tok_dir: Path, t_start: float, budget_s: float, counters) -> None:
+    """Each run as one ``vllm bench serve`` against ``front`` (anything with ``port``), a ``bench`` record with
+    ``counters()`` before and after it (or an ``error`` / ``skipped`` record)."""
+    for i, run in enumerate(runs):
+        run["served_model_name"] = served
+        est = run["n"] / run["rate"] + 15 if run.get("rate") else 40
+        if time.perf_counter() - t_start + est > budget_s:
+            append_record(records, {"type": "skipped", "run": run["name"], "reason": "time budget"})
+            continue
+        t = time.perf_counter()
+        before = counters()
+        try:
+            path = bench_serve(front, model_dir, out, run, seed + i, timeout_s=est + 120, tokenizer_dir=tok_dir)
+            append_record(records, {"type": "bench", "run": run["name"], "spec": run, "file": path.name,
+                                    "wall_s": time.perf_counter() - t, "metrics_before": before,
+                                    "metrics_after": counters()})
+            print(f"BENCH {run['name']} done in {time.perf_counter() - t:.0f} s", flush=True)
+        except Exception as err:  # noqa: BLE001
+            append_record(records, {"type": "error", "run": run["name"], "error": f"{type(err).__name__}: {err}"})
+            print(f"BENCH {run['name']} FAILED: {err}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
@@ -315,13 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.92)
     ap.add_argument("--no-prefix-caching", action="store_true")
     ap.add_argument("--port", type=int, default=8000)
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--run", action="append", default=[], help="NAME:input=,output=,n=,rate=[,ratio=,prefix=]")
+    add_bench_args(ap)
     ap.add_argument("--agentic", default="", help="sessions=,turns=,system=,user=,output=,think=,session_rate=")
     ap.add_argument("--guidellm", default="", help="rate=,n=,input=,output=")
-    ap.add_argument("--boot-timeout-s", type=float, default=420.0)
-    ap.add_argument("--budget-s", type=float, default=1e9, help="skip steps that would start after this")
-    ap.add_argument("--seed", type=int, default=0)
     ns = ap.parse_args(argv)
     from calibration.hfconfig import write_hf_config
     from calibration.tokenizer import write_tokenizer
@@ -389,27 +424,8 @@ def main(argv: list[str] | None = None) -> int:
                 smoke.append({"latency_s": time.perf_counter() - t, "error": f"{type(err).__name__}: {err}"[:2000]})
                 print(f"SMOKE request refused: {err}", flush=True)
         append_record(records, {"type": "smoke", "requests": smoke})
-        for i, text in enumerate(ns.run):
-            run = parse_kv(text, "--run")
-            run.setdefault("name", f"run{i}")
-            run["served_model_name"] = model.id
-            est = run["n"] / run["rate"] + 15 if run.get("rate") else 40
-            if time.perf_counter() - t_start + est > ns.budget_s:
-                append_record(records, {"type": "skipped", "run": run["name"], "reason": "time budget"})
-                continue
-            t = time.perf_counter()
-            before = scrape(server.get("/metrics"))
-            try:
-                path = bench_serve(server, model_dir, ns.out, run, ns.seed + i, timeout_s=est + 120,
-                                   tokenizer_dir=tok_dir)
-                after = scrape(server.get("/metrics"))
-                append_record(records, {"type": "bench", "run": run["name"], "spec": run, "file": path.name,
-                                        "wall_s": time.perf_counter() - t, "metrics_before": _counters(before),
-                                        "metrics_after": _counters(after)})
-                print(f"BENCH {run['name']} done in {time.perf_counter() - t:.0f} s", flush=True)
-            except Exception as err:  # noqa: BLE001
-                append_record(records, {"type": "error", "run": run["name"], "error": f"{type(err).__name__}: {err}"})
-                print(f"BENCH {run['name']} FAILED: {err}", flush=True)
+        run_benches(server, parse_runs(ns.run), model.id, model_dir, ns.out, records, ns.seed, tok_dir, t_start,
+                    ns.budget_s, lambda: _counters(scrape(server.get("/metrics"))))
         if ns.agentic:
             spec = parse_kv(ns.agentic, "--agentic")
             spec.setdefault("name", "agentic")

@@ -58,15 +58,17 @@ def serving_points(folder: Path, model_id: str) -> list[Measurement]:
     return out
 
 
-def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: float | None = None):
+def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: float | None = None,
+                  records: str = "serve_bench.jsonl", role: str | None = None):
     """(StepCost, EngineConfig) of a recorded serve_bench run: its deployment from the ``deploy`` record, its
     KV pool from the ``boot`` record (vLLM's block count less the null block), the profile's HTTP frontend
-    overhead unless ``frontend_overhead_s`` is given."""
+    overhead unless ``frontend_overhead_s`` is given.  ``records``/``role``: another record file
+    (``pd_bench.jsonl`` of calibration/disagg_bench.py) and the engine of that role ('prefill', 'decode')."""
     from planner.serving import EngineConfig, StepCost
 
-    recs = read_jsonl(Path(folder) / "serve_bench.jsonl")
-    deploy = next(r for r in recs if r.get("type") == "deploy")
-    boot = next(r for r in recs if r.get("type") == "boot")
+    recs = read_jsonl(Path(folder) / records)
+    deploy = next(r for r in recs if r.get("type") == "deploy" and r.get("role") == role)
+    boot = next(r for r in recs if r.get("type") == "boot" and r.get("role") == role)
     argv = deploy["argv"]
     gpu, model = catalog.gpu(deploy.get("gpu", "h200-sxm")), catalog.model(model_id)
     tp = int(deploy.get("tensor_parallel", 1))

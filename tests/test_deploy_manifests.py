@@ -174,7 +174,8 @@ def test_disaggregated_manifests(single):
     for role in ("prefill", "decode"):
         c = deps[f"{inst}-{role}"]["spec"]["template"]["spec"]["containers"][0]
         p = parse_serve_args(c["args"])
-        assert json.loads(p["--kv-transfer-config"]) == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+        role_name = {"prefill": "kv_producer", "decode": "kv_consumer"}[role]  # kv_both is deprecated for NIXL
+        assert json.loads(p["--kv-transfer-config"]) == {"kv_connector": "NixlConnector", "kv_role": role_name}
         assert any(e["name"] == "VLLM_NIXL_SIDE_CHANNEL_HOST" for e in c["env"])
     proxy = deps[f"{inst}-proxy"]["spec"]["template"]["spec"]["containers"][0]
     assert proxy["command"][proxy["command"].index("--prefiller-hosts") + 1] == f"{inst}-prefill"

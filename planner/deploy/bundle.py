@@ -36,7 +36,7 @@ from planner.deploy.vendor import helm_values_for, retarget, runtime_for
 from planner.deploy.bundle_text import bundle_readme, serve_script
 from planner.deploy.command import ServeCommand, serve_command
 from planner.deploy.disagg import NETWORK_BYTES_PER_S_PER_GPU, DisaggPlan, plan_disaggregated
-from planner.deploy.disagg_k8s import NIXL_KV_TRANSFER_CONFIG, disaggregated_objects
+from planner.deploy.disagg_k8s import KV_ROLE, disaggregated_objects, nixl_kv_transfer_config
 from planner.deploy.flags import parse_serve_args
 from planner.deploy.helm import production_stack_router_values, production_stack_values
 from planner.deploy.k8s import (
@@ -85,7 +85,7 @@ class DeployBundle:
     model: ModelSpec
     gpu: GpuSpec
     layout: ReplicaLayout
-    serve: ServeCommand  # one replica (co-located); the disaggregated pools add --kv-transfer-config
+    serve: ServeCommand  # one replica (co-located); the disaggregated pools add --kv-transfer-config (pd_serve)
     report: SizingReport  # plan() of one replica: memory, TTFT/TPOT, throughput, fleet
     max_model_len: int
     probes: ProbeTimes
@@ -93,6 +93,7 @@ class DeployBundle:
     calibration_note: str
     notes: tuple[str, ...]
     files: dict[str, str] = field(default_factory=dict)
+    pd_serve: dict[str, ServeCommand] | None = None  # with disaggregated: 'prefill' / 'decode' pool commands
 
     @property
     def serve_command(self) -> str:
@@ -128,9 +129,16 @@ class DeployBundle:
             "price_usd_per_gpu_hour": r.price_usd_per_hour, "price_source": r.price_source,
             "boot_estimate_s": self.probes.boot_estimate_s, "startup_probe_budget_s": self.probes.startup_budget_s,
             "calibration_mode": r.profile_mode, "calibration_note": self.calibration_note,
-            "disaggregated": self.disaggregated.to_dict() if self.disaggregated else None,
+            "disaggregated": self._disagg_dict(),
             "notes": list(self.notes), "files": sorted(self.files),
         }
+
+    def _disagg_dict(self) -> dict | None:
+        if self.disaggregated is None:
+            return None
+        cmds = {f"{role}_serve_{k}": v for role, c in (self.pd_serve or {}).items()
+                for k, v in (("command", c.shell()), ("argv", list(c.argv)), ("env", dict(c.env)))}
+        return {**self.disaggregated.to_dict(), **cmds}
 
     def to_dict(self) -> dict:
         """:attr:`predictions` plus the full sizing report (``planner size --json``'s fields)."""
@@ -269,17 +277,20 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
     files["helm-values-production-stack.yaml"] = "".join(
         f"# {h}\n" for h in _header(model, gpu, layout, replicas, "vLLM production-stack Helm values")
     ) + dump_yaml(helm_values_for(values, rt))
-    pd_cmd = None
+    pd_cmds = None
     if disagg is not None:
-        pd_cmd = serve_command(model, gpu, dep, kv_transfer_config=NIXL_KV_TRANSFER_CONFIG, **common)
-        parse_serve_args(pd_cmd.serve_args())
-        objs = disaggregated_objects(f"{inst}-pd", namespace, pd_cmd, layout.gpus, probes, ckpt,
+        pd_cmds = {role: serve_command(model, gpu, dep, kv_transfer_config=nixl_kv_transfer_config(role), **common)
+                   for role in KV_ROLE}
+        for c in pd_cmds.values():
+            parse_serve_args(c.serve_args())
+        objs = disaggregated_objects(f"{inst}-pd", namespace, pd_cmds, layout.gpus, probes, ckpt,
                                      disagg.prefill.replicas, disagg.decode.replicas, image=image, annotations=ann)
         files["k8s-disaggregated.yaml"] = to_yaml(retarget(objs, rt), _header(model, gpu, layout, disagg.disaggregated.replicas,
                                                                 "disaggregated prefill/decode (NixlConnector), NOT measured"))
     files["README.md"] = files["predictions.json"] = ""  # listed in predictions' "files"; filled below
-    bundle = DeployBundle(model, gpu, layout, cmd, report, mml, probes, disagg, calibration_note, tuple(notes), files)
-    files["README.md"] = bundle_readme(bundle, pd_cmd)
+    bundle = DeployBundle(model, gpu, layout, cmd, report, mml, probes, disagg, calibration_note, tuple(notes), files,
+                          pd_cmds)
+    files["README.md"] = bundle_readme(bundle)
     files["predictions.json"] = json.dumps(bundle.to_dict(), indent=2, allow_nan=False, default=str) + "\n"
     return bundle
 

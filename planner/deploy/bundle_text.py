@@ -34,7 +34,7 @@ def _row(label: str, value: str) -> str:
     return f"| {label} | {value} |"
 
 
-def bundle_readme(bundle, pd_cmd: ServeCommand | None = None) -> str:
+def bundle_readme(bundle) -> str:
     """README.md of a :class:`planner.deploy.bundle.DeployBundle`: what each file is, the predictions, how to apply."""
     b, r, s, lay = bundle, bundle.report, bundle.serve, bundle.layout
     f = r.fleet
@@ -103,20 +103,21 @@ def bundle_readme(bundle, pd_cmd: ServeCommand | None = None) -> str:
          "swap it for a PersistentVolumeClaim to keep the weights across restarts."),
     ]
     if b.disaggregated is not None:
-        out += _disagg_section(b.disaggregated, pd_cmd)
+        out += _disagg_section(b.disaggregated, b.pd_serve)
     if b.notes:
         out += ["", "## Notes", ""] + [f"- {n}" for n in b.notes]
     return "\n".join(out) + "\n"
 
 
-def _disagg_section(d, pd_cmd: ServeCommand | None) -> list[str]:
+def _disagg_section(d, pd_cmds: dict[str, ServeCommand] | None) -> list[str]:
     dis, col = d.disaggregated, d.colocated
     out = [
         "",
         "## Disaggregated prefill/decode (planning option, NOT measured)",
         "",
-        ("No 1P1D pair was booted on our GPU machine: its vLLM 0.26 bundle has no NIXL, and 0.26 has no "
-         "NCCL-based KV connector. Every number below is the model's."),
+        ("No 1P1D pair has run yet: our GPU machine's vLLM 0.26 bundle has no NIXL package (0.26 has no "
+         "NCCL-based KV connector); calibration/campaigns/h200x2-disagg.sh measures one. Every number below "
+         "is the model's."),
         "",
         "| | co-located | disaggregated |",
         "| --- | --- | --- |",
@@ -131,8 +132,18 @@ def _disagg_section(d, pd_cmd: ServeCommand | None) -> list[str]:
          f"({d.kv_network.bandwidth_bytes_per_s_per_gpu / GBIT_PER_S:,.0f} Gb/s per GPU), "
          f"{fmt_ms(d.kv_nvlink.time_s, 3)} over NVLink within a node. Prefill replicas run "
          f"{d.prefill.utilization:.0%} busy (queue wait {fmt_ms(d.prefill.queue_wait_s)}); decode replicas hold "
-         f"{d.decode.batch_per_replica:,} requests at a {fmt_ms(d.decode.step_s)} step."),
+         f"{d.decode.batch_per_replica:,} requests at a {fmt_ms(d.decode.step_s)} step at most (the TPOT target); "
+         f"at this demand they run {d.decode_operating_batch:,.1f} at a {fmt_ms(d.tpot_s)} step. The decode side "
+         f"of TTFT is {fmt_ms(d.decode_side_s)}: the hand-off and 3.5 decode steps (vLLM 0.26's asynchronous "
+         "scheduling, the pull of the blocks, the recomputed last prompt token)."),
+        "",
+        (f"Verdict: **{d.verdict}** ({fmt_usd(dis.usd_per_hour)} against {fmt_usd(col.usd_per_hour)} per hour "
+         "for the same demand and targets)."),
     ]
-    if pd_cmd is not None:
-        out += ["", "Both pools run:", "", "```sh", pd_cmd.shell(), "```"]
+    for role, c in (pd_cmds or {}).items():
+        out += ["", f"The {role} pool runs:", "", "```sh", c.shell(), "```"]
+    if pd_cmds:
+        out += ["", ("Each engine also needs `VLLM_NIXL_SIDE_CHANNEL_HOST` = an address the other pool reaches (the "
+                     "manifest sets the pod IP) and, where two engines share a host, its own "
+                     "`VLLM_NIXL_SIDE_CHANNEL_PORT` (default 5600).")]
     return out

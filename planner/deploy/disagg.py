@@ -7,17 +7,28 @@ handed from one to the other per request, compared with co-located serving on th
   ``n`` is the smallest with ρ < 1 whose wait + prefill + KV transfer + one decode step meets the TTFT
   target, or ρ ≤ :data:`PREFILL_MAX_UTILIZATION` without one.
 * Decode pool: a decode replica runs no prefills, so its TPOT is the decode step alone; the batch
-  per replica is the largest whose step meets the TPOT target and whose KV fits (``batch``); requests
-  stay ``output_tokens × step_s`` in decode, so ``rate × output_tokens × step_s`` are in flight (Little's
-  law) and the pool is that ÷ ``batch`` replicas, rounded up.
-* KV transfer: KV bytes per token × prompt tokens (whole blocks; :func:`planner.memory.kv_bytes_per_request`),
-  sent by the prefill replica's TP × PP GPUs in parallel, each over its own link: NVLink
-  (``hardware/*.yaml`` ``interconnect_bandwidth_bytes_per_s``) when the pair shares a node, the network
-  otherwise (:data:`NETWORK_BYTES_PER_S_PER_GPU`).  Pools scheduled apart by Kubernetes talk over the
-  network, so TTFT uses the network time.
+  per replica is the largest whose step meets the TPOT target and whose KV fits (``batch``: the replica's
+  capacity, the decode knee); a request stays ``output_tokens × step_s`` in decode, so a replica serves
+  ``batch ÷ (output_tokens × step_s)`` requests/s and the pool is the fleet engine's
+  :func:`planner.cost.fleet_for` of that: ⌈rate × output_tokens × step_s ÷ batch⌉ (Little's law).  The
+  pool then runs below its knee: its batch is the fixed point ``b = rate × output_tokens × step(b) ÷ n``
+  (:func:`operating_batch`), and the TPOT it gives is ``step(b)``.
+* KV transfer (vLLM 0.26 NixlConnector = ``NixlPullConnector``): the prefill replica computes the whole prompt
+  and returns; the decode replica allocates blocks for every prompt token *before* the transfer
+  (``vllm/v1/core/sched/scheduler.py`` lines 927-942, 979-998: ``allocate_slots`` with the external tokens,
+  then ``WAITING_FOR_REMOTE_KVS``) and READs them in one NIXL transfer per request
+  (``nixl/pull_worker.py`` lines 326-342), one descriptor per block per layer for K and for V
+  (``nixl/base_worker.py`` lines 421-423, 1362-1384): whole blocks, not layer by layer
+  (``nixl/connector.py`` lines 277-289: no layer-wise save or load).  Bytes = KV bytes per token × prompt
+  tokens rounded up to whole blocks (:func:`planner.memory.kv_bytes_per_request`), each of the TP × PP GPUs
+  reading its own shard over its own link: NVLink (``hardware/*.yaml`` ``interconnect_bandwidth_bytes_per_s``)
+  when the pair shares a node, the network otherwise (:data:`NETWORK_BYTES_PER_S_PER_GPU`).  Pools
+  scheduled apart by Kubernetes talk over the network, so TTFT uses the network time.
+* The decode side of TTFT is counted in decode steps (:func:`decode_side_s`), from vLLM 0.26's engine loop.
 
-Written for vLLM's NixlConnector.  NOT measured: our GPU machine's vLLM 0.26 bundle has no NIXL, and 0.26
-has no NCCL-based KV connector, so no 1P1D pair was booted; every number here is the model's.
+NOT measured: our GPU machine's vLLM 0.26 bundle has no ``nixl`` package (0.26 has no NCCL-based KV
+connector), so no 1P1D pair has run; every number here is the model's.
+``calibration/campaigns/h200x2-disagg.sh`` measures a 1P1D pair and ``benchmarks/disagg_accuracy.py`` compares.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.batching import decode_context_tokens
+from planner.cost import fleet_for
 from planner.memory import kv_bytes_per_request
 from planner.phases import decode_step_time
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
@@ -43,6 +55,15 @@ NETWORK_BYTES_PER_S_PER_GPU = 400 * GBIT_PER_S
 #: Prefill replicas kept at most this busy when no TTFT target bounds the queue.
 PREFILL_MAX_UTILIZATION = 0.8
 MAX_REPLICAS = 100_000
+#: Decode steps between a request reaching the decode replica and its first token, besides the steps the
+#: transfer itself spans, with vLLM 0.26's asynchronous scheduling (on by default: ``vllm/config/vllm.py``
+#: lines 1059-1107; the engine keeps two batches in flight, ``vllm/v1/engine/core.py`` lines 617-705):
+#: ½ (the request waits for the step under way to end before it is scheduled) + 1 (the batch scheduled
+#: before it is still on the GPU when the READ is posted at the start of its own step, ``nixl/pull_worker.py``
+#: lines 44-75) + 1 (the finished transfer, reported at the end of a step, is seen only after the next batch
+#: was scheduled) + 1 (the step that recomputes the last prompt token and samples the first output token:
+#: ``scheduler.py`` lines 2579-2582 set ``num_computed_tokens = num_tokens − 1``).
+DECODE_SIDE_STEPS = 3.5
 
 
 def md1_wait_s(utilization: float, service_s: float) -> float:
@@ -79,7 +100,7 @@ class PrefillPool:
 def size_prefill_pool(rate_per_s: float, prefill_s: float, ttft_budget_s: float | None = None,
                       max_utilization: float = PREFILL_MAX_UTILIZATION) -> PrefillPool:
     """Smallest prefill pool for ``rate_per_s`` prompts of ``prefill_s`` each.  With ``ttft_budget_s`` (the
-    TTFT target less the KV transfer and one decode step): the smallest ``n`` with wait + prefill_s ≤ budget;
+    TTFT target less the decode side, :func:`decode_side_s`): the smallest ``n`` with wait + prefill_s ≤ budget;
     without: the smallest ``n`` with ρ ≤ ``max_utilization``.  ValueError naming ``--ttft-slo-ms`` if no
     pool meets the budget (the prefill alone exceeds it)."""
     load = rate_per_s * prefill_s  # replicas' worth of work
@@ -105,14 +126,41 @@ class DecodePool:
     in_flight: float  # requests in decode across the pool: rate × output tokens × step_s
 
 
-def size_decode_pool(rate_per_s: float, output_tokens: int, batch_per_replica: int, step_s: float) -> DecodePool:
-    """ceil(rate × output_tokens × step_s ÷ batch).  20 req/s × 512 tokens × 0.030 s = 307.2 in flight;
-    at 256 per replica: ceil(1.2) = 2 replicas."""
+def size_decode_pool(rate_per_s: float, output_tokens: int, batch_per_replica: int, step_s: float,
+                     gpus_per_replica: int = 1) -> DecodePool:
+    """The fleet engine's replicas (:func:`planner.cost.fleet_for`) for a decode replica serving
+    ``batch ÷ (output_tokens × step_s)`` requests/s: ceil(rate × output_tokens × step_s ÷ batch).
+    20 req/s × 512 tokens × 0.030 s = 307.2 in flight; at 256 per replica: ceil(1.2) = 2 replicas."""
     if batch_per_replica < 1:
         raise ValueError("--tpot-slo-ms: no decode batch meets it within the KV pool")
     in_flight = rate_per_s * output_tokens * step_s
-    return DecodePool(max(1, math.ceil(in_flight / batch_per_replica - 1e-12)), int(batch_per_replica), step_s,
-                      in_flight)
+    fleet = fleet_for(rate_per_s, batch_per_replica / (output_tokens * step_s), gpus_per_replica, batch_per_replica)
+    return DecodePool(fleet.replicas, int(batch_per_replica), step_s, in_flight)
+
+
+def operating_batch(rate_per_s: float, output_tokens: int, replicas: int, step_of_batch, batch_cap: int,
+                    iterations: int = 60) -> tuple[float, float]:
+    """The batch a decode replica actually runs, and its step: the fixed point of
+    ``b = rate × output_tokens × step(b) ÷ replicas`` (Little's law with the step at that batch), at most
+    ``batch_cap``.  Step times rise with the batch, so the iteration from ``batch_cap`` falls monotonically
+    to the fixed point.  ``step_of_batch``: batch (float ≥ 1) → step seconds."""
+    b = float(batch_cap)
+    for _ in range(iterations):
+        nb = min(float(batch_cap), max(1.0, rate_per_s * output_tokens * step_of_batch(b) / replicas))
+        if abs(nb - b) < 1e-6:
+            b = nb
+            break
+        b = nb
+    return b, float(step_of_batch(b))
+
+
+def decode_side_s(transfer_s: float, step_s: float, steps: float = DECODE_SIDE_STEPS) -> float:
+    """Arrival at the decode replica to its first token: the transfer spans ⌈transfer ÷ step⌉ ≥ 1 steps (its
+    completion is polled once per step), plus :data:`DECODE_SIDE_STEPS`.  2.7 ms over 10 ms steps:
+    (3.5 + 1) × 10 ms = 45 ms; 25 ms: (3.5 + 3) × 10 ms = 65 ms."""
+    if step_s <= 0:
+        return transfer_s
+    return (steps + max(1, math.ceil(transfer_s / step_s - 1e-9))) * step_s
 
 
 def largest_decode_batch(batch_sizes: np.ndarray, step_s: np.ndarray, tpot_slo_s: float | None) -> int:
@@ -144,17 +192,36 @@ class DisaggPlan:
     gpus_per_replica: int
     price_usd_per_gpu_hour: float
     colocated: ServingCost
+    decode_operating_batch: float = math.nan  # per decode replica at the demand (below the knee)
+    decode_operating_step_s: float = math.nan  # the step at that batch: the TPOT the pool gives
+
+    @property
+    def tpot_s(self) -> float:
+        return self.decode.step_s if math.isnan(self.decode_operating_step_s) else self.decode_operating_step_s
+
+    @property
+    def decode_side_s(self) -> float:
+        """The decode replica's part of TTFT: the hand-off over the network and the steps around it."""
+        return decode_side_s(self.kv_network.time_s, self.tpot_s)
 
     @property
     def ttft_s(self) -> float:
-        """Queue wait + prefill + KV hand-off over the network + the decode replica's first step."""
-        return self.prefill.queue_wait_s + self.prefill.prefill_s + self.kv_network.time_s + self.decode.step_s
+        """Queue wait + prefill + the decode side (hand-off over the network + :data:`DECODE_SIDE_STEPS`)."""
+        return self.prefill.queue_wait_s + self.prefill.prefill_s + self.decode_side_s
 
     @property
     def disaggregated(self) -> ServingCost:
         n = self.prefill.replicas + self.decode.replicas
         g = n * self.gpus_per_replica
-        return ServingCost(n, g, g * self.price_usd_per_gpu_hour, self.ttft_s, self.decode.step_s)
+        return ServingCost(n, g, g * self.price_usd_per_gpu_hour, self.ttft_s, self.tpot_s)
+
+    @property
+    def verdict(self) -> str:
+        """'disaggregated wins' if its pools cost less per hour than the co-located fleet for the same demand
+        and targets (both meet them by construction), else 'disaggregated loses' (a tie goes to co-located:
+        one pool, no hand-off)."""
+        return ("disaggregated wins" if self.disaggregated.usd_per_hour < self.colocated.usd_per_hour
+                else "disaggregated loses")
 
     def to_dict(self) -> dict:
         d, c = self.disaggregated, self.colocated
@@ -163,6 +230,8 @@ class DisaggPlan:
             "prefill_utilization": self.prefill.utilization, "prefill_queue_wait_s": self.prefill.queue_wait_s,
             "decode_replicas": self.decode.replicas, "decode_batch_per_replica": self.decode.batch_per_replica,
             "decode_step_s": self.decode.step_s, "decode_in_flight": self.decode.in_flight,
+            "decode_operating_batch": self.decode_operating_batch, "decode_operating_step_s": self.tpot_s,
+            "decode_side_s": self.decode_side_s, "decode_side_steps": DECODE_SIDE_STEPS,
             "kv_transfer_bytes_per_request": self.kv_network.bytes_per_request,
             "kv_transfer_sending_gpus": self.kv_network.sending_gpus,
             "kv_transfer_network_bytes_per_s_per_gpu": self.kv_network.bandwidth_bytes_per_s_per_gpu,
@@ -173,7 +242,7 @@ class DisaggPlan:
                               "ttft_s": d.ttft_s, "tpot_s": d.tpot_s},
             "colocated": {"replicas": c.replicas, "gpus": c.gpus, "usd_per_hour": c.usd_per_hour,
                           "ttft_s": c.ttft_s, "tpot_s": c.tpot_s},
-            "measured": False,
+            "verdict": self.verdict, "measured": False,
         }
 
 
@@ -201,10 +270,13 @@ def plan_disaggregated(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, w
     if b < 1:
         raise ValueError(f"--tpot-slo-ms: the decode step of one sequence ({fmt_ms(float(steps[0]))}) exceeds "
                          f"the TPOT target")
-    decode = size_decode_pool(rate, workload.output_tokens, b, float(steps[b - 1]))
-    budget = None if workload.ttft_slo_s is None else workload.ttft_slo_s - net.time_s - decode.step_s
+    decode = size_decode_pool(rate, workload.output_tokens, b, float(steps[b - 1]), g)
+    op_b, op_step = operating_batch(rate, workload.output_tokens, decode.replicas,
+                                    lambda x: float(np.interp(x, batches, steps)), b)
+    budget = (None if workload.ttft_slo_s is None
+              else workload.ttft_slo_s - decode_side_s(net.time_s, op_step))
     prefill = size_prefill_pool(rate, float(report.ttft.time_s), budget)
     fleet = report.fleet
     colocated = ServingCost(fleet.replicas, fleet.num_gpus, fleet.num_gpus * gpu.price_usd_per_hour,
                             float(report.slo.ttft_s), float(report.tpot_effective_s))
-    return DisaggPlan(prefill, decode, net, nvl, g, gpu.price_usd_per_hour, colocated)
+    return DisaggPlan(prefill, decode, net, nvl, g, gpu.price_usd_per_hour, colocated, op_b, op_step)

@@ -1,19 +1,36 @@
 """Kubernetes objects for disaggregated prefill/decode with vLLM's NixlConnector.
 
-Both pools run the same ``vllm serve`` command with ``--kv-transfer-config
-'{"kv_connector":"NixlConnector","kv_role":"kv_both"}'`` (vLLM's NixlConnector usage guide); each pod
-advertises its own IP for the NIXL handshake (``VLLM_NIXL_SIDE_CHANNEL_HOST`` = the pod IP, port
-:data:`NIXL_SIDE_CHANNEL_PORT`).  In front sits the proxy vLLM's disaggregated examples use,
-``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py`` from vLLM's source tree at v0.26.0: it
-sends each request to a prefill replica with ``max_tokens = 1`` and ``do_remote_decode``, then streams the
-answer from a decode replica with the returned ``kv_transfer_params`` (the decode replica pulls the KV
-over NIXL).  The script is not in the vLLM image: create the ConfigMap it is mounted from with
-``kubectl create configmap <name>-pd-proxy --from-file=toy_proxy_server.py`` from a v0.26.0 checkout.
-The proxy round-robins over the hosts it is given; here each pool is one Service, so Kubernetes spreads
-connections over that pool's pods.
+Checked against vLLM 0.26.0's own code, the released wheel ``vllm-0.26.0-cp38-abi3-manylinux_2_28_x86_64.whl``
+(sha256 adb1e4c9…15006de, the one our GPU bundle installs):
 
-NOT measured: no 1P1D pair was booted (our GPU machine's vLLM 0.26 bundle has no NIXL; 0.26 has no
-NCCL-based KV connector).
+* ``--kv-transfer-config`` is :class:`vllm.config.kv_transfer.KVTransferConfig` as JSON
+  (``vllm/config/kv_transfer.py`` lines 22-69: ``kv_connector``, ``kv_role``, ``kv_buffer_device``,
+  ``kv_connector_extra_config``, …); ``kv_role`` is one of ``kv_producer``, ``kv_consumer``, ``kv_both``
+  (lines 11-13, checked in ``__post_init__`` lines 96-106, which also refuses a connector without a role).
+* The prefill pool runs ``kv_role = kv_producer`` and the decode pool ``kv_consumer``:
+  ``vllm/distributed/kv_transfer/kv_connector/v1/nixl/connector.py`` lines 122-128 warn that ``kv_both`` with
+  NixlConnector "is deprecated and will be removed in a future release. Please set kv_role='kv_producer' for
+  prefill instances and kv_role='kv_consumer' for decode instances".  ``NixlConnector`` is
+  ``NixlPullConnector`` (same file, line 387): the decode replica READs the prefilled blocks.
+* Each engine serves its NIXL handshake on ``VLLM_NIXL_SIDE_CHANNEL_HOST``:``VLLM_NIXL_SIDE_CHANNEL_PORT``
+  (``vllm/envs.py`` lines 1563-1570, defaults ``localhost`` and 5600; the port + the data-parallel index,
+  ``nixl/base_scheduler.py`` lines 64-68), and tells the other side that address in its
+  ``kv_transfer_params`` (``nixl/pull_scheduler.py`` lines 269-280).  Every engine, prefill or decode, binds
+  it (``base_scheduler.py`` lines 273-289), so two engines on one host need two ports.  In a pod the host is
+  the pod IP (the default ``localhost`` is unreachable from the other pool).
+
+In front sits the proxy of vLLM's NIXL integration tests, ``tests/v1/kv_connector/nixl_integration/
+toy_proxy_server.py`` (not in the wheel; read at vllm-project/vllm commit 030ea52): per request it POSTs to a
+prefill replica with ``kv_transfer_params = {"do_remote_decode": true, …}``, ``max_tokens = 1`` and
+``stream = false``, then streams the answer from a decode replica with the ``kv_transfer_params`` the
+prefill replica returned; ``/healthcheck``; ``--prefiller-hosts/--prefiller-ports/--decoder-hosts/
+--decoder-ports`` (round robin).  Create the ConfigMap it is mounted from with ``kubectl create configmap
+<name>-pd-proxy --from-file=toy_proxy_server.py`` from a vLLM v0.26.0 checkout.  Here each pool is one
+Service, so Kubernetes spreads connections over that pool's pods.
+
+NOT measured: no 1P1D pair has run (the GPU machine's vLLM 0.26 bundle has no ``nixl`` package; without it
+the engine stops with ``RuntimeError: NIXL is not available``, ``nixl/base_worker.py`` lines 246-248).
+``calibration/campaigns/h200x2-disagg.sh`` measures it where NIXL is installed.
 """
 
 from __future__ import annotations
@@ -32,10 +49,19 @@ from planner.deploy.k8s import (
 )
 from planner.deploy.layout import ProbeTimes
 
-NIXL_KV_TRANSFER_CONFIG = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+#: The pool roles and their ``kv_role`` (vLLM 0.26 ``KVTransferConfig``; ``kv_both`` is deprecated for NIXL).
+KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}
+#: vLLM's default ``VLLM_NIXL_SIDE_CHANNEL_PORT`` (vllm/envs.py, 0.26.0).
 NIXL_SIDE_CHANNEL_PORT = 5600
 PROXY_SCRIPT = "toy_proxy_server.py"
 PROXY_SOURCE = "vllm-project/vllm v0.26.0: tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"
+
+
+def nixl_kv_transfer_config(role: str) -> dict:
+    """``--kv-transfer-config`` of a ``role`` ('prefill' or 'decode') pool: NixlConnector with its kv_role."""
+    if role not in KV_ROLE:
+        raise ValueError(f"role: expected one of {', '.join(KV_ROLE)}, got {role!r}")
+    return {"kv_connector": "NixlConnector", "kv_role": KV_ROLE[role]}
 
 
 def proxy_argv(prefill_host: str, decode_host: str, port: int = DEFAULT_PORT) -> list[str]:
@@ -44,16 +70,17 @@ def proxy_argv(prefill_host: str, decode_host: str, port: int = DEFAULT_PORT) ->
             "--decoder-hosts", decode_host, "--decoder-ports", str(port)]
 
 
-def disaggregated_objects(name: str, namespace: str | None, cmd: ServeCommand, gpus: int, probes: ProbeTimes,
-                          checkpoint_bytes: float, prefill_replicas: int, decode_replicas: int, *,
+def disaggregated_objects(name: str, namespace: str | None, commands: dict[str, ServeCommand], gpus: int,
+                          probes: ProbeTimes, checkpoint_bytes: float, prefill_replicas: int, decode_replicas: int, *,
                           image: str = DEFAULT_IMAGE, annotations: dict | None = None) -> list[dict]:
-    """Prefill and decode Deployments + Services, the proxy Deployment and its Service (named ``name``)."""
+    """Prefill and decode Deployments + Services, the proxy Deployment and its Service (named ``name``);
+    ``commands``: each pool's ``vllm serve`` by role ('prefill', 'decode')."""
     nixl_env = [pod_ip_env("VLLM_NIXL_SIDE_CHANNEL_HOST"),
                 {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": str(NIXL_SIDE_CHANNEL_PORT)}]
     nixl_port = [{"name": "nixl", "containerPort": NIXL_SIDE_CHANNEL_PORT, "protocol": "TCP"}]
     objs: list[dict] = []
     for role, replicas in (("prefill", prefill_replicas), ("decode", decode_replicas)):
-        c = engine_container(cmd, gpus, probes, image=image, extra_env=nixl_env, extra_ports=nixl_port)
+        c = engine_container(commands[role], gpus, probes, image=image, extra_env=nixl_env, extra_ports=nixl_port)
         objs.append(deployment(f"{name}-{role}", namespace, name, role, replicas, c, gpus, checkpoint_bytes, probes,
                                {**(annotations or {}), "llm-capacity-planner/role": role}))
         objs.append(service(f"{name}-{role}", namespace, name, role))
