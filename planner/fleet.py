@@ -211,7 +211,8 @@ class FleetPlan:
 
     @property
     def best_measured(self) -> FleetCandidate | None:
-        """The cheapest feasible candidate calibrated on its own GPU, when the best is not (else None)."""
+        """The cheapest feasible candidate with a measured basis (calibrated on its own GPU, with a band), when the
+    best has none (else None)."""
         b = self.best
         if b is None or b.confidence == "measured":
             return None
@@ -245,9 +246,9 @@ class FleetPlan:
         out = [_fleet_line(b), f"  {_demand_line(self.question, b)}", f"  {self.sentence()}"]
         alt = self.best_measured
         if b.confidence != "measured":
-            out.append(f"  note: {b.gpu_id} has no calibration of its own ({b.confidence}; {b.band_basis})"
+            out.append(f"  note: {b.layout()} has no measured basis ({b.confidence}: {b.band_basis})"
                        + (f"; the cheapest measured fleet: {_fleet_line(alt)}" if alt else
-                          "; no candidate calibrated on its own GPU meets the targets"))
+                          "; no candidate with a measured basis meets the targets"))
         return out + [f"  note: {x}" for x in self.notes]
 
     def as_dict(self) -> dict:
@@ -260,7 +261,7 @@ class FleetPlan:
 
 
 def _fleet_line(c: FleetCandidate) -> str:
-    band = (f"±{c.band_pct:.0f} % band: up to {c.replicas_high:,} replicas, "
+    band = (f"±{c.band_pct:.0f} % band: up to {c.replicas_high:,} replica(s), "
             f"{fmt_usd(c.usd_per_month_high, 0)}/month" if c.replicas_high is not None
             else f"no error band: {c.band_basis}")
     return (f"Fleet: {c.replicas:,} replica(s) × {c.gpus_per_replica} GPU(s) ({c.layout()}) = {c.num_gpus:,} × "

@@ -191,7 +191,11 @@ def first_guess(q, m, c, setup: Setup):
                                          q.tpot_slo_s), compute)
     if pct is not None and c.confidence == "transferred":
         basis = f"transferred calibration; {basis}"
-    return replace(c, first_guess_batch=int(batch), first_guess_rate_per_s=rate, band_pct=pct, band_basis=basis)
+    # measured: calibrated on this GPU *and* a band with a measured basis; a calibrated GPU whose band has none
+    # (e.g. a weight format never measured) is 'none' like the ideal roofline
+    confidence = "none" if (pct is None and c.confidence == "measured") else c.confidence
+    return replace(c, first_guess_batch=int(batch), first_guess_rate_per_s=rate, band_pct=pct, band_basis=basis,
+                   confidence=confidence)
 
 
 def _engine(setup: Setup):
