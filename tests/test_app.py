@@ -31,7 +31,7 @@ MISTRAL_CONFIG = {
 
 
 def new_app(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
+    at = AppTest.from_file(APP, default_timeout=240)  # a new scenario's fleet simulates its knees (cold)
     for k, v in query.items():
         at.query_params[k] = str(v)
     return at
@@ -92,8 +92,10 @@ def app() -> AppTest:
 
 def test_default_scenario_shows_the_fleet_then_every_replica_metric_with_units(app):
     labels = [m.label for m in app.metric]
-    assert labels == ["Replicas", "GPUs", "$ / hour", "$ / month", "Max concurrent users", "KV cache pool / GPU",
-                      "TTFT (one prompt)", "SLO-feasible batch", "TPOT at that batch", "$ / M output tokens"]
+    # the fleet engine's best fleet across every GPU first (issue #19), then the sidebar's replica
+    assert labels == ["Best fleet", "Replicas", "GPUs", "$ / month", "Basis", "Max concurrent users",
+                      "KV cache pool / GPU", "TTFT (one prompt)", "SLO-feasible batch", "TPOT at that batch",
+                      "$ / M output tokens"]
     assert metric(app, "KV cache pool / GPU").endswith("GiB")
     assert metric(app, "TTFT (one prompt)").endswith(" ms")
     assert metric(app, "$ / M output tokens").startswith("$") and metric(app, "$ / month").startswith("$")
@@ -105,24 +107,22 @@ def test_default_scenario_shows_the_fleet_then_every_replica_metric_with_units(a
 
 
 def test_fleet_headline_follows_the_demand(app):
-    """10 requests/s by default; 5× the rate needs about 5× the replicas; users + think time is Little's law."""
-    before = num(metric(app, "Replicas"))
+    """The headline is the fleet engine's best fleet across GPUs: 5× the rate never costs less; users + think
+    time are said with the rate they send; the caption names the `planner size` call that prints the same."""
+    before = num(metric(app, "$ / month"))
     app.number_input(key="rate").set_value(50.0)
     run(app)
-    after = num(metric(app, "Replicas"))
-    assert 4 * before <= after <= 6 * before
-    assert num(metric(app, "GPUs")) == after  # TP 1
-    assert num(metric(app, "$ / month")) == pytest.approx(730 * num(metric(app, "$ / hour")), rel=0.01)
+    assert num(metric(app, "$ / month")) >= before and num(metric(app, "GPUs")) >= num(metric(app, "Replicas"))
     caption = " ".join(c.value for c in app.caption)
-    assert "50 requests/s" in caption and "throughput band" in caption and "/month" in caption
-    assert "The same: `planner size -m mistral-7b-v0.3 --gpu h200-sxm --tp 1" in caption and "--rate 50" in caption
+    assert "for 50 req/s" in caption and "knee" in caption
+    assert "The same: `planner size -m mistral-7b-v0.3 --weight-dtype bf16" in caption and "--rate 50" in caption
     app.radio(key="demand").set_value("users + think time")
     run(app)
     app.number_input(key="active_users").set_value(20000.0)
     app.number_input(key="think_s").set_value(10.0)
     run(app)
     caption = " ".join(c.value for c in app.caption)
-    assert "20,000 users thinking 10 s between answers = " in caption and "--users 20000 --think-time-s 10" in caption
+    assert "for 20,000 users thinking 10 s: " in caption and "--users 20000 --think-time-s 10" in caption
 
 
 def test_memory_view_says_whether_the_model_fits_each_gpu():

@@ -70,17 +70,21 @@ def demand_fleet(p: Planned, demand: Demand, sc: Scenario | None = None) -> Dema
         r, f = plan_for_demand(p.model, p.gpu, p.deployment, wl, p.profile, rate_per_s=float(demand.rate_per_s))
     if sc is None or not (demand.active_users if demand.by_users else demand.rate_per_s):
         return DemandAnswer(demand, r, f)
-    return DemandAnswer(demand, r, f, scenario_fleet(sc, demand, across_gpus=False), scenario_fleet(sc, demand))
+    spec = p.model if sc.model_key.startswith("upload:") else None  # an upload is not in the catalog
+    return DemandAnswer(demand, r, f, scenario_fleet(sc, demand, across_gpus=False, model=spec),
+                        scenario_fleet(sc, demand, model=spec))
 
 
 def best_fleet_for(model_id: str, gpu_ids: tuple[str, ...] | None, demand: Demand, *, prompt_tokens: int,
+                   model: ModelSpec | None = None,
                    output_tokens: int, ttft_slo_s: float | None, tpot_slo_s: float | None, tail: str = "p99",
                    headroom: float = DEFAULT_HEADROOM, n_plus_one: bool = False, weight_dtype: str | None = None,
                    kv_cache_dtype: str = "bf16", gpu_memory_utilization: float | None = None,
                    tensor_parallels: tuple[int, ...] | None = None, price_usd_per_gpu_hour: float | None = None,
                    calibrated: bool = True, rank_by: str = "expected") -> FleetPlan:
     """The dashboard's headline: the fleet engine's answer (:func:`planner.fleet.plan_fleet`, what ``planner
-    size`` prints) for ``demand`` across ``gpu_ids`` (None: every catalog GPU)."""
+    size`` prints) for ``demand`` across ``gpu_ids`` (None: every catalog GPU); ``model``: a spec that is not in
+    the catalog (an upload)."""
     by_users = demand.by_users
     q = FleetQuestion(
         model_id=model_id, rate_per_s=None if by_users else float(demand.rate_per_s),
@@ -89,11 +93,12 @@ def best_fleet_for(model_id: str, gpu_ids: tuple[str, ...] | None, demand: Deman
         tail=tail, headroom=headroom, n_plus_one=n_plus_one, gpu_ids=gpu_ids, tensor_parallels=tensor_parallels,
         weight_dtype=weight_dtype, kv_cache_dtype=kv_cache_dtype, gpu_memory_utilization=gpu_memory_utilization,
         price_usd_per_gpu_hour=price_usd_per_gpu_hour, profile="auto" if calibrated else "none", rank_by=rank_by)
-    return plan_fleet(q)
+    return plan_fleet(q, model=model)
 
 
 def scenario_fleet(sc: Scenario, demand: Demand, *, across_gpus: bool = True, tail: str = "p99",
-                   headroom: float = DEFAULT_HEADROOM, n_plus_one: bool = False) -> FleetPlan:
+                   headroom: float = DEFAULT_HEADROOM, n_plus_one: bool = False,
+                   model: ModelSpec | None = None) -> FleetPlan:
     """:func:`best_fleet_for` the sidebar's scenario: across every GPU (the first screen), or the sidebar's GPU
     at its TP (the scenario's own fleet)."""
     gmu = None if abs(sc.gpu_memory_utilization - Deployment.model_fields["gpu_memory_utilization"].default) < 1e-12 \
@@ -104,7 +109,7 @@ def scenario_fleet(sc: Scenario, demand: Demand, *, across_gpus: bool = True, ta
         headroom=headroom, n_plus_one=n_plus_one, weight_dtype=sc.weight_dtype, kv_cache_dtype=sc.kv_cache_dtype,
         gpu_memory_utilization=gmu, tensor_parallels=None if across_gpus else (sc.tensor_parallel,),
         price_usd_per_gpu_hour=sc.price_usd_per_hour if (sc.price_usd_per_hour > 0 and not across_gpus) else None,
-        calibrated=sc.calibrated)
+        calibrated=sc.calibrated, model=model)
 
 
 def options_frame(plan: FleetPlan) -> pd.DataFrame:
@@ -122,6 +127,14 @@ def options_frame(plan: FleetPlan) -> pd.DataFrame:
                      "$/Mtok": c.usd_per_million_output_tokens, "band %": c.band_pct, "basis": c.confidence,
                      "status": c.status})
     return pd.DataFrame(rows)
+
+
+def best_fleet_caption(plan: FleetPlan, demand: Demand, command: str) -> str:
+    """The headline's sentence under the best fleet's metrics (or why there is none), and the CLI call."""
+    if plan.best is None:
+        why = "; ".join(plan.reasons()[:2])
+        return f"**No fleet can be sized for {demand.describe()}**: {why}. The same: `{command}`"
+    return " ".join(x.strip() for x in plan.lines()[1:]) + f" The same: `{command}`"
 
 
 def best_fleet_metrics(plan: FleetPlan) -> list[tuple[str, str, str]]:
