@@ -19,7 +19,8 @@ st.set_page_config(page_title="LLM inference capacity planner", page_icon="🧮"
 import pandas as pd
 
 from planner.io import catalog, hf_import
-from planner.dashboard import charts, charts_cost, compare, cost_view, deploy_view, headline, inputs, view_text, views
+from planner.dashboard import capacity_view, charts, charts_cost, compare, cost_view, deploy_view, headline, inputs
+from planner.dashboard import view_text, views
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.memory import device_total_bytes
 from planner.plan import SHORTFALL_END
@@ -474,27 +475,23 @@ def view_compare(sc: Scenario, o: Planned, r, da) -> None:
 
 def view_deploy(sc: Scenario, o: Planned, r, da) -> None:
     own = da.own.best if da.own is not None else None  # the fleet engine's, for the sidebar's GPU and TP
-    panel = _deploy(sc, (own.demand_rate_per_s if own else da.fleet.request_rate_per_s) or 0.0, own and own.replicas)
-    if panel.bundle is None:
-        st.warning(panel.refusal)
-        return
-    b = panel.bundle
-    left, right = st.columns([3, 2])
-    left.markdown(f"One replica of **{b.layout.describe()}**; {b.replicas:,} replica(s) for the demand above:")
-    left.code(b.serve_command, language="bash", wrap_lines=True)
-    right.table(deploy_view.deploy_predictions(b).set_index("predicted"))
-    c = st.container(horizontal=True)
-    c.download_button("Download every file (zip)", deploy_view.files_zip(b.files), file_name=f"deploy-{o.model.id}.zip",
-                      mime="application/zip", key="dl-zip", on_click="ignore", type="primary")
-    for name, text in sorted(b.files.items()):
-        c.download_button(name, text, file_name=name, key=f"dl-{name}", on_click="ignore")
-    if b.notes:
-        st.caption("Notes: " + "; ".join(b.notes) + ".")
+    rate = (own.demand_rate_per_s if own else da.fleet.request_rate_per_s) or 0.0
+    deploy_view.render(st, _deploy(sc, rate, own and own.replicas), o.model.id)
+
+
+@st.cache_resource(max_entries=1)
+def _capacity_results() -> dict:
+    """Finished capacity plans by their inputs (filled when **Plan capacity** is pressed)."""
+    return {}
+
+
+def view_capacity(sc: Scenario, o: Planned, r, da) -> None:
+    capacity_view.render(st, o, _capacity_results())
 
 
 VIEW_FUNCS = {"Memory": view_memory, "Latency": view_latency, "Roofline": view_roofline, "Triangle": view_triangle,
               "Cost": view_cost, "Sizing report": view_report, "Load": view_load, "Compare": view_compare,
-              "Deploy": view_deploy}
+              "Deploy": view_deploy, "Capacity": view_capacity}
 
 
 # ============================================================================================ page

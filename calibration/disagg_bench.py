@@ -39,8 +39,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from calibration.probes import MULTICAST_OFF
-from calibration.records import append_record, parse_engine_log
-from calibration.serve_bench import Server, _counters, add_bench_args, parse_runs, run_benches, scrape
+from calibration.records import append_record, parse_engine_log, scrape
+from calibration.serve_bench import Server, _counters, add_bench_args, parse_runs, run_benches
 
 ROLES = ("prefill", "decode")
 

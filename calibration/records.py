@@ -149,3 +149,20 @@ def parse_engine_log(text: str) -> dict:
             out["max_model_len"] = int(m[0].replace(",", ""))
             out["max_concurrency"] = float(m[1])
     return out
+
+_METRIC = re.compile(r'^(vllm:[a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$')
+
+
+def scrape(metrics_text: str) -> dict:
+    """Prometheus text -> {'vllm:name': value} (counters/gauges summed over labels) plus the labels of
+    ``vllm:cache_config_info`` (num_gpu_blocks, block_size, ...)."""
+    out: dict = {}
+    for line in metrics_text.splitlines():
+        m = _METRIC.match(line.strip())
+        if not m:
+            continue
+        name, labels, value = m.group(1), m.group(2) or "", float(m.group(3))
+        if name == "vllm:cache_config_info":
+            out["cache_config"] = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        out[name] = out.get(name, 0.0) + value
+    return out

@@ -4,6 +4,8 @@
 * Helm values: the production-stack chart's ``values.schema.json`` (vendored, ``tests/data/schemas``), on the
   values Helm validates — the chart's defaults with ours merged over them (:func:`helm_merge`).
 * KubeRay ``RayCluster``: the CRD's v1 OpenAPI schema (vendored).
+* KEDA ``ScaledObject``: a schema written from KEDA's documented fields (``keda.sh_scaledobjects.v1alpha1``;
+  unknown fields refused), HPAs (autoscaling/v2) with ``kubernetes-validate`` like the core kinds.
 * ``vllm serve`` commands: :func:`planner.deploy.flags.parse_serve_args` (the pinned option list).
 
 ``strict`` adds ``additionalProperties: false`` to every object schema that lists its properties and does
@@ -23,7 +25,7 @@ import yaml
 
 SCHEMAS = Path(__file__).resolve().parent / "data" / "schemas"
 K8S_VERSION = "1.30.0"
-CORE_KINDS = {"Deployment", "Service", "ConfigMap"}
+CORE_KINDS = {"Deployment", "Service", "ConfigMap", "HorizontalPodAutoscaler"}
 
 
 def strict_schema(schema):
@@ -71,6 +73,13 @@ def validate_raycluster(doc: dict, strict: bool = True) -> None:
     assert not errs, errs
 
 
+def validate_keda(doc: dict) -> None:
+    """A KEDA ScaledObject against the documented fields (the schema already refuses unknown keys)."""
+    assert doc["apiVersion"] == "keda.sh/v1alpha1" and doc["kind"] == "ScaledObject"
+    errs = errors(_validator("keda.sh_scaledobjects.v1alpha1.schema.json", False), doc)
+    assert not errs, errs
+
+
 def chart_defaults() -> dict:
     return yaml.safe_load((SCHEMAS / "production-stack-values.yaml").read_text(encoding="utf-8"))
 
@@ -106,6 +115,8 @@ def validate_manifest_text(text: str) -> list[dict]:
     for d in docs:
         if d["kind"] == "RayCluster":
             validate_raycluster(d)
+        elif d["kind"] == "ScaledObject":
+            validate_keda(d)
         else:
             validate_k8s(d)
     return docs

@@ -16,7 +16,8 @@ from streamlit.testing.v1 import AppTest
 from planner.dashboard.presets import PRESETS
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-VIEWS = ["Memory", "Latency", "Roofline", "Triangle", "Cost", "Sizing report", "Load", "Compare", "Deploy"]
+VIEWS = ["Memory", "Latency", "Roofline", "Triangle", "Cost", "Sizing report", "Load", "Compare", "Deploy",
+         "Capacity"]
 
 #: Mistral-7B-v0.3's config.json (the keys the importer reads), for the upload path.
 MISTRAL_CONFIG = {

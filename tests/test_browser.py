@@ -25,14 +25,16 @@ import pytest
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "tests" / "artifacts"
-VIEWS = ["Memory", "Latency", "Roofline", "Triangle", "Cost", "Sizing report", "Load", "Compare", "Deploy"]
+VIEWS = ["Memory", "Latency", "Roofline", "Triangle", "Cost", "Sizing report", "Load", "Compare", "Deploy",
+         "Capacity"]
 VIEWPORTS = {"desktop": (1440, 900), "phone": (390, 844)}
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 #: What a view shows when it works (beyond no error): plotly charts, a table, a code block.
 CONTENT = {"Memory": ".js-plotly-plot", "Latency": ".js-plotly-plot", "Roofline": ".js-plotly-plot",
            "Triangle": ".js-plotly-plot", "Cost": ".js-plotly-plot", "Sizing report": '[data-testid="stDataFrame"]',
-           "Load": ".js-plotly-plot", "Compare": '[data-testid="stDataFrame"]', "Deploy": '[data-testid="stCode"]'}
+           "Load": ".js-plotly-plot", "Compare": '[data-testid="stDataFrame"]', "Deploy": '[data-testid="stCode"]',
+           "Capacity": '[data-testid="stNumberInput"]'}
 INTERNAL = ("Could not compute", "cannot be drawn", "array of sample points", "Cannot cast array", "must be a finite",
             "Traceback", "np.float64")
 

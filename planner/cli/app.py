@@ -11,6 +11,7 @@ in the order ``planner --help`` lists them:
     cli_simulate   simulate, slo-search
     cli_replay     replay (real load-test results: vllm bench serve, GuideLLM, multi-turn records)
     cli_deploy     deploy (a vllm serve command and Kubernetes/Helm/Ray manifests for a plan)
+    cli_capacity   capacity (demand over time: autoscaling, mixed fleets, price bases, break-even)
 
 Exit codes: 0 ok, 2 bad input (one line ``error: <flag>: <reason>`` on stderr), 1 an infeasible plan
 (``error: infeasible: <reason>``, after the plan is printed) or an internal error.  Every command takes
@@ -21,7 +22,8 @@ from __future__ import annotations
 
 import typer
 
-from planner.cli import calibrate as cli_calibrate, catalog as cli_catalog, deploy as cli_deploy, replay as cli_replay
+from planner.cli import calibrate as cli_calibrate, capacity as cli_capacity, catalog as cli_catalog
+from planner.cli import deploy as cli_deploy, replay as cli_replay
 from planner.cli import report as cli_report, simulate as cli_simulate, size as cli_size
 from planner.cli.options import PlannerGroup
 
@@ -50,6 +52,7 @@ COMMANDS = (
     ("slo-search", cli_simulate.slo_search_cmd),
     ("replay", cli_replay.replay_cmd),
     ("deploy", cli_deploy.deploy_cmd),
+    ("capacity", cli_capacity.capacity_cmd),
 )
 for _name, _fn in COMMANDS:
     app.command(_name)(_fn)

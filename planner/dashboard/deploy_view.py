@@ -88,3 +88,22 @@ def _note(p: Planned) -> str:
         return catalog.resolve_profile("auto", p.gpu.id)[1]
     except catalog.SpecError:
         return ""
+
+
+def render(st, panel: DeployPanel, model_id: str) -> None:
+    """The Deploy view laid out on ``st`` (streamlit, handed in by app.py: no streamlit import here)."""
+    if panel.bundle is None:
+        st.warning(panel.refusal)
+        return
+    b = panel.bundle
+    left, right = st.columns([3, 2])
+    left.markdown(f"One replica of **{b.layout.describe()}**; {b.replicas:,} replica(s) for the demand above:")
+    left.code(b.serve_command, language="bash", wrap_lines=True)
+    right.table(deploy_predictions(b).set_index("predicted"))
+    c = st.container(horizontal=True)
+    c.download_button("Download every file (zip)", files_zip(b.files), file_name=f"deploy-{model_id}.zip",
+                      mime="application/zip", key="dl-zip", on_click="ignore", type="primary")
+    for name, text in sorted(b.files.items()):
+        c.download_button(name, text, file_name=name, key=f"dl-{name}", on_click="ignore")
+    if b.notes:
+        st.caption("Notes: " + "; ".join(b.notes) + ".")

@@ -30,6 +30,9 @@ VIEW_BLURBS = {
                "travel in the share URL.",
     "Deploy": "The chosen plan as `planner deploy` writes it: one replica's exact `vllm serve` command with what "
               "it is predicted to do, and the Kubernetes / Helm files.",
+    "Capacity": "Demand over a day or a week: replicas hour by hour, autoscaled against a static peak fleet, the "
+                "autoscaling policy replayed through the simulator (share of requests within the targets per hour), "
+                "reserved / on-demand / spot mixes and the break-even against an API price (`planner capacity`).",
 }
 
 
