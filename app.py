@@ -311,7 +311,7 @@ def headline_section(sc: Scenario, o: Planned, r, demand: headline.Demand) -> he
         for label, value, help in headline.best_fleet_metrics(da.across):
             row.metric(label, value, help=help, width="content")
         st.caption(headline.best_fleet_caption(da.across, demand, headline.fleet_command(sc, o.model.id, demand)))
-        st.expander("Every GPU's cheapest fleet for this demand").dataframe(headline.options_frame(da.across), hide_index=True)
+        st.expander("Every GPU's cheapest fleet for this demand").table(headline.options_frame(da.across))
     row = st.container(horizontal=True, gap="small")
     for label, value, help in headline.detail_metrics(r, o.deployment.replicas, views.mem):
         row.metric(label, value, help=help, width="content")

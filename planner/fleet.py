@@ -243,7 +243,7 @@ class FleetPlan:
         b = self.best
         if b is None:
             return [f"{self.model_name}: {self.sentence()}"]
-        out = [_fleet_line(b), f"  {_demand_line(self.question, b)}", f"  {self.sentence()}"]
+        out = [_fleet_line(b), f"  {demand_line(self.question, b)}", f"  {self.sentence()}"]
         alt = self.best_measured
         if b.confidence != "measured":
             out.append(f"  note: {b.layout()} has no measured basis ({b.confidence}: {b.band_basis})"
@@ -269,7 +269,8 @@ def _fleet_line(c: FleetCandidate) -> str:
             f"{c.confidence})")
 
 
-def _demand_line(q: FleetQuestion, c: FleetCandidate) -> str:
+def demand_line(q: FleetQuestion, c: FleetCandidate) -> str:
+    """The demand and the knee behind a fleet, in one line (the CLI's second line, the dashboard's caption)."""
     k = c.knee
     per = (f"knee {k.knee_rate_per_s:,.3g} req/s per replica at {q.tail} TTFT {k.ttft_tail_at_knee_s * 1e3:,.0f} ms"
            f" / TPOT {k.tpot_tail_at_knee_s * 1e3:,.1f} ms, run at {k.usable_rate_per_s:,.3g} req/s "

@@ -94,7 +94,7 @@ def app() -> AppTest:
 def test_default_scenario_shows_the_fleet_then_every_replica_metric_with_units(app):
     labels = [m.label for m in app.metric]
     # the fleet engine's best fleet across every GPU first (issue #19), then the sidebar's replica
-    assert labels == ["Best fleet", "Replicas", "GPUs", "$ / month", "Basis", "Max concurrent users",
+    assert labels == ["Best fleet", "Replicas", "GPUs", "$ / month", "Max concurrent users",
                       "KV cache pool / GPU", "TTFT (one prompt)", "SLO-feasible batch", "TPOT at that batch",
                       "$ / M output tokens"]
     assert metric(app, "KV cache pool / GPU").endswith("GiB")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from planner.fleet import DEFAULT_HEADROOM, FleetPlan, FleetQuestion, plan_fleet
+from planner.fleet import DEFAULT_HEADROOM, FleetPlan, FleetQuestion, demand_line, plan_fleet
 from planner.steady_fleet import HOURS_PER_MONTH, FleetAnswer, plan_for_demand
 from planner.memory import kv_pool_concurrency, memory_budget, request_kv_bytes_per_gpu
 from planner.profile import CalibrationProfile
@@ -134,7 +134,12 @@ def best_fleet_caption(plan: FleetPlan, demand: Demand, command: str) -> str:
     if plan.best is None:
         why = "; ".join(plan.reasons()[:2])
         return f"**No fleet can be sized for {demand.describe()}**: {why}. The same: `{command}`"
-    return " ".join(x.strip() for x in plan.lines()[1:]) + f" The same: `{command}`"
+    b = plan.best
+    alt = plan.best_measured
+    basis = "" if b.confidence == "measured" else (
+        f" No measured basis ({b.confidence})" + (f"; the cheapest measured: {alt.replicas:,} × {alt.layout()}, "
+                                                  f"{fmt_usd(alt.usd_per_month, 0)}/month." if alt else "."))
+    return f"{demand_line(plan.question, b)}.{basis} The same: `{command}`"
 
 
 def best_fleet_metrics(plan: FleetPlan) -> list[tuple[str, str, str]]:
@@ -145,11 +150,11 @@ def best_fleet_metrics(plan: FleetPlan) -> list[tuple[str, str, str]]:
     k = b.knee
     why = (f"⌈{b.demand_rate_per_s or 0:,.2f} req/s ÷ {k.usable_rate_per_s:,.3f} per replica⌉ "
            f"({plan.question.headroom:.0%} below the knee {k.knee_rate_per_s:,.3f} req/s at {plan.question.tail})")
-    return [("Best fleet", b.layout(), plan.sentence()), ("Replicas", f"{b.replicas:,}", why),
+    return [("Best fleet", b.layout(), f"{plan.sentence()}. Basis: {b.confidence} ({b.band_basis})"),
+            ("Replicas", f"{b.replicas:,}", why),
             ("GPUs", f"{b.num_gpus:,}", f"replicas × {b.gpus_per_replica}"),
             ("$ / month", fmt_usd(b.usd_per_month, 0), f"{fmt_usd(b.price_usd_per_gpu_hour)}/GPU-hour × "
-                                                       f"{HOURS_PER_MONTH:g} h ({b.price_source})"),
-            ("Basis", b.confidence, b.band_basis)]
+                                                       f"{HOURS_PER_MONTH:g} h ({b.price_source})")]
 
 
 def fleet_command(sc: Scenario, model_id: str, demand: Demand) -> str:
