@@ -310,8 +310,10 @@ def headline_section(sc: Scenario, o: Planned, r, demand: headline.Demand) -> he
         row = st.container(horizontal=True, gap="small")
         for label, value, help in headline.best_fleet_metrics(da.across):
             row.metric(label, value, help=help, width="content")
-        st.caption(headline.best_fleet_caption(da.across, demand, headline.fleet_command(sc, o.model.id, demand)))
-        st.expander("Every GPU's cheapest fleet for this demand").table(headline.options_frame(da.across))
+        cmd, ex = headline.fleet_command(sc, o.model.id, demand), st.expander("Every GPU's cheapest fleet, and the CLI call")
+        st.caption(headline.best_fleet_caption(da.across, demand))
+        ex.code(cmd, language="bash", wrap_lines=True)
+        ex.table(headline.options_frame(da.across))
     row = st.container(horizontal=True, gap="small")
     for label, value, help in headline.detail_metrics(r, o.deployment.replicas, views.mem):
         row.metric(label, value, help=help, width="content")

@@ -129,17 +129,17 @@ def options_frame(plan: FleetPlan) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def best_fleet_caption(plan: FleetPlan, demand: Demand, command: str) -> str:
-    """The headline's sentence under the best fleet's metrics (or why there is none), and the CLI call."""
+def best_fleet_caption(plan: FleetPlan, demand: Demand) -> str:
+    """The headline's sentence under the best fleet's metrics (or why there is none)."""
     if plan.best is None:
         why = "; ".join(plan.reasons()[:2])
-        return f"**No fleet can be sized for {demand.describe()}**: {why}. The same: `{command}`"
+        return f"**No fleet can be sized for {demand.describe()}**: {why}."
     b = plan.best
     alt = plan.best_measured
     basis = "" if b.confidence == "measured" else (
         f" No measured basis ({b.confidence})" + (f"; the cheapest measured: {alt.replicas:,} × {alt.layout()}, "
                                                   f"{fmt_usd(alt.usd_per_month, 0)}/month." if alt else "."))
-    return f"{demand_line(plan.question, b)}.{basis} The same: `{command}`"
+    return f"{demand_line(plan.question, b)}.{basis}"
 
 
 def best_fleet_metrics(plan: FleetPlan) -> list[tuple[str, str, str]]:
