@@ -28,12 +28,12 @@ from planner.dashboard.presets import PRESETS, resolve
 from planner.report import csv_bytes
 from planner.dashboard.scenario import Planned, Scenario, plan_scenario, scenario_gpu, scenario_problems, scenario_profile
 from planner.specs import ModelSpec
-from planner.units import MS, fmt_ms, fmt_usd
+from planner.units import MS, cdiv, fmt_ms, fmt_usd
 
 LOG = logging.getLogger("planner.app")
 UPLOAD = "upload config.json"  # the model option that opens the uploader
 MAX_UPLOAD_BYTES = 256 * 1024  # a config.json is a few kB
-TP_CHOICES, CALIB_CHOICES, DEFAULTS = inputs.TP_CHOICES, inputs.CALIB_CHOICES, inputs.DEFAULTS
+CALIB_CHOICES, DEFAULTS = inputs.CALIB_CHOICES, inputs.DEFAULTS
 VIEWS = view_text.VIEW_BLURBS  # tab name -> the sentence that explains it
 BIND = {"bind": "query-params"}  # every input that changes an answer mirrors itself in the URL
 WARNINGS: list[str] = []  # this run's sentences: a typed or shared value is not the one used
@@ -155,8 +155,8 @@ def _check_url(models: dict, gpus: dict) -> None:
     if (ctx := inputs.legacy_context(q)) is not None:  # a link from before the one context input
         s["context"] = ctx
         del q["prompt"]
-    choices = {"model": [*models, UPLOAD], "gpu": list(gpus), "tp": TP_CHOICES, "wdtype": list(WEIGHT_BITS),
-               "kvdtype": list(KV_BYTES), "calib": CALIB_CHOICES, "demand": headline.DEMAND_MODES,
+    choices = {"model": [*models, UPLOAD], "gpu": list(gpus), "tp": inputs.tp_choices(gpus.values()),
+               "wdtype": list(WEIGHT_BITS), "kvdtype": list(KV_BYTES), "calib": CALIB_CHOICES, "demand": headline.DEMAND_MODES,
                "view": list(VIEWS), "cost_same_dtypes": [True, False], "report_only_slo": [True, False]}
     s["url_warnings"] = inputs.url_warnings({k: q[k] for k in q if k not in ("pin", "preset")}, choices, DEFAULTS,
                                             inputs.URL_LABELS)
@@ -212,19 +212,20 @@ def _hardware_section(gpus: dict) -> tuple[dict, object]:
     gpu_caption = st.empty()  # filled once the latency model is known (it decides the memory CUDA reports)
     c1, c2 = st.columns(2)
     n = num(c1, "gpus", 1, "GPUs in the deployment the views examine; replicas = GPUs ÷ tensor parallel")
-    tp = c2.selectbox("Tensor parallel", TP_CHOICES, key="tp", help="GPUs one replica spans (two all-reduces per "
-                      "layer per step)", **BIND)
-    if tp > n:
-        WARNINGS.append(f"GPUs: {n:,} is fewer than tensor parallel {tp}; using {tp} GPUs (one replica)")
-        n = tp
+    tp = c2.selectbox("Tensor parallel", inputs.tp_choices(gpus.values()), key="tp", help="GPUs one replica spans "
+                      "(two all-reduces per layer per step; up to one node)", **BIND)
+    if n % tp:  # whole replicas only: 3 GPUs at TP 2 would be priced as 2
+        WARNINGS.append(f"GPUs: {n:,} is " + (f"fewer than tensor parallel {tp}; using {tp} GPUs (one replica)" if tp > n
+                        else f"not a whole number of TP {tp} replicas; using {cdiv(n, tp) * tp}"))
+        n = cdiv(n, tp) * tp
     c1, c2 = st.columns(2)
     wd, kd = list(WEIGHT_BITS), list(KV_BYTES)
     weight_dtype = c1.selectbox("Weights", wd, index=wd.index(DEFAULTS["wdtype"]), key="wdtype", **BIND,
                                 help="Weight format (int4 = group-wise with 16-bit scales, 4.125 bits)")
     kv_dtype = c2.selectbox("KV cache", kd, index=kd.index(DEFAULTS["kvdtype"]), key="kvdtype", **BIND,
                             help="fp8 KV halves the cache: roughly twice the tokens")
-    util = st.slider("gpu_memory_utilization", min_value=0.10, max_value=1.00, value=0.92, step=0.01, key="util",
-                     help="Fraction of GPU memory vLLM may use (vLLM default 0.92)", **BIND)
+    util = st.slider("gpu_memory_utilization", min_value=(u := inputs.SLIDERS["util"]).lo, max_value=u.hi, step=0.01,
+                     value=u.default, key="util", help=inputs.UTIL_HELP, **BIND)
     return {"gpu_id": gpu_id, "num_gpus": n, "tensor_parallel": int(tp), "weight_dtype": weight_dtype,
             "kv_cache_dtype": kv_dtype, "gpu_memory_utilization": float(util)}, gpu_caption
 
@@ -463,12 +464,12 @@ def view_compare(sc: Scenario, o: Planned, r, da) -> None:
     if not pins:
         st.info("Nothing pinned yet: press **Pin this scenario** under the headline, change the sidebar, pin again.")
         return
-    items = [("now", o, da, views.latency_model_label(r.profile_mode))]
-    for i, token in enumerate(pins, 1):  # each pin with its own demand (the current one for an older pin)
-        pin = compare.decode(token)
-        p = _planned(pin)
-        items.append((f"{i}. {compare.pin_name(pin)}", p, _demand_answer(pin, compare.decode_demand(token) or da.demand),
-                      views.latency_model_label(p.report.profile_mode)))
+    items, problems = compare.pinned_items(  # each pin with its own demand (the current one for an older pin)
+        pins, _planned, lambda pin, token: _demand_answer(pin, compare.decode_demand(token) or da.demand),
+        lambda p: views.latency_model_label(p.report.profile_mode))
+    for why in problems:  # one pin that cannot be planned is said; the others are still compared
+        st.warning(why)
+    items = [("now", o, da, views.latency_model_label(r.profile_mode)), *items]
     st.dataframe(compare.compare_frame(items), hide_index=True, width="stretch", height=35 * 19)
     c = st.container(horizontal=True)
     for i, token in enumerate(pins, 1):
@@ -522,9 +523,9 @@ def main() -> None:
         st.stop()
     try:
         o = _planned(sc)
-    except Exception:
+    except Exception as err:
         LOG.exception("planning failed")
-        st.error("This scenario cannot be planned: one of its inputs is outside what the planner models.")
+        st.error(f"This scenario cannot be planned: {' '.join(str(err).split())[:300] or type(err).__name__}.")
         st.stop()
     r = o.report
     if r.reasons:

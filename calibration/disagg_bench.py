@@ -102,11 +102,13 @@ def _boot_record(role: str, server: Server, boot_s: float, cmd_pred) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from planner.specs import Deployment, Workload
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--gpu", default="h200-sxm")
     ap.add_argument("--max-model-len", type=int, default=4096)
-    ap.add_argument("--gpu-memory-utilization", type=float, default=0.92)
+    ap.add_argument("--gpu-memory-utilization", type=float, default=Deployment.default("gpu_memory_utilization"))
     ap.add_argument("--prefill-gpu", default="0")
     ap.add_argument("--decode-gpu", default="1")
     ap.add_argument("--port", type=int, default=8000, help="the proxy's; the engines take port+100 and port+200")
@@ -116,7 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     from calibration.hfconfig import write_hf_config
     from calibration.tokenizer import write_tokenizer
     from planner.io import catalog
-    from planner.specs import Deployment, Workload, vllm_serve_defaults
 
     t_start = time.perf_counter()
     ns.out.mkdir(parents=True, exist_ok=True)
@@ -126,9 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     append_record(records, {"type": "nixl", **nixl})
     print(f"NIXL {nixl}", flush=True)
     model, gpu = catalog.model(ns.model), catalog.gpu(ns.gpu)
-    mnbt, mns = vllm_serve_defaults(gpu)
-    dep = Deployment(gpu_id=gpu.id, num_gpus=1, tensor_parallel=1, gpu_memory_utilization=ns.gpu_memory_utilization,
-                     max_num_batched_tokens=mnbt, max_num_seqs=mns)
+    dep = Deployment.for_gpu(gpu, num_gpus=1, tensor_parallel=1, gpu_memory_utilization=ns.gpu_memory_utilization)
     first = runs[0] if runs else {"input": 1024, "output": 128, "rate": 10}
     wl = Workload(prompt_tokens=int(first["input"]), output_tokens=int(first["output"]),
                   request_rate_per_s=max([r.get("rate", 0) for r in runs] + [1.0]))

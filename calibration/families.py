@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from calibration.solve import METHOD, FitParam, solve, toolchain
 from planner.profile import (
     AllreduceCoeffs,
     CalibrationProfile,
@@ -27,34 +28,38 @@ from planner.profile import (
     Spread,
     WeightFormatCoeffs,
 )
-from planner.roofline import cudagraph_max_tokens
-from planner.validate import Measurement, error_pct, predict
+from planner.kernel_families import cudagraph_max_tokens, is_hybrid_swa, moe_variant
+from planner.validate import Measurement, error_pct, predict, predict_many
 
 LATENCY_METRICS = ("prefill_s", "decode_step_s", "mixed_step_s")
 
-# (parameter path, lower, upper, start).  Paths into the profile: a top-level field, or "<section>.<field>"
-# for the nested coefficient objects (weight_formats.<fmt>, moe, allreduce).
+# The fit tables: one FitParam(path, lo, hi, start) per coefficient (calibration.solve.FitParam says what each
+# field means).  Paths into the profile: a top-level field, or "<section>.<field>" for the nested coefficient
+# objects (weight_formats.<fmt>, moe, allreduce).
 DENSE = [
-    ("matmul_efficiency_max", 0.3, 1.2, 0.7), ("matmul_half_tokens", 0.0, 4096.0, 16.0),
-    ("attention_compute_efficiency", 0.1, 1.2, 0.6), ("weight_bandwidth_efficiency", 0.3, 1.2, 0.8),
-    ("kv_bandwidth_efficiency", 0.1, 1.2, 0.9), ("step_overhead_s", 0.0, 0.02, 1e-3),
-    ("prefill_layer_overhead_s", 0.0, 1e-3, 1e-5), ("eager_layer_overhead_s", 0.0, 2e-3, 8e-5),
-    ("per_seq_overhead_s", 0.0, 2e-4, 9e-6), ("request_overhead_s", 0.0, 0.05, 8e-3),
+    FitParam("matmul_efficiency_max", 0.3, 1.2, 0.7), FitParam("matmul_half_tokens", 0.0, 4096.0, 16.0),
+    FitParam("attention_compute_efficiency", 0.1, 1.2, 0.6), FitParam("weight_bandwidth_efficiency", 0.3, 1.2, 0.8),
+    FitParam("kv_bandwidth_efficiency", 0.1, 1.2, 0.9), FitParam("step_overhead_s", 0.0, 0.02, 1e-3),
+    FitParam("prefill_layer_overhead_s", 0.0, 1e-3, 1e-5), FitParam("eager_layer_overhead_s", 0.0, 2e-3, 8e-5),
+    FitParam("per_seq_overhead_s", 0.0, 2e-4, 9e-6), FitParam("request_overhead_s", 0.0, 0.05, 8e-3),
 ]
-KV_FP8 = [("kv_bandwidth_efficiency_fp8", 0.1, 1.2, 0.6)]
+KV_FP8 = [FitParam("kv_bandwidth_efficiency_fp8", 0.1, 1.2, 0.6)]
 MOE = [
-    ("moe.weight_bandwidth_efficiency", 0.05, 1.2, 0.8), ("moe.matmul_efficiency_max", 0.05, 1.2, 0.5),
-    ("moe.matmul_half_tokens", 0.0, 8192.0, 64.0), ("moe.layer_overhead_s", 0.0, 5e-4, 3e-5),
-    ("moe.prefill_layer_overhead_s", 0.0, 1e-3, 1e-4),
-    ("moe.eager_layer_overhead_s", 0.0, 3e-3, 5e-4),
+    FitParam("moe.weight_bandwidth_efficiency", 0.05, 1.2, 0.8), FitParam("moe.matmul_efficiency_max", 0.05, 1.2, 0.5),
+    FitParam("moe.matmul_half_tokens", 0.0, 8192.0, 64.0), FitParam("moe.layer_overhead_s", 0.0, 5e-4, 3e-5),
+    FitParam("moe.prefill_layer_overhead_s", 0.0, 1e-3, 1e-4),
+    FitParam("moe.eager_layer_overhead_s", 0.0, 3e-3, 5e-4),
 ]
-TP = [("allreduce.custom_latency_s", 0.0, 2e-4, 1e-5), ("allreduce.custom_bandwidth_efficiency", 0.02, 1.2, 0.5)]
+TP = [FitParam("allreduce.custom_latency_s", 0.0, 2e-4, 1e-5),
+      FitParam("allreduce.custom_bandwidth_efficiency", 0.02, 1.2, 0.5)]
 
 
-def format_params(fmt: str) -> list[tuple[str, float, float, float]]:
+def format_params(fmt: str) -> list[FitParam]:
     f = f"weight_formats.{fmt}"
-    return [(f"{f}.weight_bandwidth_efficiency", 0.05, 1.2, 0.6), (f"{f}.matmul_efficiency_max", 0.05, 1.2, 0.6),
-            (f"{f}.matmul_half_tokens", 0.0, 64.0, 16.0), (f"{f}.dequant_s_per_token_param", 0.0, 2e-14, 3e-15)]
+    return [FitParam(f"{f}.weight_bandwidth_efficiency", 0.05, 1.2, 0.6),
+            FitParam(f"{f}.matmul_efficiency_max", 0.05, 1.2, 0.6),
+            FitParam(f"{f}.matmul_half_tokens", 0.0, 64.0, 16.0),
+            FitParam(f"{f}.dequant_s_per_token_param", 0.0, 2e-14, 3e-15)]
 
 
 #: What vLLM 0.26 ran for each family on the H200 (from the engines' start-up logs).
@@ -70,7 +75,10 @@ def family_of(m: Measurement) -> str:
     """The family whose coefficients a measurement identifies (MoE, then TP, then weight format, then KV)."""
     d = m.deployment
     if m.model.moe is not None:
-        return "moe"
+        variant = moe_variant(m.model, d.weight_dtype)
+        return "moe" if variant == "default" else f"moe-{variant}"
+    if is_hybrid_swa(m.model):
+        return "hybrid-swa"
     if d.tensor_parallel * d.pipeline_parallel > 1:
         return "tp"
     if d.weight_dtype not in ("bf16", "fp16"):
@@ -108,44 +116,28 @@ def _with(base: dict, updates: dict[str, float]) -> CalibrationProfile:
     return CalibrationProfile.model_validate(data)
 
 
-def _get(data: dict, path: str, default: float) -> float:
-    node = data
-    for p in path.split("."):
-        if not isinstance(node, dict) or p not in node or node[p] is None:
-            return default
-        node = node[p]
-    return float(node)
-
-
-def fit_stage(points: list[Measurement], params: list[tuple], base: dict) -> dict:
-    """Least squares over ``params`` on ``points`` with the rest of ``base`` (a profile as a dict) fixed;
-    returns the updated dict."""
-    from scipy.optimize import least_squares
-
+def fit_stage(points: list[Measurement], params: list[FitParam], base: dict) -> dict:
+    """Least squares over ``params`` on ``points`` with the rest of ``base`` (a profile as a dict) fixed
+    (:func:`calibration.solve.solve`: converged starts only, polished, unidentified terms fixed); returns the
+    updated dict, its ``fit`` report holding this stage's objective, points and fixed terms under its family."""
     pts = [p for p in points if p.metric in LATENCY_METRICS]
     if not pts:
         return base
-    names = [p[0] for p in params]
-    lo = np.array([p[1] for p in params])
-    hi = np.array([p[2] for p in params])
-    scale = hi - lo
+    params = [FitParam(*p) for p in params]
     meas = np.array([p.measured for p in pts])
 
-    def resid(z):
-        prof = _with(base, dict(zip(names, lo + z * scale)))
-        return np.log(np.array([predict(p, prof) for p in pts]) / meas)
+    def resid(values: np.ndarray) -> np.ndarray:
+        prof = _with(base, dict(zip([p.path for p in params], values)))
+        return np.log(predict_many(pts, prof) / meas)
 
-    start = np.array([_get(base, n, p[3]) for n, p in zip(names, params)])
-    starts = [np.clip((start - lo) / scale, 0.001, 0.999)]
-    rng = np.random.default_rng(0)
-    starts += [rng.uniform(0.05, 0.95, len(names)) for _ in range(2)]
-    best = None
-    for z0 in starts:
-        r = least_squares(resid, z0, bounds=(0.0, 1.0), diff_step=1e-3, max_nfev=200 * len(names), loss="soft_l1",
-                          f_scale=0.05)
-        if best is None or r.cost < best.cost:
-            best = r
-    return _with(base, dict(zip(names, lo + best.x * scale))).model_dump()
+    stage = family_of(pts[0])
+    sol = solve(resid, params, stage)
+    out = _with(base, sol.values).model_dump()
+    report = dict(out.get("fit") or {})
+    report.update(method=METHOD, toolchain=toolchain(), objective={**report.get("objective", {}), stage: sol.cost},
+                  points={**report.get("points", {}), stage: len(pts)}, fixed={**report.get("fixed", {}), **sol.fixed})
+    out["fit"] = report
+    return out
 
 
 def fit_families(fit_points: list[Measurement], base: CalibrationProfile,
@@ -196,7 +188,7 @@ def fit_shape_corrections(points: list[Measurement], profile: CalibrationProfile
     shapes did not.)"""
     by_shape: dict[tuple[int, int], list[tuple[float, float, Measurement]]] = {}
     for p in points:
-        lo = cudagraph_max_tokens(p.deployment)
+        lo = cudagraph_max_tokens(p.deployment, p.model)
         if p.metric == "prefill_s" and p.batch_size == 1 and lo < p.prompt_tokens < SHAPE_CLIFF_HI_TOKENS \
                 and p.model.moe is None:
             pred = predict(p, profile)
@@ -209,7 +201,7 @@ def fit_shape_corrections(points: list[Measurement], profile: CalibrationProfile
             layers = rows[0][2].model.num_layers
             out.append(ShapeCorrection(
                 hidden_size=hidden, intermediate_size=inter,
-                tokens_lo=float(min(cudagraph_max_tokens(r[2].deployment) for r in rows)),
+                tokens_lo=float(min(cudagraph_max_tokens(r[2].deployment, r[2].model) for r in rows)),
                 tokens_hi=SHAPE_CLIFF_HI_TOKENS, extra_s_per_layer=round(extra / layers, 9),
                 fitted_on=sorted({r[2].model.id for r in rows})))
     return out

@@ -98,10 +98,11 @@ def _deployment(gpu_id: str, rec: dict, eng: dict | None) -> Deployment:
         v = eng.get(key, default)
         return v if ok(v) else default
 
-    return Deployment(
-        gpu_id=gpu_id, num_gpus=tp, tensor_parallel=tp, weight_dtype=rec.get("weight_dtype") or "bf16",
+    return Deployment.for_gpu(  # check_record has made sure the GPU is in the catalog
+        catalog.gpu(gpu_id), num_gpus=tp, tensor_parallel=tp, weight_dtype=rec.get("weight_dtype") or "bf16",
         kv_cache_dtype=KV_ALIASES.get(rec.get("kv_cache_dtype", "auto"), "bf16"),
-        gpu_memory_utilization=engine_value("gpu_memory_utilization", 0.92, lambda v: _positive(v) and v <= 1),
+        gpu_memory_utilization=engine_value("gpu_memory_utilization", Deployment.default("gpu_memory_utilization"),
+                                            lambda v: _positive(v) and v <= 1),
         max_num_batched_tokens=engine_value("max_num_batched_tokens", 16384, lambda v: type(v) is int and v > 0),
         max_num_seqs=engine_value("max_num_seqs", 1024, lambda v: type(v) is int and v > 0),
     )

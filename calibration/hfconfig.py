@@ -18,6 +18,11 @@ _FAMILIES = {
     "Qwen3MoeForCausalLM": "qwen3_moe",
 }
 
+#: Families with a layout of their own (:mod:`calibration.hfconfig_families`): MXFP4 MoE (gpt-oss), MLA with
+#: fine-grained MoE (DeepSeek-V2/V3, Moonlight) and the Gemma-3 sliding-window hybrid (text decoder only).
+_OWN_WRITERS = ("GptOssForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
+                "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration")
+
 
 #: Weight-only integer formats as a GPTQ ``quantization_config`` (vLLM 0.26 runs them with its Machete or
 #: Marlin mixed-precision kernels on Hopper).  vLLM's GPTQ path quantises only the linear layers named in
@@ -45,6 +50,10 @@ def hf_config(model: ModelSpec, weight_dtype: str = "bf16") -> dict:
     """A config.json dict for ``model`` (dense llama/mistral/qwen layouts and Mixtral/Qwen3-MoE); int4/int8
     weights add a GPTQ ``quantization_config`` (:func:`quantization_config`)."""
     arch = model.architecture or "LlamaForCausalLM"
+    if arch in _OWN_WRITERS:
+        from calibration.hfconfig_families import family_config
+
+        return family_config(model, weight_dtype)
     if arch not in _FAMILIES:
         raise ValueError(
             f"architecture: {arch!r} has no dummy-weight config writer; supported: {', '.join(_FAMILIES)}"

@@ -138,9 +138,11 @@ def summarize_metrics(outputs) -> dict:
 
 
 def engine_kwargs_for(args: dict) -> dict:
+    from planner.specs import Deployment
+
     kw = dict(
         load_format="auto" if args.get("model_dir") else "dummy", skip_tokenizer_init=True, dtype="bfloat16",
-        gpu_memory_utilization=args.get("gpu_memory_utilization", 0.92),
+        gpu_memory_utilization=args.get("gpu_memory_utilization", Deployment.default("gpu_memory_utilization")),
         max_model_len=args.get("max_model_len", 32768),
         max_num_batched_tokens=args.get("max_num_batched_tokens", 16384),
         max_num_seqs=args.get("max_num_seqs", 1024),
@@ -200,6 +202,7 @@ def run_engine_probes(args: dict) -> int:
         "engine_kwargs": {k: v for k, v in kw.items()},
         "tensor_parallel": args.get("tensor_parallel", 1),
         "engine_start_index": args.get("engine_start_index"),
+        **compilation_terms(llm),
     }
     append_record(out, engine_rec)
     print(f"ENGINE_READY startup {startup_s:.1f}s blocks={num_blocks}", flush=True)
@@ -208,7 +211,9 @@ def run_engine_probes(args: dict) -> int:
         quick=args.get("quick", False), kv_capacity_tokens=cap, max_model_len=kw["max_model_len"],
         role=args.get("role", "fit"), mixed=bool(args.get("mixed")),
         max_num_batched_tokens=sc.max_num_batched_tokens, **size_limits(model))
-    skip = done_keys(read_records(out)) if args.get("resume") else set()
+    # --resume: a point measured in any raw file of the campaign (other days' files too) is not measured again
+    skip = done_keys([r for f in args.get("done_files") or [out] for r in read_records(Path(f))]) \
+        if args.get("resume") else set()
     rng = np.random.default_rng(args.get("seed", 1))
     deadline = time.perf_counter() + float(args.get("time_budget_s", 1e9))
 
@@ -218,6 +223,8 @@ def run_engine_probes(args: dict) -> int:
         outs = llm.generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False)
         return time.perf_counter() - t, outs
 
+    if args.get("cold_prefill_lens"):  # a cold engine: first requests of each new length, then again
+        measure_cold_start(gen, rng, model, args["cold_prefill_lens"], base, out)
     # warm-up: first requests after start-up pay one-off costs
     gen(random_prompts(rng, 4, 256, model.vocab_size), 8)
     for i, pt in enumerate(points, 1):
@@ -264,6 +271,30 @@ def run_engine_probes(args: dict) -> int:
         append_record(out, rec)
     _shutdown(llm)
     return 0
+
+
+def compilation_terms(llm) -> dict:
+    """The CUDA-graph capture sizes and mode the engine chose (steps above the largest run piecewise/eager)."""
+    try:
+        cc = llm.llm_engine.vllm_config.compilation_config
+        sizes = sorted(int(x) for x in (getattr(cc, "cudagraph_capture_sizes", None) or []))
+        return {"cudagraph_capture_sizes": sizes, "cudagraph_mode": str(getattr(cc, "cudagraph_mode", "")),
+                "max_cudagraph_capture_size": getattr(cc, "max_cudagraph_capture_size", None) or (
+                    sizes[-1] if sizes else None)}
+    except Exception as err:  # noqa: BLE001 - a missing attribute must not stop the probes
+        return {"compilation_error": f"{type(err).__name__}: {err}"[:200]}
+
+
+def measure_cold_start(gen, rng, model, lens: list[int], base: dict, out: Path) -> None:
+    """Right after start-up: one request of each prompt length (the engine has never run a step of that many
+    tokens: JIT/Triton compiles fall in here), then the same lengths again warm.  One 'cold_start' record each."""
+    t_ready = time.perf_counter()
+    for phase in ("cold", "warm"):
+        for n in lens:
+            wall, _ = gen(random_prompts(rng, 1, int(n), model.vocab_size), 1)
+            append_record(out, dict(base, type="cold_start", phase=phase, prompt_tokens=int(n), measured=wall,
+                                    since_ready_s=time.perf_counter() - t_ready))
+            print(f"[cold] {phase} P={n}: {wall / MS:.1f} ms", flush=True)
 
 
 def check_moe_kernels() -> None:

@@ -240,7 +240,7 @@ def _deployment(row: PublicRow, gpu) -> tuple[Deployment, list[str]]:
                              kv_cache_dtype=kv)
     b = row.batch_size_or_concurrency or 0
     if row.scenario in ("fixed_batch", "fixed_concurrency") and b > dep.max_num_seqs:
-        dep = dep.model_copy(update={"max_num_seqs": b})
+        dep = dep.replace(max_num_seqs=b)
         said.append(f"max_num_seqs raised to {b}")
     return dep, said
 

@@ -86,6 +86,26 @@ def done_keys(records: list[dict]) -> set[tuple]:
     return keys
 
 
+def first_of_each_point(records: list[dict]) -> tuple[list[dict], list[str]]:
+    """``records`` with each probe point measured once: a later successful probe of a point already measured
+    (the same :func:`probe_key`, in any of the files read) is left out and listed as
+    ``'file:line: point already measured at file:line'`` -- two runs on one --out, or a resume that measured a
+    point again, never count it twice in the fit."""
+    kept: list[dict] = []
+    dropped: list[str] = []
+    first: dict[tuple, str] = {}
+    for r in records:
+        key = probe_key(r) if r.get("type") == "probe" and r.get("status") == "ok" else None
+        if key is not None:
+            here = r.where() if hasattr(r, "where") else ""
+            if key in first:
+                dropped.append(f"{here or 'record'}: point already measured at {first[key] or 'an earlier record'}")
+                continue
+            first[key] = here
+        kept.append(r)
+    return kept, dropped
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -110,6 +130,7 @@ _LOG_PATTERNS = {
     ),
     "requested": re.compile(r"Desired GPU memory utilization is \(([0-9.]+), " + _GIB + r"\)"),
     "max_concurrency": re.compile(r"Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x"),
+    "cudagraph_estimate_gib": re.compile(r"Estimated CUDA graph memory:\s*" + _GIB + r" total"),
 }
 
 
@@ -145,6 +166,8 @@ def parse_engine_log(text: str) -> dict:
         elif key == "requested":
             out["gpu_memory_utilization"] = float(m[0])
             out["requested_bytes"] = float(m[1]) * GIB
+        elif key == "cudagraph_estimate_gib":  # V1 runner: subtracted from the KV pool at start-up
+            out["cudagraph_estimate_bytes"] = float(m) * GIB
         elif key == "max_concurrency":
             out["max_model_len"] = int(m[0].replace(",", ""))
             out["max_concurrency"] = float(m[1])

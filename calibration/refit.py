@@ -1,6 +1,8 @@
 """Refit the committed H200 profile and rebuild the validation CSV from the committed raw records.
 
-    python -m calibration.refit
+    python -m calibration.refit                 # refit and print the summary; writes nothing
+    python -m calibration.refit --out DIR       # ... and write the profile, validation CSV and comparison CSV to DIR
+    python -m calibration.refit --write         # ... and overwrite the committed files (what made them)
 
 (what produced calibration/profiles/h200-sxm-vllm-0.26.0.yaml, calibration/data/h200-validation.csv and
 calibration/data/public/comparison.csv, whose per-GPU errors become the profile's transfer_error_bands;
@@ -16,14 +18,18 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | int4 weights (W4A16) | Llama-3.1-8B | none measured (see the README: published numbers) |
 | MoE | Qwen3-30B-A3B (128 experts, top-8) | Mixtral-8x7B (8 experts, top-2), from its serving runs |
 | TP 2 | Llama-3.1-8B | none: the Qwen2.5-32B TP 2 boot's requests failed (HTTP 400) |
+| MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrid, V1-runner MoE memory | see calibration/family_fit.py | |
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
+from calibration.family_fit import fit_new_families, load_points
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml
+from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
 from calibration.serving_points import fit_http_frontend, serving_points
@@ -47,7 +53,7 @@ RAW: dict[str, str | None] = {
 SERVING = {f"{CAMPAIGN}/serve-mixtral-8x7b": "mixtral-8x7b"}
 #: the light-load HTTP run the OpenAI server's per-request overhead is fitted on (the other runs validate it)
 FRONTEND_FIT = (f"{CAMPAIGN}/serve-llama-3.1-8b", "llama-3.1-8b", "bench-r12")
-COMMAND = "python -m calibration.refit  # see calibration/refit.py for which engines are fitted and held out"
+COMMAND = "python -m calibration.refit --write  # see calibration/refit.py for which engines are fitted and held out"
 
 
 def inputs(excluded: list[str] | None = None) -> tuple[list[dict], list, list]:
@@ -66,26 +72,69 @@ def inputs(excluded: list[str] | None = None) -> tuple[list[dict], list, list]:
     return records, points, extra
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="python -m calibration.refit", description="Refit the committed H200 profile from the committed raw "
+        "records (calibration/data) and print its residuals, held-out errors and bands.  Writes nothing unless "
+        "--out or --write is given.")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, metavar="DIR", help="write the profile YAML, h200-validation.csv and "
+                       "comparison.csv into DIR (created if missing; never the committed files)")
+    where.add_argument("--write", action="store_true", help="overwrite the committed files: calibration/profiles/"
+                       "<gpu>-vllm-<version>.yaml, calibration/data/h200-validation.csv, calibration/data/public/"
+                       "comparison.csv")
+    return ap.parse_args(argv)
+
+
+def refit(comparison_out: Path | None = None):
+    """(the refitted profile with its HTTP, transfer and provenance fields; the points; the held-out rows);
+    the public comparison CSV is written to ``comparison_out`` when given."""
     paths = {DATA / name: role for name, role in RAW.items()}
     excluded: list[str] = []
     records, points, extra = inputs(excluded)
     prof, points = fit_profile(records, points=points, extra_validation=extra, excluded=excluded)
     folder, model_id, run = FRONTEND_FIT
     prof = prof.model_copy(update={"http_frontend_overhead_s": fit_http_frontend(DATA / folder, model_id, prof, run)})
-    # the fit transferred to every GPU of calibration/data/public (also rewrites its comparison.csv)
-    comparisons, transfer = public_check(base=prof)
-    prof = prof.model_copy(update={"transfer_error_bands": transfer})
+    # issue #21's families (MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrids, the V1 runner's memory
+    # terms) on top, each from its own engine of the 2026-12-01 campaign: calibration/family_fit.py
+    prof = fit_new_families(prof, load_points(excluded))
+    # the fit transferred to every GPU of calibration/data/public
+    comparisons, transfer = public_check(base=prof, out=comparison_out)
     prof = prof.model_copy(update={
+        "transfer_error_bands": transfer,
         "raw_data": [str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]],
         "raw_data_sha256": [sha256_file(p) for p in paths],
         "command": COMMAND,
     })
-    out = PROFILES / f"{prof.gpu_id}-vllm-{prof.engine_version}.yaml"
-    out.write_text(profile_to_yaml(prof))
     rows = measurement_rows([x for x in points if x.role != "fit"] + extra)
-    write_measurements(rows, DATA / "h200-validation.csv")
-    print(f"wrote {out} (fitted on {', '.join(prof.models_used)}) and {DATA / 'h200-validation.csv'} ({len(rows)} rows)")
+    return prof, comparisons, excluded, rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.write:
+        profiles, validation, comparison = PROFILES, DATA / "h200-validation.csv", PUBLIC_OUT
+    elif args.out is not None:
+        if args.out.resolve() in {PROFILES.resolve(), DATA.resolve(), PUBLIC_OUT.parent.resolve()}:
+            print(f"error: --out: {args.out} holds committed files; use --write to overwrite them", file=sys.stderr)
+            return 2
+        args.out.mkdir(parents=True, exist_ok=True)
+        profiles, validation, comparison = args.out, args.out / "h200-validation.csv", args.out / "comparison.csv"
+    else:
+        profiles = validation = comparison = None
+    prof, comparisons, excluded, rows = refit(comparison)
+    if profiles is not None:
+        out = profiles / f"{prof.gpu_id}-vllm-{prof.engine_version}.yaml"
+        out.write_text(profile_to_yaml(prof))
+        write_measurements(rows, validation)
+        print(f"wrote {out} (fitted on {', '.join(prof.models_used)}), {validation} ({len(rows)} rows), {comparison}")
+    else:
+        print(f"refitted on {', '.join(prof.models_used)}; nothing written (--out DIR or --write to write)")
+    fit = prof.fit
+    if fit is not None:
+        print("  objective " + ", ".join(f"{k} {v:.6g} (n={fit.points.get(k, 0)})" for k, v in fit.objective.items()))
+        for k, why in fit.fixed.items():
+            print(f"  fixed {k} = {why}")
     for k, v in {**prof.residuals, **prof.validation}.items():
         print(f"  {k:55s} n={v.n:3d}  median |err| {v.median_abs_error_pct:5.1f}%  p90 {v.p90_abs_error_pct:5.1f}%")
     for k, b in {**prof.error_bands, **prof.transfer_error_bands}.items():

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,11 +19,19 @@ import time
 from pathlib import Path
 
 from calibration.probes import MULTICAST_OFF
-from calibration.records import SAFE_VERSION, append_record, parse_engine_log, read_records, safe_name_part
+from calibration.records import (
+    SAFE_VERSION,
+    append_record,
+    first_of_each_point,
+    parse_engine_log,
+    read_records,
+    safe_name_part,
+    sha256_file,
+)
 
 REPO = Path(__file__).resolve().parent.parent
-
-
+#: The lock file one ``planner calibrate`` holds on its --out folder while it writes there.
+LOCK_NAME = ".calibrate.lock"
 
 
 class CalibrationError(RuntimeError):
@@ -127,8 +137,9 @@ def parse_job(entry: str, default_kvs: tuple[str, ...] = ("auto",)) -> list[dict
         safe_name_part(model, "--model")
     except ValueError as err:
         raise CalibrationError(str(err)) from None
-    if weights not in WEIGHT_BITS or weights in ("nf4", "mxfp4", "fp16"):
-        raise CalibrationError(f"--model: weights '{weights}' in {entry!r} cannot be probed; use bf16, fp8, int8 or int4")
+    if weights not in WEIGHT_BITS or weights in ("nf4", "fp16"):
+        raise CalibrationError(f"--model: weights '{weights}' in {entry!r} cannot be probed; "
+                               "use bf16, fp8, int8, int4 or mxfp4 (a model published in MXFP4)")
     if kv and kv not in ("auto", "bf16", "fp8"):
         raise CalibrationError(f"--model: KV dtype '{kv}' in {entry!r}: use auto or fp8")
     return [{"model": model, "kv": k, "weights": weights, "mixed": mixed} for k in ((kv,) if kv else default_kvs)]
@@ -138,11 +149,24 @@ def run_model(model_id: str, raw: Path, *, gpu_id: str, role: str, quick: bool, 
               kv_cache_dtype: str = "auto", time_budget_s: float = 1e9, extra: dict | None = None,
               weight_dtype: str = "bf16", mixed: bool = False) -> dict:
     """One engine in a child process; its start-up log parsed into an 'engine_log' record."""
+    raw = Path(raw).resolve()  # the child runs from the repository root: every path it gets is absolute
+    work_dir = tempfile.mkdtemp(prefix="planner-cal-")
+    try:
+        return _run_model_in(work_dir, model_id, raw, gpu_id=gpu_id, role=role, quick=quick, resume=resume,
+                             kv_cache_dtype=kv_cache_dtype, time_budget_s=time_budget_s, extra=extra,
+                             weight_dtype=weight_dtype, mixed=mixed)
+    finally:  # the generated config.json and args.json: nothing left in /tmp, whatever happened
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _run_model_in(work_dir: str, model_id: str, raw: Path, *, gpu_id: str, role: str, quick: bool, resume: bool,
+                  kv_cache_dtype: str, time_budget_s: float, extra: dict | None, weight_dtype: str,
+                  mixed: bool) -> dict:
     args = {"out": str(raw), "model": model_id, "gpu": gpu_id, "role": role, "quick": quick, "resume": resume,
             "kv_cache_dtype": kv_cache_dtype, "time_budget_s": time_budget_s, "weight_dtype": weight_dtype,
-            "mixed": mixed, "work_dir": tempfile.mkdtemp(prefix="planner-cal-")}
+            "mixed": mixed, "work_dir": work_dir}
     args.update(extra or {})
-    args_path = Path(args["work_dir"]) / "args.json"
+    args_path = Path(work_dir) / "args.json"
     args_path.write_text(json.dumps(args))
     env = dict(os.environ)
     env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
@@ -191,12 +215,78 @@ def remaining_points(records: list[dict], model_id: str, kv: str, role: str, qui
     return sum(1 for p in pts if probe_key(dict(base, **p)) not in done)
 
 
+@contextlib.contextmanager
+def out_lock(out_dir: Path):
+    """One ``planner calibrate`` writer per --out folder: an exclusive ``flock`` on ``out_dir/.calibrate.lock``
+    for the whole run (the kernel releases it when the process ends, so a killed run leaves no stale lock).
+    A second writer gets a CalibrationError naming the holder at once, before it measures anything."""
+    import fcntl
+
+    f = open(out_dir / LOCK_NAME, "a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            raise CalibrationError(f"--out: another planner calibrate ({holder}) is writing {out_dir}; wait for it "
+                                   "to finish or give another --out") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()}, since {dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}\n")
+        f.flush()
+        yield
+    finally:
+        f.close()
+
+
+def campaign_files(out_dir: Path, gpu_id: str, vllm_version: str, raw_name: str | None = None) -> list[Path]:
+    """The raw files of one campaign in ``out_dir``: ``<gpu>-vllm<version>-<day>.jsonl`` of every day (and
+    ``raw_name``), oldest first."""
+    files = sorted(out_dir.glob(f"{gpu_id}-vllm{vllm_version}-*.jsonl"))
+    if raw_name and (out_dir / raw_name).is_file() and out_dir / raw_name not in files:
+        files.append(out_dir / raw_name)
+    return files
+
+
+def _campaign_records(files: list[Path]) -> list[dict]:
+    return [r for f in files for r in read_records(f)]
+
+
+def fit_campaign(files: list[Path], dest: Path, *, command: str = "", overwrite: bool = False):
+    """Fit on every raw file of the campaign, each probe point once (:func:`first_of_each_point`; the
+    repeats are listed in the profile's ``excluded_records``), and write the profile to ``dest``: a new
+    file, or the existing one only with ``overwrite``.  Returns (path, profile)."""
+    from calibration.fit import fit_profile, profile_to_yaml, read_raw
+
+    records, unreadable = read_raw(files)
+    records, repeated = first_of_each_point(records)
+    prof, _ = fit_profile(records, source=",".join(p.name for p in files), excluded=unreadable + repeated)
+    provenance = {"raw_data": [p.name for p in files], "raw_data_sha256": [sha256_file(p) for p in files]}
+    prof = prof.model_copy(update={**provenance, "command": command or prof.command})
+    text = profile_to_yaml(prof)
+    try:
+        with open(dest, "w" if overwrite else "x", encoding="utf-8") as f:
+            f.write(text)
+    except FileExistsError:
+        raise CalibrationError(f"--out: {dest} appeared while measuring; not overwritten "
+                               "(pass --overwrite-profile to replace it)") from None
+    return dest, prof
+
+
 def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models: list[str] = (),
               fp8_kv_models: list[str] = (), fit_kv_dtypes: tuple[str, ...] = ("auto",), quick: bool = False, resume: bool = False, force: bool = False,
               raw_name: str | None = None, time_budget_s: float = 300.0, fit: bool = True,
-              microbench: bool = True, tensor_parallel: int = 1, model_dirs: dict[str, str] | None = None) -> dict:
-    """Run the whole calibration; returns a summary dict (raw file, profile path, elapsed time)."""
+              microbench: bool = True, tensor_parallel: int = 1, model_dirs: dict[str, str] | None = None,
+              overwrite_profile: bool = False) -> dict:
+    """Run the whole calibration; returns a summary dict (raw file, profile path, elapsed time).
+
+    Everything is written in ``out_dir`` (resolved against the caller's working directory): the raw JSONL,
+    the logs and the fitted profile ``<gpu>-vllm-<version>.yaml`` -- never ``calibration/profiles/`` (copy the
+    profile there to make it the GPU's default).  One calibrate at a time per ``out_dir`` (:func:`out_lock`).
+    ``resume`` continues the campaign's newest raw file and skips every point measured in any of its files."""
     t0 = time.perf_counter()
+    out_dir = Path(out_dir).expanduser().resolve()  # before any child starts: they run from the repo root
     env_rec = environment(gpu_id, force)
     if tensor_parallel > 1:
         import torch
@@ -205,22 +295,44 @@ def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models:
             raise CalibrationError(f"--tensor-parallel {tensor_parallel} needs {tensor_parallel} GPUs; "
                                    f"this machine has {torch.cuda.device_count()}")
         env_rec["tensor_parallel"] = tensor_parallel
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    day = env_rec["date"][:10]
+    version = str(env_rec["vllm_version"])
     try:  # file names from validated ids only: the catalog GPU id, vLLM's version, a plain --raw-name
         safe_name_part(gpu_id, "--gpu")
-        safe_name_part(str(env_rec["vllm_version"]), "vllm version", SAFE_VERSION)
+        safe_name_part(version, "vllm version", SAFE_VERSION)
         if raw_name is not None:
             safe_name_part(raw_name, "--raw-name", SAFE_VERSION)
     except ValueError as err:
         raise CalibrationError(str(err)) from None
-    raw = out_dir / (raw_name or f"{gpu_id}-vllm{env_rec['vllm_version']}-{day}.jsonl")
-    if raw.exists() and not resume:
-        raise CalibrationError(f"{raw} exists: pass --resume to continue it, or another --out")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CalibrationError(f"--out: cannot create {out_dir}: {err.strerror or err}") from None
+    with out_lock(out_dir):
+        return _calibrate_locked(t0, env_rec, gpu_id, version, models, out_dir, validate_models=validate_models,
+                                 fp8_kv_models=fp8_kv_models, fit_kv_dtypes=fit_kv_dtypes, quick=quick,
+                                 resume=resume, raw_name=raw_name, time_budget_s=time_budget_s, fit=fit,
+                                 microbench=microbench, tensor_parallel=tensor_parallel, model_dirs=model_dirs,
+                                 overwrite_profile=overwrite_profile)
+
+
+def _calibrate_locked(t0, env_rec, gpu_id, version, models, out_dir: Path, *, validate_models, fp8_kv_models,
+                      fit_kv_dtypes, quick, resume, raw_name, time_budget_s, fit, microbench, tensor_parallel,
+                      model_dirs, overwrite_profile) -> dict:
+    existing = campaign_files(out_dir, gpu_id, version, raw_name)
+    if existing and not resume:
+        raise CalibrationError(f"--out: {out_dir} already holds raw records of {gpu_id} with vLLM {version} "
+                               f"({', '.join(p.name for p in existing)}): pass --resume to continue them, "
+                               "or give another --out")
+    profile_dest = out_dir / f"{gpu_id}-vllm-{version}.yaml"
+    if fit and profile_dest.exists() and not overwrite_profile:
+        raise CalibrationError(f"--out: {profile_dest} exists: pass --overwrite-profile to replace it, "
+                               "or give another --out")
+    day = env_rec["date"][:10]
+    raw = out_dir / raw_name if raw_name else (existing[-1] if existing else
+                                               out_dir / f"{gpu_id}-vllm{version}-{day}.jsonl")
+    files = existing if raw in existing else existing + [raw]
     append_record(raw, env_rec)
-    have = read_records(raw)
-    if microbench and not any(r.get("type") == "microbench" for r in have):
+    if microbench and not any(r.get("type") == "microbench" for r in _campaign_records(files)):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
         _stream([sys.executable, "-m", "calibration.microbench", str(raw), gpu_id],
                 out_dir / f"{raw.stem}.microbench.log", env, timeout_s=300)
@@ -233,24 +345,23 @@ def calibrate(gpu_id: str, models: list[str], out_dir: Path, *, validate_models:
     per_job = max(60.0, time_budget_s / max(1, len(jobs)))
     for j in jobs:
         what = f"{j['model']} ({j['role']}, weights {j['weights']}, kv {j['kv']}{', mixed' if j['mixed'] else ''})"
-        if resume and remaining_points(read_records(raw), j["model"], j["kv"], j["role"], quick, tensor_parallel,
-                                       j["weights"], j["mixed"]) == 0:
+        if resume and remaining_points(_campaign_records(files), j["model"], j["kv"], j["role"], quick,
+                                       tensor_parallel, j["weights"], j["mixed"]) == 0:
             print(f"== {what}: every point already measured", flush=True)
             continue
         print(f"== {what}", flush=True)
         t_job = time.perf_counter()
         run_model(j["model"], raw, gpu_id=gpu_id, role=j["role"], quick=quick, resume=resume, kv_cache_dtype=j["kv"],
                   time_budget_s=per_job, weight_dtype=j["weights"], mixed=j["mixed"],
-                  extra={"tensor_parallel": tensor_parallel, "model_dir": (model_dirs or {}).get(j["model"])})
+                  extra={"tensor_parallel": tensor_parallel, "model_dir": (model_dirs or {}).get(j["model"]),
+                         "done_files": [str(f) for f in files]})
         append_record(raw, {"type": "job_time", "model": j["model"], "role": j["role"], "weight_dtype": j["weights"],
                             "kv_cache_dtype": j["kv"], "mixed": j["mixed"], "tensor_parallel": tensor_parallel,
                             "elapsed_s": time.perf_counter() - t_job})
-    summary = {"raw": str(raw), "elapsed_s": time.perf_counter() - t0}
+    summary = {"raw": str(raw), "raw_files": [str(f) for f in files], "elapsed_s": time.perf_counter() - t0}
     if fit:
-        from calibration.fit import fit_and_write
-        from planner.io.catalog import PROFILES_DIR
-
-        profile_path, profile = fit_and_write(raw, PROFILES_DIR, command=env_rec["command"])
+        profile_path, profile = fit_campaign(files, profile_dest, command=env_rec["command"],
+                                             overwrite=overwrite_profile)
         summary["profile"] = str(profile_path)
         summary["residuals"] = {k: v.model_dump() for k, v in profile.residuals.items()}
     print(f"calibration took {summary['elapsed_s']:.0f} s of GPU time (engine start-ups included)", flush=True)
@@ -283,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--raw-name")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--overwrite-profile", action="store_true", help="replace the profile already in --out")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--no-fit", action="store_true")
     ap.add_argument("--no-microbench", action="store_true")
@@ -300,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
                       quick=ns.quick, resume=ns.resume, force=ns.force,
                       raw_name=ns.raw_name, time_budget_s=ns.time_budget_s, fit=not ns.no_fit,
                       microbench=not ns.no_microbench, tensor_parallel=ns.tensor_parallel,
-                      model_dirs=parse_model_dirs(ns.model_dir))
+                      model_dirs=parse_model_dirs(ns.model_dir), overwrite_profile=ns.overwrite_profile)
     except CalibrationError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

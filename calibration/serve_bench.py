@@ -239,6 +239,8 @@ def run_benches(front, runs: list[dict], served: str, model_dir: Path, out: Path
 
 
 def main(argv: list[str] | None = None) -> int:
+    from planner.specs import Deployment
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--gpu", default="h200-sxm")
@@ -246,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--weight-dtype", default="bf16")
     ap.add_argument("--kv-dtype", default="bf16")
     ap.add_argument("--max-model-len", type=int, default=4096)
-    ap.add_argument("--gpu-memory-utilization", type=float, default=0.92)
+    ap.add_argument("--gpu-memory-utilization", type=float, default=Deployment.default("gpu_memory_utilization"))
     ap.add_argument("--no-prefix-caching", action="store_true")
     ap.add_argument("--port", type=int, default=8000)
     add_bench_args(ap)
@@ -257,16 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     from calibration.tokenizer import write_tokenizer
     from planner.io import catalog
     from planner.deploy import serve_command
-    from planner.specs import Deployment, vllm_serve_defaults
 
     t_start = time.perf_counter()
     ns.out.mkdir(parents=True, exist_ok=True)
     records = ns.out / "serve_bench.jsonl"
     model, gpu = catalog.model(ns.model), catalog.gpu(ns.gpu)
-    mnbt, mns = vllm_serve_defaults(gpu)
-    dep = Deployment(gpu_id=gpu.id, num_gpus=ns.tp, tensor_parallel=ns.tp, weight_dtype=ns.weight_dtype,
-                     kv_cache_dtype=ns.kv_dtype, gpu_memory_utilization=ns.gpu_memory_utilization,
-                     max_num_batched_tokens=mnbt, max_num_seqs=mns)
+    dep = Deployment.for_gpu(gpu, num_gpus=ns.tp, tensor_parallel=ns.tp, weight_dtype=ns.weight_dtype,
+                             kv_cache_dtype=ns.kv_dtype, gpu_memory_utilization=ns.gpu_memory_utilization)
     profile = catalog.profile_for(gpu.id, transfer=True)
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"serve-bench-{model.id}-{ns.weight_dtype}-{ns.port}"
     model_dir = write_hf_config(model, work, ns.weight_dtype)

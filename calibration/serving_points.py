@@ -32,9 +32,10 @@ def serving_points(folder: Path, model_id: str) -> list[Measurement]:
     gpu = catalog.gpu(deploy.get("gpu", "h200-sxm"))
     model = catalog.model(model_id)
     tp = int(deploy.get("tensor_parallel", 1))
-    dep = Deployment(gpu_id=gpu.id, num_gpus=tp, tensor_parallel=tp, weight_dtype=deploy.get("weight_dtype", "bf16"),
+    dep = Deployment.for_gpu(gpu, num_gpus=tp, tensor_parallel=tp, weight_dtype=deploy.get("weight_dtype", "bf16"),
                      kv_cache_dtype=KV_ALIASES.get(deploy.get("kv_cache_dtype", "bf16"), "bf16"),
-                     gpu_memory_utilization=float(flag("--gpu-memory-utilization", "0.92")),
+                     gpu_memory_utilization=float(flag("--gpu-memory-utilization",
+                                                       str(Deployment.default("gpu_memory_utilization")))),
                      max_num_batched_tokens=int(flag("--max-num-batched-tokens", "8192")),
                      max_num_seqs=int(flag("--max-num-seqs", "1024")))
     source = f"{folder.name}/serve_bench.jsonl"
@@ -72,11 +73,11 @@ def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     argv = deploy["argv"]
     gpu, model = catalog.gpu(deploy.get("gpu", "h200-sxm")), catalog.model(model_id)
     tp = int(deploy.get("tensor_parallel", 1))
-    dep = Deployment(gpu_id=gpu.id, num_gpus=tp, tensor_parallel=tp, weight_dtype=deploy.get("weight_dtype", "bf16"),
+    dep = Deployment.for_gpu(gpu, num_gpus=tp, tensor_parallel=tp, weight_dtype=deploy.get("weight_dtype", "bf16"),
                      kv_cache_dtype=KV_ALIASES.get(deploy.get("kv_cache_dtype", "bf16"), "bf16"),
                      max_num_batched_tokens=int(argv[argv.index("--max-num-batched-tokens") + 1]),
                      max_num_seqs=int(argv[argv.index("--max-num-seqs") + 1]))
-    bs = int(boot.get("block_size", 16))
+    bs = int(boot.get("block_size", Deployment.default("block_size_tokens")))
     fe = profile.http_frontend_overhead_s if frontend_overhead_s is None else frontend_overhead_s
     cfg = EngineConfig((int(boot["num_gpu_blocks"]) - 1) * bs, dep.max_num_seqs, dep.max_num_batched_tokens, bs,
                        "--enable-prefix-caching" in argv, frontend_overhead_s=fe)

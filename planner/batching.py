@@ -61,7 +61,7 @@ def decode_context_tokens(workload: Workload) -> float:
 
 
 def ttft_under_load_costs(mc: ModelCosts, hw: HwCoeffs, prompt_tokens, batch_size, decode_context_tokens,
-                          max_num_batched_tokens=8192) -> PhaseTime:
+                          max_num_batched_tokens=Deployment.default("max_num_batched_tokens")) -> PhaseTime:
     """TTFT of a request that joins ``batch_size − 1`` sequences already decoding (arrays broadcast).
 
     vLLM schedules the running decodes first (one token each) and fills the rest of the

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.roofline import HwCoeffs, ModelCosts, attended_prefill, step_time
-from planner.specs import GpuSpec, Source
+from planner.specs import Deployment, GpuSpec, Source
 from planner.units import MILLION, SECONDS_PER_HOUR
 
 # ------------------------------------------------------------------------------------ prefill busy
@@ -44,7 +44,8 @@ def effective_tpot_s(decode_step_s, batch_size, prefill_busy_s, output_tokens):
     return np.asarray(decode_step_s, dtype=float) + share * np.asarray(prefill_busy_s, dtype=float) / float(output_tokens)
 
 
-def prefill_busy_costs(mc: ModelCosts, hw: HwCoeffs, prompt_tokens, batch_size, max_num_batched_tokens=8192):
+def prefill_busy_costs(mc: ModelCosts, hw: HwCoeffs, prompt_tokens, batch_size,
+                       max_num_batched_tokens=Deployment.default("max_num_batched_tokens")):
     """GPU-busy seconds to prefill ``batch_size`` prompts of ``prompt_tokens`` in steady state.
 
     The B·P prompt tokens go through steps of at most M = ``max_num_batched_tokens`` tokens.  Below M

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
+from planner.kernel_families import (kv_layer_slots, mxfp4_experts_only, mxfp4_weight_split, uses_v1_runner,
+                                     v1_moe_workspace_unit)
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
 from planner.units import GiB, fmt_gib
@@ -49,6 +51,8 @@ def weight_bytes(model: ModelSpec, dtype: str) -> WeightBytes:
     bits = WEIGHT_BITS[dtype]
     quant = p.quantizable
     kept = p.total - quant
+    if mxfp4_experts_only(model, dtype):  # gpt-oss: only the routed experts are MXFP4
+        quant, kept = mxfp4_weight_split(model)
     return WeightBytes(dtype, bits, quant, kept, quant * bits / 8.0, kept * BF16_BYTES)
 
 
@@ -73,11 +77,12 @@ def kv_bytes_per_token_per_layer(model: ModelSpec, kv_dtype: str) -> float:
 
 def kv_bytes_per_token(model: ModelSpec, kv_dtype: str = "bf16") -> float:
     """Bytes per token of context over every attention layer (the long-context asymptote of
-    full-attention layers; sliding-window layers counted as if the context is inside the window).
+    full-attention layers; sliding-window layers counted as if the context is inside the window), in the
+    layer slots vLLM's hybrid allocator lays out (:func:`planner.kernel_families.kv_layer_slots`).
 
     Mistral 7B: 2 × 32 layers × 8 KV heads × 128 × 2 B = 131,072 B.
     """
-    return kv_bytes_per_token_per_layer(model, kv_dtype) * model.num_attention_layers
+    return kv_bytes_per_token_per_layer(model, kv_dtype) * kv_layer_slots(model)
 
 
 @dataclass(frozen=True)
@@ -193,7 +198,10 @@ def activation_peak_bytes(
     coef = profile.activation_bytes_per_batched_token_per_width or BF16_BYTES
     forward = deployment.max_num_batched_tokens * width * coef
     sampler = min(deployment.max_num_seqs, deployment.max_num_batched_tokens) * model.vocab_size / tp * 4.0
-    return max(forward, sampler)
+    # vLLM's V1 runner (most MoE models) peaks higher in its profiling pass: the fused-MoE workspace
+    extra = (profile.v1_moe_workspace_factor * v1_moe_workspace_unit(model, deployment.max_num_batched_tokens)
+             / tp if uses_v1_runner(model) else 0.0)
+    return max(forward, sampler) + extra
 
 
 @dataclass(frozen=True)
@@ -273,9 +281,13 @@ def memory_budget(
     if model_kv_bytes_per_token is None:
         model_kv_bytes_per_token = kv_bytes_per_token(model, deployment.kv_cache_dtype)
     w = model_weight_bytes * profile.weight_bytes_factor / (tp * pp)
+    if profile.mxfp4_expert_bytes_factor != 1.0 and mxfp4_experts_only(model, deployment.weight_dtype):
+        w += weight_bytes(model, "mxfp4").quantized_bytes * (profile.mxfp4_expert_bytes_factor - 1.0) / (tp * pp)
     act = activation_peak_bytes(model, deployment, profile)
     non_torch = profile.non_torch_bytes if profile.mode != "ideal" else DEFAULT_NON_TORCH_BYTES
     graphs = profile.cudagraph_bytes if profile.mode != "ideal" else DEFAULT_CUDAGRAPH_BYTES
+    if uses_v1_runner(model):  # the V1 runner subtracts its CUDA-graph memory estimate before sizing the pool
+        graphs += profile.v1_cudagraph_estimate_bytes
     pool = usable - w - act - non_torch - graphs
     per_tok = model_kv_bytes_per_token * kv_shard_fraction(model, tp, pp)
     bs = deployment.block_size_tokens

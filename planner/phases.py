@@ -12,6 +12,7 @@ import numpy as np
 
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.roofline import (
+    STEP_PARTS,
     HwCoeffs,
     ModelCosts,
     StepTime,
@@ -64,18 +65,13 @@ def as_scalar(x):
 
 
 def sum_steps(a: StepTime, na, b: StepTime, nb) -> StepTime:
-    """na steps like ``a`` plus nb steps like ``b``."""
-    def f(x, y):
-        return np.asarray(x) * na + np.asarray(y) * nb
-    return StepTime(f(a.linear_compute_s, b.linear_compute_s), f(a.linear_memory_s, b.linear_memory_s),
-                    f(a.attention_compute_s, b.attention_compute_s), f(a.attention_memory_s, b.attention_memory_s),
-                    f(a.comm_s, b.comm_s), f(a.overhead_s, b.overhead_s), f(a.flops, b.flops), f(a.bytes, b.bytes),
-                    a.mode, f(a.moe_compute_s, b.moe_compute_s), f(a.moe_memory_s, b.moe_memory_s),
-                    f(a.dequant_s, b.dequant_s))
+    """na steps like ``a`` plus nb steps like ``b`` (every part, by name)."""
+    return StepTime(mode=a.mode, **{name: np.asarray(getattr(a, name)) * na + np.asarray(getattr(b, name)) * nb
+                                    for name in STEP_PARTS})
 
 
 def prefill_time_costs(mc: ModelCosts, hw: HwCoeffs, prompt_tokens, batch_size=1,
-                       max_num_batched_tokens=8192) -> PhaseTime:
+                       max_num_batched_tokens=Deployment.default("max_num_batched_tokens")) -> PhaseTime:
     """Prefill of ``batch_size`` prompts of ``prompt_tokens`` submitted together to an idle engine:
     the B·P tokens are packed into steps of ``max_num_batched_tokens`` (chunked prefill).  Attention
     work is spread over the steps in proportion to their tokens."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.kernel_families import cold_start_note
 from planner.bands import band, prefill_regime
 from planner.batching import check_workload_tokens, decode_context_tokens, largest_batch_under_slo
 from planner.cost import effective_tpot_s, fleet_for, prefill_busy_costs, throughput, token_cost
@@ -111,7 +112,7 @@ def plan(
 
     # ---- feasibility, in plain sentences: first whether vLLM would start it at all (the one rule every
     # command shares, max_model_len = prompt + output), then the SLO
-    check = startup_check(model, gpu, deployment, workload.context_tokens, profile)
+    check = startup_check(model, gpu, deployment, workload.context_tokens, profile, budget=budget)
     reasons += [f"context (prompt + output) {p.reason}" if p.kind == "context" else p.reason for p in check.problems]
     if budget.fits and conc == 0 and not any(p.field == "max_model_len" and p.kind == "memory" for p in check.problems):
         reasons.append(
@@ -143,6 +144,9 @@ def plan(
     if served and slo.binding == "throughput":
         notes.append(f"batch {slo.batch_size:,} serves more output tokens per second than any larger batch under the "
                      f"targets (a step-cost cliff above it), so the plan runs there, not at the largest")
+    if feasible:
+        notes.append(cold_start_note(model, deployment.weight_dtype, deployment.max_num_seqs,
+                                     deployment.max_num_batched_tokens))
     warnings: list[str] = []
     if served and fleet.num_gpus > deployment.num_gpus and (workload.request_rate_per_s or workload.concurrency):
         warnings.append(shortfall_warning(fleet, deployment))

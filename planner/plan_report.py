@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from planner.fleet import HOURS_PER_MONTH, FleetPlan
 from planner.profile import CalibrationProfile
+from planner.quoting import csv_cell, md_code_block, md_text
 from planner.ranking import RANK_DEFINITION
 from planner.report import SizingReport
 from planner.specs import GpuSpec, ModelSpec
@@ -79,7 +80,10 @@ class PlanReport:
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["section", "quantity", "value", "unit", "band_or_note"])
         for s, q, v, u, n in self.rows:
-            w.writerow([s, q, _cell(v, plain=True), u, n])
+            # text cells a spreadsheet would evaluate get an apostrophe; numbers are written as numbers
+            value = _cell(v, plain=True)
+            w.writerow([csv_cell(s), csv_cell(q), csv_cell(value) if isinstance(v, str) else value,
+                        csv_cell(u), csv_cell(n)])
         return buf.getvalue()
 
     def _engine_heading(self) -> str:
@@ -87,17 +91,18 @@ class PlanReport:
                                                                    "see Infeasible")
 
     def markdown(self) -> str:
-        lines = [f"# {self.title}", "", *[f"**{h}**  " if i == 0 else h.strip() for i, h in enumerate(self.headline)],
-                 ""]
-        lines += [f"> **Infeasible:** {r}" for r in self.reasons]
-        lines += [f"> **Warning:** {w}" for w in self.warnings]
-        lines += ["", f"## {self._engine_heading()}", "", "```bash", self.serve_command, "```", ""]
+        m = md_text  # every text from outside (names, sources, notes) HTML-escaped, one line
+        lines = [f"# {m(self.title)}", "",
+                 *[f"**{m(h)}**  " if i == 0 else m(h.strip()) for i, h in enumerate(self.headline)], ""]
+        lines += [f"> **Infeasible:** {m(r)}" for r in self.reasons]
+        lines += [f"> **Warning:** {m(w)}" for w in self.warnings]
+        lines += ["", f"## {self._engine_heading()}", "", *md_code_block(self.serve_command, "bash"), ""]
         for sec, rows in self.sections().items():
-            lines += [f"## {sec}", "", "| quantity | value | unit | band / note |", "| --- | ---: | --- | --- |"]
-            lines += [f"| {q} | {_md(_cell(v))} | {u} | {_md(n)} |" for q, v, u, n in rows]
+            lines += [f"## {m(sec)}", "", "| quantity | value | unit | band / note |", "| --- | ---: | --- | --- |"]
+            lines += [f"| {m(q)} | {m(_cell(v))} | {m(u)} | {m(n)} |" for q, v, u, n in rows]
             lines.append("")
         if self.notes:
-            lines += ["## Notes", "", *[f"- {n}" for n in self.notes], ""]
+            lines += ["## Notes", "", *[f"- {m(n)}" for n in self.notes], ""]
         return "\n".join(lines)
 
     def html(self) -> str:
@@ -124,6 +129,10 @@ class PlanReport:
                 + "\n".join(body) + "\n</body></html>\n")
 
 
+def _finite_or_none(v):
+    return None if v is None or not math.isfinite(v) else v
+
+
 def _json(v):
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
@@ -141,10 +150,6 @@ def _cell(v, plain: bool = False) -> str:
     if isinstance(v, int):
         return f"{v:{sep}}"
     return str(v)
-
-
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _calibration_source(profile: CalibrationProfile) -> str:
@@ -215,9 +220,11 @@ def plan_report(model: ModelSpec, gpu: GpuSpec, report: SizingReport, fleet: Fle
         add(lat, "knee (per replica)", k.knee_rate_per_s, "req/s", f"highest rate holding the targets ({k.confidence})")
         add(lat, "operating rate (per replica)", k.usable_rate_per_s, "req/s", f"{fq.headroom:.0%} below the knee")
         add(lat, f"TTFT {fq.tail}", k.ttft_tail_s / MS, "ms", bands["ttft"])
-        add(lat, f"TPOT {fq.tail}", k.tpot_tail_s / MS, "ms", bands["tpot"])
+        one = report.workload.output_tokens <= 1  # no time per output token
+        no_tpot = "none: one output token per request has no time per output token"
+        add(lat, f"TPOT {fq.tail}", None if one else k.tpot_tail_s / MS, "ms", no_tpot if one else bands["tpot"])
         add(lat, "TTFT p50", k.ttft_p50_s / MS, "ms")
-        add(lat, "TPOT p50", k.tpot_p50_s / MS, "ms")
+        add(lat, "TPOT p50", None if one else k.tpot_p50_s / MS, "ms", no_tpot if one else "")
         add(lat, "E2E mean", k.e2e_mean_s, "s", how)
         add(lat, "requests in flight per replica", k.in_flight, "requests")
         ok = all(t is None or v <= t for v, t in ((k.ttft_tail_s, fq.ttft_slo_s), (k.tpot_tail_s, fq.tpot_slo_s)))

@@ -7,11 +7,12 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from planner.specs import FrozenSpec, NonNegInt
+from planner.specs import FrozenSpec, ModelSpec, NonNegInt
 
 
 class Residuals(FrozenSpec):
@@ -23,8 +24,16 @@ class Residuals(FrozenSpec):
     median_signed_error_pct: float = 0.0
 
 
-Efficiency = Annotated[float, Field(gt=0, le=1.5)]
-NonNegFloat = Annotated[float, Field(ge=0)]
+#: The smallest efficiency a profile may hold: 1 % of a datasheet roof (the fit's own lower bounds are 2-30 %).
+#: Below it a step would take over 100x the roofline -- a broken profile, not a slow GPU -- and 1e-300 would
+#: overflow every latency into "feasible with a TTFT of 3e297 s".
+MIN_EFFICIENCY = 0.01
+#: The largest fixed cost (per step, layer, sequence, token or request) a profile may hold, s.
+MAX_OVERHEAD_S = 10.0
+Efficiency = Annotated[float, Field(ge=MIN_EFFICIENCY, le=1.5)]
+Overhead = Annotated[float, Field(ge=0, le=MAX_OVERHEAD_S)]
+#: Tokens per step at which a GEMM reaches half its peak efficiency: beyond 10 million no step is ever efficient.
+HalfTokens = Annotated[float, Field(ge=0, le=1e7)]
 
 
 class WeightFormatCoeffs(FrozenSpec):
@@ -34,8 +43,8 @@ class WeightFormatCoeffs(FrozenSpec):
     kernel: str = Field("", description="what vLLM ran, from its start-up log")
     weight_bandwidth_efficiency: Efficiency = Field(description="fraction of datasheet HBM bandwidth streaming weights")
     matmul_efficiency_max: Efficiency = Field(description="compute efficiency at large batches, eff(T) = max·T/(T+half)")
-    matmul_half_tokens: NonNegFloat = 0.0
-    dequant_s_per_token_param: NonNegFloat = Field(
+    matmul_half_tokens: HalfTokens = 0.0
+    dequant_s_per_token_param: Annotated[float, Field(ge=0, le=1e-6)] = Field(
         0.0, description="seconds per (token × linear parameter) added to the weight-streaming time: quantise/"
         "dequantise work and small-M tile waste that grow with the batch while decode is memory-bound (hidden once "
         "the GEMM is compute-bound)")
@@ -49,10 +58,14 @@ class MoeCoeffs(FrozenSpec):
     kernel: str = ""
     weight_bandwidth_efficiency: Efficiency
     matmul_efficiency_max: Efficiency
-    matmul_half_tokens: NonNegFloat = 0.0
-    layer_overhead_s: NonNegFloat = Field(0.0, description="per MoE layer per step (routing, align, scatter)")
-    eager_layer_overhead_s: NonNegFloat = Field(0.0, description="per MoE layer for steps above the CUDA-graph size")
-    prefill_layer_overhead_s: NonNegFloat = Field(
+    matmul_half_tokens: HalfTokens = 0.0
+    layer_overhead_s: Overhead = Field(0.0, description="per MoE layer per step (routing, align, scatter)")
+    eager_layer_overhead_s: Overhead = Field(0.0, description="per MoE layer for steps above the CUDA-graph size")
+    seq_layer_overhead_s: Overhead = Field(0.0, description="per decoding sequence per layer per step (the MoE "
+                                           "families' decode cost that grows with the batch beyond the weights)")
+    expert_touch_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
+        1.0, description="share of the experts a batch's routing spreads over (1 = uniform over all experts)")
+    prefill_layer_overhead_s: Overhead = Field(
         0.0, description="per MoE layer for steps with prompt tokens inside the CUDA-graph size (PIECEWISE graphs)")
     fitted_on: list[str] = Field(default_factory=list)
 
@@ -62,10 +75,10 @@ class AllreduceCoeffs(FrozenSpec):
     probes), NCCL above it (an NCCL micro-benchmark).  Bandwidths are fractions of the GPU's datasheet link
     bandwidth so they transfer to other GPUs; latencies are absolute."""
 
-    custom_latency_s: NonNegFloat
+    custom_latency_s: Overhead
     custom_bandwidth_efficiency: Efficiency
     custom_max_bytes: float = Field(8 * 2**20, gt=0, description="vLLM's custom all-reduce size limit (8 MiB)")
-    nccl_latency_s: NonNegFloat
+    nccl_latency_s: Overhead
     nccl_bandwidth_efficiency: Efficiency
     source: str = ""
 
@@ -80,7 +93,7 @@ class ShapeCorrection(FrozenSpec):
     intermediate_size: int = Field(gt=0)
     tokens_lo: float = Field(ge=0)
     tokens_hi: float = Field(gt=0)
-    extra_s_per_layer: NonNegFloat
+    extra_s_per_layer: Overhead
     fitted_on: list[str] = Field(default_factory=list)
 
 
@@ -103,6 +116,22 @@ class ErrorBand(FrozenSpec):
     basis: str = Field(description="'held-out: <models>', 'fit residuals: <models>' or 'public: <sources>'")
 
 
+class FitReport(FrozenSpec):
+    """How a profile's latency coefficients were solved (calibration/solve.py), so that a refit elsewhere can be
+    compared by what it optimises and predicts rather than by coefficients that the data may not pin down."""
+
+    method: str = Field("", description="the least-squares procedure, in one line")
+    objective: dict[str, float] = Field(
+        default_factory=dict, description="per stage (kernel family): the robust (soft-L1) cost ½·Σ ρ((log "
+        "predicted/measured)²) of the profile's coefficients on that stage's fit points, with the hard roofline max")
+    points: dict[str, int] = Field(default_factory=dict, description="per stage: the fit points it was solved on")
+    fixed: dict[str, str] = Field(
+        default_factory=dict, description="coefficient path -> the value it was fixed at and why: the stage's points "
+        "could not identify it (it ended on a bound, or moving it over its whole range changes no prediction)")
+    toolchain: dict[str, str] = Field(
+        default_factory=dict, description="python, numpy, scipy, BLAS and platform the fit ran on (threads pinned)")
+
+
 class CalibrationProfile(FrozenSpec):
     """Efficiencies and overheads of the roofline model for one GPU and engine version.
 
@@ -120,39 +149,45 @@ class CalibrationProfile(FrozenSpec):
     engine_version: str = ""
     created: str = ""
     # --- compute: matmul efficiency rises with the tokens per step, eff(T) = max * T / (T + half)
-    matmul_efficiency_max: Annotated[float, Field(gt=0, le=1.5)] = 1.0
-    matmul_half_tokens: Annotated[float, Field(ge=0)] = 0.0
-    attention_compute_efficiency: Annotated[float, Field(gt=0, le=1.5)] = 1.0
+    matmul_efficiency_max: Efficiency = 1.0
+    matmul_half_tokens: HalfTokens = 0.0
+    attention_compute_efficiency: Efficiency = 1.0
     # --- memory: fraction of the datasheet bandwidth reached streaming weights and KV
-    weight_bandwidth_efficiency: Annotated[float, Field(gt=0, le=1.5)] = 1.0
-    kv_bandwidth_efficiency: Annotated[float, Field(gt=0, le=1.5)] = 1.0
-    kv_bandwidth_efficiency_fp8: Annotated[float, Field(gt=0, le=1.5)] | None = Field(
+    weight_bandwidth_efficiency: Efficiency = 1.0
+    kv_bandwidth_efficiency: Efficiency = 1.0
+    kv_bandwidth_efficiency_fp8: Efficiency | None = Field(
         None, description="KV streaming efficiency with an fp8 KV cache, if fitted (else the bf16 one)"
     )
     # --- fixed costs
-    step_overhead_s: Annotated[float, Field(ge=0)] = 0.0
-    prefill_layer_overhead_s: Annotated[float, Field(ge=0)] = Field(
+    step_overhead_s: Overhead = 0.0
+    prefill_layer_overhead_s: Overhead = Field(
         0.0, description="extra per layer for a step with prompt tokens that fits a CUDA graph (vLLM runs "
         "such steps as PIECEWISE graphs: attention is launched outside the graph, layer by layer)"
     )
-    eager_layer_overhead_s: Annotated[float, Field(ge=0)] = Field(
+    eager_layer_overhead_s: Overhead = Field(
         0.0, description="extra per layer for a step above the largest CUDA-graph size (no graphs: every "
         "kernel is launched from the CPU)"
     )
-    per_seq_overhead_s: Annotated[float, Field(ge=0)] = 0.0
-    per_token_overhead_s: Annotated[float, Field(ge=0)] = 0.0
-    request_overhead_s: Annotated[float, Field(ge=0)] = 0.0
-    http_frontend_overhead_s: Annotated[float, Field(ge=0)] = Field(
+    per_seq_overhead_s: Overhead = 0.0
+    per_token_overhead_s: Overhead = 0.0
+    request_overhead_s: Overhead = 0.0
+    http_frontend_overhead_s: Overhead = Field(
         0.0, description="what vLLM's OpenAI server adds per request on top of the engine (tokenise, HTTP, stream "
         "the first token), fitted on light-load serving runs")
     # --- interconnect (tensor parallel)
-    allreduce_latency_s: Annotated[float, Field(ge=0)] | None = None
-    allreduce_bandwidth_efficiency: Annotated[float, Field(gt=0, le=1.5)] = 1.0
+    allreduce_latency_s: Overhead | None = None
+    allreduce_bandwidth_efficiency: Efficiency = 1.0
     allreduce: AllreduceCoeffs | None = Field(None, description="custom all-reduce vs NCCL by message size")
     # --- kernel families beyond dense bf16 (the top-level coefficients above are dense 16-bit GEMMs)
     weight_formats: dict[str, WeightFormatCoeffs] = Field(
         default_factory=dict, description="dense GEMM coefficients per weight format (fp8, int4, ...)")
     moe: MoeCoeffs | None = Field(None, description="fused-MoE GEMM coefficients, if fitted")
+    moe_variants: dict[str, MoeCoeffs] = Field(
+        default_factory=dict, description="MoE kernel families of their own: 'mxfp4' (Triton MXFP4), 'mla' (MLA + "
+        "fine-grained MoE); planner.kernel_families.moe_variant picks one, else `moe` applies")
+    hybrid_step_overhead_s: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="per-step cost of dense sliding-window hybrids (Gemma-3 5:1) beyond the dense terms")
+    hybrid_fitted_on: list[str] = Field(default_factory=list)
     shape_corrections: list[ShapeCorrection] = Field(
         default_factory=list, description="GEMM-shape cliffs measured by the probes (keyed by shape, not model)")
     # --- how much engine starts differ, and the expected error per family and regime
@@ -168,6 +203,14 @@ class CalibrationProfile(FrozenSpec):
     cudagraph_bytes: Annotated[float, Field(ge=0)] = 0.0
     activation_bytes_per_batched_token_per_width: Annotated[float, Field(ge=0)] = 0.0
     weight_bytes_factor: Annotated[float, Field(gt=0)] = 1.0
+    v1_moe_workspace_factor: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="extra profiling-pass peak of MoE engines on vLLM's V1 runner (fused-MoE workspace) in "
+        "units of max_num_batched_tokens × top-k × hidden × 2 bytes (the routed copies of the hidden states)")
+    mxfp4_expert_bytes_factor: Annotated[float, Field(gt=0)] = Field(
+        1.0, description="measured ÷ counted bytes of MXFP4 experts (4.25 bits) as vLLM's Triton MXFP4 layout "
+        "loads them")
+    v1_cudagraph_estimate_bytes: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="CUDA-graph memory the V1 runner subtracts from the KV pool at start-up, bytes")
     device_memory_bytes: Annotated[float, Field(gt=0)] | None = Field(
         None, description="total device memory as CUDA reports it to vLLM (what utilization multiplies)"
     )
@@ -185,9 +228,21 @@ class CalibrationProfile(FrozenSpec):
     command: str = ""
     residuals: dict[str, Residuals] = Field(default_factory=dict)
     validation: dict[str, Residuals] = Field(default_factory=dict)
+    fit: FitReport | None = Field(None, description="how the latency fit was solved: objective, fixed terms, toolchain")
     excluded_records: list[str] = Field(
         default_factory=list, description="raw lines and records left out of the fit, 'file:line: why' (unreadable, "
         "a non-finite or non-positive measurement, unknown model, an exact duplicate)")
+
+    @field_validator("created")
+    @classmethod
+    def _iso_created(cls, v: str) -> str:
+        """'' or an ISO 8601 date/time (``2026-11-29T10:40:08+00:00``): a date like 2024-13-45 is named here."""
+        if v:
+            try:
+                _dt.datetime.fromisoformat(v)
+            except ValueError as err:
+                raise ValueError(f"'{v[:40]}' is not an ISO 8601 date/time ({err})") from None
+        return v
 
     @property
     def is_ideal(self) -> bool:
@@ -209,3 +264,26 @@ class CalibrationProfile(FrozenSpec):
 
 
 IDEAL_PROFILE = CalibrationProfile()
+
+
+#: Weight formats whose GEMMs have no coefficients of their own fall back to a measured relative: weight-only
+#: 8-bit and 4-bit formats dequantise on the fly like int4 (Machete/Marlin); fp16 runs the bf16 kernels.
+FORMAT_FALLBACKS: dict[str, tuple[str, ...]] = {
+    "fp16": ("bf16",), "int8": ("int4",), "nf4": ("int4",), "mxfp4": ("int4",), "fp8": (), "int4": (), "bf16": (),
+}
+
+
+def format_coeffs(profile: CalibrationProfile, weight_dtype: str):
+    """(the format whose GEMM coefficients apply, its WeightFormatCoeffs or None for the dense bf16 ones)."""
+    for f in (weight_dtype, *FORMAT_FALLBACKS.get(weight_dtype, ())):
+        if f in profile.weight_formats:
+            return f, profile.weight_formats[f]
+    return "bf16", None
+
+
+def shape_correction(profile: CalibrationProfile, model: ModelSpec | None):
+    """The profile's GEMM-shape cliff for ``model``'s dense (hidden, intermediate) shape, or None."""
+    if model is None or model.moe is not None:
+        return None
+    return next((c for c in profile.shape_corrections
+                 if (c.hidden_size, c.intermediate_size) == (model.hidden_size, model.intermediate_size)), None)

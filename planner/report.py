@@ -25,6 +25,7 @@ from planner.cost import Fleet, Throughput, TokenCost
 from planner.memory import KvPerRequest, MemoryBudget
 from planner.phases import PhaseTime
 from planner.quality import QualityEstimate
+from planner.quoting import csv_cell
 from planner.specs import Deployment, Workload
 from planner.units import GB, GiB, fmt_gb, fmt_gib, fmt_ms, fmt_usd
 
@@ -245,6 +246,9 @@ def write_csv(data: SizingReport | Iterable[SizingReport] | pd.DataFrame, path: 
         df = reports_frame(data)
     _check_raw(df)
     path = Path(path)
+    text_cols = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]
+    if text_cols:  # a text cell a spreadsheet would evaluate (a name '=HYPERLINK(…)') gets an apostrophe
+        df = df.assign(**{c: df[c].map(csv_cell) for c in text_cols})
     df.to_csv(path, index=False, float_format="%.10g")
     return path
 

@@ -10,21 +10,26 @@ A step is a sum of kernels, each limited by its own roof:
     comm      2 all-reduces per layer under tensor parallel: vLLM's custom all-reduce below 8 MiB, NCCL above
     overhead  step + per sequence + per token (launches, scheduling, sampling) + per layer outside CUDA graphs
 
-The kernel families' efficiencies and overheads come from a :class:`CalibrationProfile` (ideal roofline
-by default): ``hw_coeffs`` picks the weight format's own coefficients, the MoE and all-reduce ones.
-Every function works elementwise on numpy arrays as well as on floats, so ``sweep`` and the
-simulator evaluate thousands of steps in one call.  Results keep their parts and name the bound.
+The kernel families' efficiencies and overheads come from a :class:`CalibrationProfile` (ideal roofline by
+default): ``hw_coeffs`` picks the weight format's own coefficients, the MoE and all-reduce ones.  This is the one
+step formula: :func:`step_parts` = :func:`token_parts` (GEMMs, all-reduces, overheads) + :func:`attention_parts`,
+composed by :func:`linear_s` and :func:`step_total`; it runs on numpy arrays (:func:`step_time`: sweep, batching,
+phases) and on floats (``xp=SCALAR``: :class:`planner.serving.StepCost`), bit-identical.  Results keep their parts
+(:data:`STEP_PARTS`, summed by name) and name the bound.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
+from planner.kernel_families import (cudagraph_max_tokens, experts_touched, is_hybrid_swa, moe_variant,
+                                     mxfp4_experts_only)
 from planner.memory import kv_bytes_per_token_per_layer, kv_heads_per_gpu, weight_bytes
-from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.profile import IDEAL_PROFILE, CalibrationProfile, format_coeffs, shape_correction
 from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
+from planner.units import ROOF_P, roof_max  # noqa: F401  (ROOF_P: the calibration fit sets it here)
 
 ACT_BYTES = 2.0  # bf16 activations
 
@@ -84,7 +89,8 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
     # (the embedding table is gathered, not streamed: only the used rows are read)
     non_expert_linear = p.attention + p.dense_mlp + p.shared_experts
     kept_read = p.lm_head_matmul + p.norms + p.router
-    dense_bytes = non_expert_linear * bytes_per_quant + kept_read * ACT_BYTES
+    linear_bytes = ACT_BYTES if mxfp4_experts_only(model, deployment.weight_dtype) else bytes_per_quant
+    dense_bytes = non_expert_linear * linear_bytes + kept_read * ACT_BYTES
     routed_active = p.num_moe_layers * p.experts_per_token * p.expert
     return ModelCosts(
         model_id=model.id,
@@ -95,7 +101,8 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
         linear_flops_per_token=2.0 * (p.active_matmul_no_lm_head - routed_active) / (tp * pp),
         lm_head_flops_per_seq=2.0 * p.lm_head_matmul / tp,
         moe_flops_per_token=2.0 * routed_active / (tp * pp),
-        quantized_params_per_token=(non_expert_linear + routed_active) / (tp * pp),
+        quantized_params_per_token=(routed_active if linear_bytes == ACT_BYTES and model.moe else
+                                    non_expert_linear + routed_active) / (tp * pp),
         dense_weight_bytes=dense_bytes / (tp * pp),
         expert_weight_bytes=p.expert * bytes_per_quant / tp,
         num_moe_layers=p.num_moe_layers / pp,
@@ -110,15 +117,9 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
         window_tokens=float(model.sliding_window_tokens or 0),
         allreduce_bytes_per_token=model.hidden_size * ACT_BYTES,
         allreduces_per_step=(2.0 * model.num_layers / pp) if tp > 1 else 0.0,
-        cudagraph_max_tokens=cudagraph_max_tokens(deployment),
+        cudagraph_max_tokens=cudagraph_max_tokens(deployment, model),
         num_layers=float(model.num_layers),
     )
-
-
-def cudagraph_max_tokens(deployment: Deployment) -> int:
-    """vLLM 0.26's largest CUDA-graph capture size: min(2 × max_num_seqs, 512), capped at
-    max_num_batched_tokens (config/vllm.py); bigger steps run their kernels without graphs."""
-    return min(2 * deployment.max_num_seqs, 512, deployment.max_num_batched_tokens)
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,9 @@ class HwCoeffs:
     moe_layer_overhead_s: float = 0.0
     moe_eager_layer_overhead_s: float = 0.0
     moe_prefill_layer_overhead_s: float = 0.0
+    moe_seq_layer_overhead_s: float = 0.0  # MoE families: per decoding sequence per layer per step
+    moe_touch_fraction: float = 1.0  # share of the experts routing spreads over (MoeCoeffs.expert_touch_fraction)
+    hybrid_step_overhead_s: float = 0.0  # dense sliding-window hybrids' own per-step cost
     allreduce_custom_max_bytes: float = float("inf")  # above: NCCL
     nccl_latency_s: float = 0.0
     nccl_bandwidth_bytes_per_s: float = 1.0
@@ -161,27 +165,9 @@ class HwCoeffs:
     shape_tokens_hi: float = float("inf")
 
 
-#: Weight formats whose GEMMs have no coefficients of their own fall back to a measured relative: weight-only
-#: 8-bit and 4-bit formats dequantise on the fly like int4 (Machete/Marlin); fp16 runs the bf16 kernels.
-FORMAT_FALLBACKS: dict[str, tuple[str, ...]] = {
-    "fp16": ("bf16",), "int8": ("int4",), "nf4": ("int4",), "mxfp4": ("int4",), "fp8": (), "int4": (), "bf16": (),
-}
-
-
-def format_coeffs(profile: CalibrationProfile, weight_dtype: str):
-    """(the format whose GEMM coefficients apply, its WeightFormatCoeffs or None for the dense bf16 ones)."""
-    for f in (weight_dtype, *FORMAT_FALLBACKS.get(weight_dtype, ())):
-        if f in profile.weight_formats:
-            return f, profile.weight_formats[f]
-    return "bf16", None
-
-
-def shape_correction(profile: CalibrationProfile, model: ModelSpec | None):
-    """The profile's GEMM-shape cliff for ``model``'s dense (hidden, intermediate) shape, or None."""
-    if model is None or model.moe is not None:
-        return None
-    return next((c for c in profile.shape_corrections
-                 if (c.hidden_size, c.intermediate_size) == (model.hidden_size, model.intermediate_size)), None)
+#: The profile's fixed costs, taken over as they are (seconds per step, layer, sequence, token, request).
+PROFILE_OVERHEADS = ("step_overhead_s", "prefill_layer_overhead_s", "eager_layer_overhead_s", "per_seq_overhead_s",
+                     "per_token_overhead_s", "request_overhead_s")
 
 
 def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDEAL_PROFILE,
@@ -192,7 +178,9 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
     shape = shape_correction(profile, model)
     _, attn_peak = gpu.peak_flops_for("bf16")
     basis, fmt = format_coeffs(profile, weight_dtype)
-    moe = profile.moe
+    if model is not None and mxfp4_experts_only(model, weight_dtype):
+        basis, fmt = "bf16", None  # gpt-oss: attention/router GEMMs are bf16, only the experts are MXFP4
+    moe = profile.moe_variants.get(moe_variant(model, weight_dtype) or "", profile.moe)
     link = gpu.interconnect_bandwidth_bytes_per_s
     ar = profile.allreduce
     if ar is not None:
@@ -215,12 +203,7 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         weight_bandwidth_efficiency=fmt.weight_bandwidth_efficiency if fmt else profile.weight_bandwidth_efficiency,
         kv_bandwidth_efficiency=profile.kv_bandwidth_efficiency,
         kv_bandwidth_efficiency_fp8=profile.kv_bandwidth_efficiency_fp8 or profile.kv_bandwidth_efficiency,
-        step_overhead_s=profile.step_overhead_s,
-        prefill_layer_overhead_s=profile.prefill_layer_overhead_s,
-        eager_layer_overhead_s=profile.eager_layer_overhead_s,
-        per_seq_overhead_s=profile.per_seq_overhead_s,
-        per_token_overhead_s=profile.per_token_overhead_s,
-        request_overhead_s=profile.request_overhead_s,
+        **{name: getattr(profile, name) for name in PROFILE_OVERHEADS},
         link_bandwidth_bytes_per_s=ar_bw,
         allreduce_latency_s=ar_lat,
         dequant_s_per_token_param=fmt.dequant_s_per_token_param if fmt else 0.0,
@@ -230,6 +213,9 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         moe_layer_overhead_s=moe.layer_overhead_s if moe else 0.0,
         moe_eager_layer_overhead_s=moe.eager_layer_overhead_s if moe else 0.0,
         moe_prefill_layer_overhead_s=moe.prefill_layer_overhead_s if moe else 0.0,
+        moe_touch_fraction=moe.expert_touch_fraction if moe else 1.0,
+        moe_seq_layer_overhead_s=moe.seq_layer_overhead_s if moe else 0.0,
+        hybrid_step_overhead_s=profile.hybrid_step_overhead_s if is_hybrid_swa(model) else 0.0,
         allreduce_custom_max_bytes=ar_max,
         nccl_latency_s=nccl_lat,
         nccl_bandwidth_bytes_per_s=nccl_bw,
@@ -240,58 +226,67 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
     )
 
 
-def allreduce_s(mc: ModelCosts, hw: HwCoeffs, tokens):
+def allreduce_s(mc: ModelCosts, hw: HwCoeffs, tokens, xp=np):
     """All-reduce time of one step: 2 per layer under TP, each latency + 2(n−1)/n × message / bandwidth (a
     ring's bytes per link), vLLM's custom all-reduce for messages up to its limit and NCCL above."""
-    tokens = np.asarray(tokens, dtype=float)
+    if xp is np:
+        tokens = np.asarray(tokens, dtype=float)
     if not mc.allreduces_per_step:
-        return np.zeros_like(tokens)
+        return tokens * 0.0
     n = mc.tensor_parallel
     msg = tokens * mc.allreduce_bytes_per_token
     ring = 2.0 * (n - 1) / n * msg
     custom = hw.allreduce_latency_s + ring / hw.link_bandwidth_bytes_per_s
     nccl = hw.nccl_latency_s + ring / hw.nccl_bandwidth_bytes_per_s
-    one = np.where(msg <= hw.allreduce_custom_max_bytes, custom, nccl)
-    return np.where(tokens > 0, mc.allreduces_per_step * one, 0.0)
+    one = xp.where(msg <= hw.allreduce_custom_max_bytes, custom, nccl)
+    return xp.where(tokens > 0, mc.allreduces_per_step * one, 0.0)
 
 
 # ------------------------------------------------------------------------------- attention sums
 
 
-def attended_decode(mc: ModelCosts, ctx):
+def attended_decode(mc: ModelCosts, ctx, xp=np):
     """Layer-weighted context one decode token attends: full layers × ctx + sliding × min(ctx, W)."""
-    ctx = np.asarray(ctx, dtype=float)
-    return mc.full_layers * ctx + mc.sliding_layers * np.minimum(ctx, mc.window_tokens)
+    if xp is np:
+        ctx = np.asarray(ctx, dtype=float)
+    return mc.full_layers * ctx + mc.sliding_layers * xp.minimum(ctx, mc.window_tokens)
 
 
-def attended_prefill(mc: ModelCosts, start, chunk):
+def attended_prefill(mc: ModelCosts, start, chunk, xp=np):
     """Σ over the ``chunk`` new tokens at positions start+1 … start+chunk of their attended context,
     layer-weighted (causal: token p attends p keys; sliding layers at most W)."""
-    s = np.asarray(start, dtype=float)
-    c = np.asarray(chunk, dtype=float)
-    full = c * s + c * (c + 1) / 2.0
-    if mc.sliding_layers:
-        w = mc.window_tokens
-        # Σ_{p=s+1}^{s+c} min(p, w) = Σ p over p ≤ w, plus w for the rest
-        lo = np.minimum(s, w)
-        hi = np.minimum(s + c, w)
-        below = (hi * (hi + 1) - lo * (lo + 1)) / 2.0
-        above = (s + c - np.maximum(s, w)).clip(min=0) * w
-        slide = below + above
-    else:
-        slide = 0.0
-    return mc.full_layers * full + mc.sliding_layers * slide
+    if xp is np:
+        start, chunk = np.asarray(start, dtype=float), np.asarray(chunk, dtype=float)
+    s, c = start, chunk
+    full = mc.full_layers * (c * s + c * (c + 1) / 2.0)
+    if not mc.sliding_layers:
+        return full
+    w = mc.window_tokens
+    # Σ_{p=s+1}^{s+c} min(p, w) = Σ p over p ≤ w, plus w for the rest
+    lo = xp.minimum(s, w)
+    hi = xp.minimum(s + c, w)
+    below = (hi * (hi + 1) - lo * (lo + 1)) / 2.0
+    above = xp.maximum(s + c - xp.maximum(s, w), 0.0) * w
+    return full + mc.sliding_layers * (below + above)
 
 
-def experts_touched(num_experts, k, tokens):
-    """Expected distinct experts a batch of ``tokens`` routes to: E·(1 − (1 − k/E)^T)."""
-    tokens = np.asarray(tokens, dtype=float)
-    if not num_experts:
-        return np.zeros_like(tokens)
-    return num_experts * (1.0 - (1.0 - k / num_experts) ** tokens)
+def prefill_kv_read(mc: ModelCosts, start, xp=np):
+    """Layer-weighted cached tokens a prefill chunk starting at ``start`` reads (its prior context)."""
+    if not mc.sliding_layers:
+        return mc.full_layers * start
+    return mc.full_layers * start + mc.sliding_layers * xp.minimum(start, mc.window_tokens)
 
 
 # ------------------------------------------------------------------------------------ step time
+
+def linear_s(linear_compute_s, linear_memory_s, dequant_s, moe_compute_s, moe_memory_s, maximum=np.maximum):
+    """Dense GEMMs at their roof (max of compute and weight streaming + dequantisation) + fused-MoE GEMMs."""
+    return maximum(linear_compute_s, linear_memory_s + dequant_s) + maximum(moe_compute_s, moe_memory_s)
+
+
+def step_total(linear, attention_compute_s, attention_memory_s, comm_s, overhead_s, maximum=np.maximum):
+    """A step's seconds: the GEMMs (:func:`linear_s`), attention at its roof, communication, overheads."""
+    return linear + maximum(attention_compute_s, attention_memory_s) + comm_s + overhead_s
 
 
 @dataclass(frozen=True)
@@ -312,18 +307,11 @@ class StepTime:
     dequant_s: object = 0.0  # quantised formats' per-token work added to the weight stream (small batches)
 
     @property
-    def linear_s(self):
-        """Dense GEMMs (max of compute and weight streaming + dequantisation) + fused-MoE GEMMs."""
-        return (np.maximum(self.linear_compute_s, np.asarray(self.linear_memory_s) + self.dequant_s)
-                + np.maximum(self.moe_compute_s, self.moe_memory_s))
-
-    @property
-    def attention_s(self):
-        return np.maximum(self.attention_compute_s, self.attention_memory_s)
-
-    @property
     def total_s(self):
-        return self.linear_s + self.attention_s + self.comm_s + self.overhead_s
+        linear = linear_s(self.linear_compute_s, np.asarray(self.linear_memory_s), self.dequant_s,
+                          self.moe_compute_s, self.moe_memory_s, roof_max)
+        return step_total(linear, self.attention_compute_s, self.attention_memory_s, self.comm_s, self.overhead_s,
+                          roof_max)
 
     @property
     def compute_s(self):
@@ -351,6 +339,85 @@ class StepTime:
         return np.asarray(self.flops) / np.maximum(np.asarray(self.bytes), 1.0)
 
 
+#: The parts a step's time is made of (StepTime's numeric fields), summed by name over steps.
+STEP_PARTS: tuple[str, ...] = tuple(f.name for f in fields(StepTime) if f.name != "mode")
+
+
+def token_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, xp=np) -> dict:
+    """The parts of a step that depend on its tokens alone: the GEMMs, the all-reduces and the overheads of a step
+    of ``tokens`` tokens, ``sampled`` of them sampled (``prefill``: the step holds prompt tokens).  Seconds are
+    summed over the pipeline stages; flops and bytes are per stage (:func:`step_parts` adds them up)."""
+    where, maximum = xp.where, xp.maximum
+    active = tokens > 0
+    # dense linear layers (non-expert weights, lm_head)
+    lin_flops = mc.linear_flops_per_token * tokens + mc.lm_head_flops_per_seq * sampled / mc.pipeline_parallel
+    w_bytes = where(active, mc.dense_weight_bytes, 0.0)
+    eff = hw.matmul_efficiency_max * tokens / (tokens + hw.matmul_half_tokens + 1e-30)
+    lin_c = lin_flops / (hw.linear_peak_flops_per_s * maximum(eff, 1e-9))
+    lin_m = w_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.weight_bandwidth_efficiency)
+    dequant = hw.dequant_s_per_token_param * tokens * mc.quantized_params_per_token
+    # routed experts (fused MoE): the experts the step's tokens touch are read once each
+    if mc.num_experts:
+        touched = experts_touched(mc.num_experts, mc.experts_per_token, tokens, hw.moe_touch_fraction)
+        moe_bytes = where(active, mc.num_moe_layers * touched * mc.expert_weight_bytes, 0.0)
+        moe_flops = mc.moe_flops_per_token * tokens
+        moe_eff = hw.moe_matmul_efficiency_max * tokens / (tokens + hw.moe_matmul_half_tokens + 1e-30)
+        moe_c = moe_flops / (hw.linear_peak_flops_per_s * maximum(moe_eff, 1e-9))
+        moe_m = moe_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.moe_weight_bandwidth_efficiency)
+    else:
+        moe_bytes = moe_flops = moe_c = moe_m = tokens * 0.0
+    comm = allreduce_s(mc, hw, tokens, xp)
+    eager = tokens > mc.cudagraph_max_tokens
+    overhead = where(
+        active,
+        hw.step_overhead_s + hw.hybrid_step_overhead_s
+        + (hw.per_seq_overhead_s + mc.num_layers * hw.moe_seq_layer_overhead_s) * sampled
+        + hw.per_token_overhead_s * tokens
+        + mc.num_layers * where(eager, hw.eager_layer_overhead_s, where(prefill, hw.prefill_layer_overhead_s, 0.0))
+        + mc.num_layers * where((tokens > hw.shape_tokens_lo) & (tokens < hw.shape_tokens_hi),
+                                hw.shape_extra_s_per_layer, 0.0)
+        + mc.num_moe_layers * (hw.moe_layer_overhead_s + where(
+            eager, hw.moe_eager_layer_overhead_s, where(prefill, hw.moe_prefill_layer_overhead_s, 0.0))),
+        0.0,
+    )
+    if mc.pipeline_parallel > 1:  # a token crosses every stage in turn: stage times add up
+        k = mc.pipeline_parallel
+        lin_c, lin_m, comm, moe_c, moe_m, dequant = lin_c * k, lin_m * k, comm * k, moe_c * k, moe_m * k, dequant * k
+    return dict(linear_compute_s=lin_c, linear_memory_s=lin_m, comm_s=comm, overhead_s=overhead, moe_compute_s=moe_c,
+                moe_memory_s=moe_m, dequant_s=dequant, flops=lin_flops + moe_flops, bytes=w_bytes + moe_bytes)
+
+
+def attention_parts(mc: ModelCosts, hw: HwCoeffs, tokens, prefill_attended, decode_attended, kv_read_tokens):
+    """(compute s, memory s, flops, bytes) of a step's attention: the attended contexts' FLOPs, and the KV it
+    reads (``kv_read_tokens``, layer-weighted) plus the new tokens' K/V it writes.  Seconds are summed over the
+    pipeline stages, flops and bytes per stage.  Plain arithmetic: numpy arrays and floats alike."""
+    att_flops = mc.attn_flops_per_ctx_prefill * prefill_attended + mc.attn_flops_per_ctx_decode * decode_attended
+    kv_bytes = mc.kv_bytes_per_ctx_layer * (kv_read_tokens + tokens * (mc.full_layers + mc.sliding_layers))
+    att_c = att_flops / (hw.attn_peak_flops_per_s * hw.attention_compute_efficiency)
+    kv_eff = hw.kv_bandwidth_efficiency_fp8 if mc.kv_cache_dtype == "fp8" else hw.kv_bandwidth_efficiency
+    att_m = kv_bytes / (hw.hbm_bandwidth_bytes_per_s * kv_eff)
+    if mc.pipeline_parallel > 1:
+        att_c, att_m = att_c * mc.pipeline_parallel, att_m * mc.pipeline_parallel
+    return att_c, att_m, att_flops, kv_bytes
+
+
+def step_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, prefill_attended, decode_attended,
+               kv_read_tokens, xp=np) -> dict:
+    """The one step formula: a step of ``tokens`` tokens (``sampled`` of them sampled; ``prefill``: it holds
+    prompt tokens) -> its :data:`STEP_PARTS` by name (:func:`token_parts` + :func:`attention_parts`).
+    ``kv_read_tokens`` = layer-weighted context read from the cache (the decoders' attended context + the
+    prefill chunks' prior context).  Runs elementwise on numpy arrays (``xp=np``) and on floats
+    (``xp=SCALAR``)."""
+    parts = token_parts(mc, hw, tokens, sampled, prefill, xp)
+    att_c, att_m, att_flops, kv_bytes = attention_parts(mc, hw, tokens, prefill_attended, decode_attended,
+                                                        kv_read_tokens)
+    flops, nbytes = parts["flops"] + att_flops, parts["bytes"] + kv_bytes
+    if mc.pipeline_parallel > 1:
+        flops, nbytes = flops * mc.pipeline_parallel, nbytes * mc.pipeline_parallel
+    parts.update(attention_compute_s=att_c, attention_memory_s=att_m, flops=flops, bytes=nbytes)
+    return parts
+
+
 def step_time(
     mc: ModelCosts,
     hw: HwCoeffs,
@@ -362,7 +429,8 @@ def step_time(
     decode_attended=0.0,
     sampled_seqs=None,
 ) -> StepTime:
-    """One forward step over ``prefill_tokens`` new prompt tokens and ``decode_seqs`` decoding sequences.
+    """One forward step over ``prefill_tokens`` new prompt tokens and ``decode_seqs`` decoding sequences
+    (:func:`step_parts` on numpy arrays).
 
     ``prefill_attended`` / ``decode_attended`` are the layer-weighted attended contexts
     (:func:`attended_prefill`, :func:`attended_decode`); ``prefill_kv_read_tokens`` the layer-weighted
@@ -373,52 +441,8 @@ def step_time(
     ds = np.asarray(decode_seqs, dtype=float)
     tokens = pt + ds
     sampled = ds + (pt > 0) if sampled_seqs is None else np.asarray(sampled_seqs, dtype=float)
-    active = tokens > 0
-    # dense linear layers (non-expert weights, lm_head)
-    lin_flops = mc.linear_flops_per_token * tokens + mc.lm_head_flops_per_seq * sampled / mc.pipeline_parallel
-    w_bytes = np.where(active, mc.dense_weight_bytes, 0.0)
-    eff = hw.matmul_efficiency_max * tokens / (tokens + hw.matmul_half_tokens + 1e-30)
-    lin_c = lin_flops / (hw.linear_peak_flops_per_s * np.maximum(eff, 1e-9))
-    lin_m = w_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.weight_bandwidth_efficiency)
-    dequant = hw.dequant_s_per_token_param * tokens * mc.quantized_params_per_token
-    # routed experts (fused MoE): the experts the step's tokens touch are read once each
-    if mc.num_experts:
-        touched = experts_touched(mc.num_experts, mc.experts_per_token, tokens)
-        moe_bytes = np.where(active, mc.num_moe_layers * touched * mc.expert_weight_bytes, 0.0)
-        moe_flops = mc.moe_flops_per_token * tokens
-        moe_eff = hw.moe_matmul_efficiency_max * tokens / (tokens + hw.moe_matmul_half_tokens + 1e-30)
-        moe_c = moe_flops / (hw.linear_peak_flops_per_s * np.maximum(moe_eff, 1e-9))
-        moe_m = moe_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.moe_weight_bandwidth_efficiency)
-    else:
-        moe_bytes = moe_flops = moe_c = moe_m = np.zeros_like(tokens)
-    # attention
-    att_flops = mc.attn_flops_per_ctx_prefill * np.asarray(prefill_attended, dtype=float) + (
-        mc.attn_flops_per_ctx_decode * np.asarray(decode_attended, dtype=float)
-    )
-    kv_bytes = mc.kv_bytes_per_ctx_layer * (
-        np.asarray(decode_attended, dtype=float) + np.asarray(prefill_kv_read_tokens, dtype=float)
-        + tokens * (mc.full_layers + mc.sliding_layers)  # writes of the new tokens' K/V
-    )
-    att_c = att_flops / (hw.attn_peak_flops_per_s * hw.attention_compute_efficiency)
-    kv_eff = hw.kv_bandwidth_efficiency_fp8 if mc.kv_cache_dtype == "fp8" else hw.kv_bandwidth_efficiency
-    att_m = kv_bytes / (hw.hbm_bandwidth_bytes_per_s * kv_eff)
-    comm = allreduce_s(mc, hw, tokens)
-    eager = tokens > mc.cudagraph_max_tokens
-    overhead = np.where(
-        active,
-        hw.step_overhead_s + hw.per_seq_overhead_s * sampled + hw.per_token_overhead_s * tokens
-        + mc.num_layers * np.where(eager, hw.eager_layer_overhead_s, np.where(pt > 0, hw.prefill_layer_overhead_s, 0.0))
-        + mc.num_layers * np.where((tokens > hw.shape_tokens_lo) & (tokens < hw.shape_tokens_hi),
-                                   hw.shape_extra_s_per_layer, 0.0)
-        + mc.num_moe_layers * (hw.moe_layer_overhead_s + np.where(
-            eager, hw.moe_eager_layer_overhead_s, np.where(pt > 0, hw.moe_prefill_layer_overhead_s, 0.0))),
-        0.0,
-    )
-    flops = lin_flops + moe_flops + att_flops
-    nbytes = w_bytes + moe_bytes + kv_bytes
-    if mc.pipeline_parallel > 1:  # a token crosses every stage in turn: stage times add up
-        k = mc.pipeline_parallel
-        lin_c, lin_m, att_c, att_m, comm = lin_c * k, lin_m * k, att_c * k, att_m * k, comm * k
-        moe_c, moe_m, dequant = moe_c * k, moe_m * k, dequant * k
-        flops, nbytes = flops * k, nbytes * k
-    return StepTime(lin_c, lin_m, att_c, att_m, comm, overhead, flops, nbytes, hw.mode, moe_c, moe_m, dequant)
+    decode_attended = np.asarray(decode_attended, dtype=float)
+    kv_read = decode_attended + np.asarray(prefill_kv_read_tokens, dtype=float)
+    parts = step_parts(mc, hw, tokens, sampled, pt > 0, np.asarray(prefill_attended, dtype=float), decode_attended,
+                       kv_read, np)
+    return StepTime(mode=hw.mode, **parts)

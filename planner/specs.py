@@ -15,6 +15,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from planner.dtypes import WEIGHT_COMPUTE_DTYPES, ComputeDtype, KvDtype, WeightDtype
+from planner.quoting import refuse_control_characters
 from planner.units import BILLION, GiB
 
 
@@ -22,6 +23,8 @@ class FrozenSpec(BaseModel):
     """Frozen, ``extra="forbid"``, no NaN/inf: the base of every data contract."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    _no_control_characters = field_validator("*")(refuse_control_characters)  # no text field holds one
 
 
 Positive = Annotated[float, Field(gt=0)]
@@ -375,16 +378,14 @@ class Workload(FrozenSpec):
 
 
 def vllm_serve_defaults(gpu: GpuSpec) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) that vLLM 0.26 ``vllm serve`` picks on this GPU: 8,192 tokens
-    and 1,024 sequences on GPUs of >= 70 GiB other than the A100, else 2,048 and 256
-    (vllm/engine/arg_utils.py, get_batch_defaults)."""
+    """(max_num_batched_tokens, max_num_seqs) that vLLM 0.26 ``vllm serve`` picks on this GPU: 8,192 tokens and 1,024
+    sequences on GPUs of >= 70 GiB other than the A100, else 2,048 and 256 (vllm/engine/arg_utils.py)."""
     if gpu.memory_bytes >= 70 * GiB and "a100" not in gpu.id and "a100" not in gpu.name.lower():
         return 8192, 1024
     return 2048, 256
 
 
-#: Tensor-parallel sizes tried when none are asked for.
-DEFAULT_TENSOR_PARALLELS: tuple[int, ...] = (1, 2, 4, 8)
+DEFAULT_TENSOR_PARALLELS: tuple[int, ...] = (1, 2, 4, 8)  #: tensor-parallel sizes tried when none are asked for
 
 
 def tensor_parallel_candidates(model: ModelSpec, gpu: GpuSpec, wanted: Iterable[int] | None = None) -> list[int]:
@@ -404,31 +405,40 @@ class Deployment(FrozenSpec):
     weight_dtype: WeightDtype = "bf16"
     kv_cache_dtype: KvDtype = "bf16"
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = Field(
-        0.92, description="fraction of total GPU memory vLLM may use (vLLM 0.26 default 0.92)"
-    )
+        0.92, description="fraction of total GPU memory vLLM may use (vLLM 0.26 default 0.92)")
     max_num_batched_tokens: PositiveInt = Field(
-        8192, description="chunked-prefill token budget per step (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)"
-    )
+        8192, description="chunked-prefill token budget per step (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)")
     max_num_seqs: PositiveInt = Field(
         1024, description="sequences scheduled at once (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)")
     block_size_tokens: PositiveInt = Field(16, description="paged KV block size")
 
     @classmethod
     def for_gpu(cls, gpu: GpuSpec, **fields) -> Deployment:
-        """A deployment on ``gpu``: the scheduler limits not in ``fields`` take vLLM 0.26 serve's defaults
-        for that GPU (:func:`vllm_serve_defaults`).  Built without a GPU, a Deployment keeps 8,192 / 1,024."""
+        """The one way to build a deployment: on ``gpu``, the scheduler limits not in ``fields`` take vLLM 0.26
+        serve's defaults for that GPU (:func:`vllm_serve_defaults`), other settings :meth:`default`."""
         if "gpu_id" in fields:
             raise TypeError("Deployment.for_gpu: the GPU gives gpu_id")
         tokens, seqs = vllm_serve_defaults(gpu)
         return cls(gpu_id=gpu.id, **{"max_num_batched_tokens": tokens, "max_num_seqs": seqs, **fields})
 
+    @classmethod
+    def default(cls, setting: str):
+        """The one default of an engine setting (``gpu_memory_utilization`` 0.92, ``block_size_tokens`` 16, …):
+        the CLI, the dashboard, calibration and replay read it here, as vLLM's EngineArgs reads CacheConfig's."""
+        return cls.model_fields[setting].default
+
+    def replace(self, **changes) -> Deployment:
+        """This deployment with ``changes``, validated again (``model_copy(update=...)`` would not check them)."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
     @model_validator(mode="after")
     def _parallel_fits(self) -> Deployment:
         if self.tensor_parallel * self.pipeline_parallel > self.num_gpus:
-            raise ValueError(
-                f"tensor_parallel × pipeline_parallel = {self.tensor_parallel * self.pipeline_parallel} "
-                f"exceeds num_gpus = {self.num_gpus}"
-            )
+            raise ValueError(f"tensor_parallel × pipeline_parallel = {self.tensor_parallel * self.pipeline_parallel} "
+                             f"exceeds num_gpus = {self.num_gpus}")
+        if n := self.num_gpus % (per := self.gpus_per_replica):  # 3 GPUs of TP 2 were priced as 2 ("3 ×" title)
+            raise ValueError(f"num_gpus = {self.num_gpus} is not a whole number of replicas of tensor_parallel × "
+                             f"pipeline_parallel = {per} GPUs; give {self.num_gpus - n} or {self.num_gpus - n + per}")
         return self
 
     @property

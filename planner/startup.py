@@ -18,9 +18,9 @@ beyond the model's limit) or ``memory`` (the weights, one request's KV or the CU
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from planner.memory import memory_budget, request_kv_bytes_per_gpu
+from planner.memory import MemoryBudget, memory_budget, request_kv_bytes_per_gpu
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.specs import Deployment, GpuSpec, ModelSpec
 from planner.units import GiB, fmt_gib
@@ -52,6 +52,7 @@ class StartupCheck:
     kv_capacity_tokens: int
     max_model_len: int
     headroom_bytes: float
+    budget: MemoryBudget | None = field(default=None, repr=False, compare=False)  # what the pool came from
 
     @property
     def ok(self) -> bool:
@@ -62,11 +63,13 @@ class StartupCheck:
 
 
 def startup_check(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, max_model_len: int,
-                  profile: CalibrationProfile = IDEAL_PROFILE, *, kv_capacity_tokens: int | None = None
-                  ) -> StartupCheck:
+                  profile: CalibrationProfile = IDEAL_PROFILE, *, kv_capacity_tokens: int | None = None,
+                  budget: MemoryBudget | None = None) -> StartupCheck:
     """Every reason vLLM 0.26 would refuse or fail to start ``deployment`` serving ``max_model_len``.
     ``kv_capacity_tokens``: the KV pool in tokens when it is known (a measured engine's, ``--kv-capacity-tokens``)
-    instead of the memory model's; then one request of ``max_model_len`` must fit in it."""
+    instead of the memory model's; then one request of ``max_model_len`` must fit in it.  ``budget``: the
+    deployment's :func:`~planner.memory.memory_budget` when the caller has it (computed here otherwise); the
+    check keeps it (``StartupCheck.budget``) for the caller to pass on, so one command derives it once."""
     problems: list[StartupProblem] = []
     tp, pp = deployment.tensor_parallel, deployment.pipeline_parallel
     a = model.attention
@@ -90,14 +93,15 @@ def startup_check(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, max_mo
         problems.append(StartupProblem("max_num_batched_tokens", (
             f"{deployment.max_num_batched_tokens:,} is below max_num_seqs {deployment.max_num_seqs:,} "
             f"(vLLM requires max_num_batched_tokens >= max_num_seqs)")))
-    budget = memory_budget(model, gpu, deployment, profile)
-    if kv_capacity_tokens is not None:
+    if budget is None:
+        budget = memory_budget(model, gpu, deployment, profile)
+    if not budget.fits:  # a KV pool given in tokens does not make the weights fit
+        problems.append(StartupProblem("gpu_memory_utilization", budget.explain(), "memory"))
+    elif kv_capacity_tokens is not None:
         if max_model_len > kv_capacity_tokens:
             problems.append(StartupProblem("max_model_len", (
                 f"one request of {max_model_len:,} tokens does not fit in the KV pool of {kv_capacity_tokens:,} "
                 f"tokens (vLLM refuses to start)"), "memory"))
-    elif not budget.fits:
-        problems.append(StartupProblem("gpu_memory_utilization", budget.explain(), "memory"))
     elif max_model_len > 0 and request_kv_bytes_per_gpu(model, deployment, max_model_len) > budget.kv_pool_bytes:
         need = request_kv_bytes_per_gpu(model, deployment, max_model_len)
         problems.append(StartupProblem("max_model_len", (
@@ -110,4 +114,4 @@ def startup_check(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, max_mo
             f"{deployment.gpu_memory_utilization:.3g} leaves {fmt_gib(headroom)} above the KV pool; CUDA-graph "
             f"capture and NCCL buffers need about {fmt_gib(need_headroom)} (lower it)"), "memory"))
     return StartupCheck(tuple(problems), budget.kv_pool_bytes, budget.kv_capacity_tokens, int(max_model_len),
-                        headroom)
+                        headroom, budget)

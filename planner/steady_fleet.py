@@ -236,6 +236,6 @@ def plan_for_demand(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, work
             if done or not report.batch_size:
                 break
     if size_deployment and report.batch_size and report.fleet.num_gpus > deployment.num_gpus:
-        bigger = Deployment(**{**deployment.model_dump(), "num_gpus": report.fleet.num_gpus})
+        bigger = deployment.replace(num_gpus=report.fleet.num_gpus)
         report = planning.plan(model, gpu, bigger, report.workload, profile)
     return report, fleet_answer(report, users=users, think_time_s=think_time_s)

@@ -9,6 +9,9 @@ nvidia-smi print) are never mixed silently: each formatter says which one it sho
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
+
+import numpy as np
 
 KB = 1e3
 MB = 1e6
@@ -30,6 +33,43 @@ US = 1e-6
 MILLION = 1e6
 BILLION = 1e9  # counts (parameters), not bytes
 SECONDS_PER_HOUR = 3600.0
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceil-division of integers, ⌈a / b⌉ (vLLM's ``cdiv``): the blocks ``a`` tokens take in blocks of ``b``."""
+    return -(a // -b)
+
+
+class ScalarMath:
+    """numpy's ``maximum``/``minimum``/``where`` for Python floats, so one formula can run on numpy arrays
+    (``xp=np``) and on floats (``xp=SCALAR``, where a numpy ufunc on a scalar would cost ~1 µs)."""
+
+    maximum = staticmethod(max)
+    minimum = staticmethod(min)
+
+    @staticmethod
+    def where(cond, a, b):
+        return a if cond else b
+
+
+SCALAR = ScalarMath()
+
+
+#: p of the smooth roof max that the calibration fit sets (calibration.solve.smooth_roofs); 0: the hard max.
+ROOF_P: ContextVar[float] = ContextVar("roof_p", default=0.0)
+
+
+def roof_max(a, b):
+    """max(compute, memory) of a kernel family; while the calibration fit sets ROOF_P = p, the p-norm
+    (a^p + b^p)^(1/p) instead: smooth (no kink where a point changes roof), scale-free, ≤ 2^(1/p) × max (at
+    a = b), -> max as p -> ∞.  E.g. p = 64: a = 1, b = 0.5 -> 1 + 8.5e-22; a = b = 1 -> 2^(1/64) = 1.0109."""
+    p = ROOF_P.get()
+    if not p:
+        return np.maximum(a, b)
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    m = np.maximum(a, b)
+    unit = np.where(m > 0, m, 1.0)
+    return m * (np.clip(a / unit, 0.0, 1.0) ** p + np.clip(b / unit, 0.0, 1.0) ** p) ** (1.0 / p)
 
 
 def _finite(x: float) -> bool:

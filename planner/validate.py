@@ -8,7 +8,7 @@ empty = default):
     engine_version, source
 
 An empty max_num_batched_tokens takes vLLM serve's default for the GPU (8,192 on GPUs of >= 70 GiB other
-than the A100, else 2,048); gpu_memory_utilization defaults to 0.92.
+than the A100, else 2,048); gpu_memory_utilization defaults to vLLM's (Deployment.default).
 
 Metrics, as measured:
 - ``prefill_s``: wall time of batch_size requests of prompt_tokens, submitted together to an idle
@@ -37,6 +37,7 @@ from planner.io.files import csv_rows, read_text
 from planner.memory import memory_budget
 from planner.phases import decode_step_costs, mixed_step_time, prefill_time_costs
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.quoting import csv_cell
 from planner.roofline import hw_coeffs, model_costs
 from planner.specs import Deployment, ModelSpec
 from planner.startup import startup_check
@@ -84,15 +85,39 @@ def predict(m: Measurement, profile: CalibrationProfile = IDEAL_PROFILE) -> floa
         return float(memory_budget(m.model, gpu, d, profile).kv_capacity_tokens)
     if m.metric == "weights_bytes":
         return float(memory_budget(m.model, gpu, d, profile).weight_bytes * d.gpus_per_replica)
-    mc = model_costs(m.model, d)
-    hw = hw_coeffs(gpu, d.weight_dtype, profile, m.model)
-    if m.metric == "prefill_s":
-        return float(prefill_time_costs(mc, hw, m.prompt_tokens, m.batch_size, d.max_num_batched_tokens).time_s)
-    if m.metric == "decode_step_s":
-        return float(decode_step_costs(mc, hw, m.batch_size, m.prompt_tokens + m.output_tokens / 2.0).time_s)
-    if m.metric == "mixed_step_s":
-        return float(mixed_step_time(mc, hw, m.batch_size, m.prompt_tokens, m.chunk_tokens).total_s)
-    raise SpecError(f"metric: unknown metric '{m.metric}'; known: {', '.join(METRICS)}")
+    if m.metric not in METRICS:
+        raise SpecError(f"metric: unknown metric '{m.metric}'; known: {', '.join(METRICS)}")
+    return float(_latency(m.model, d, profile, m.metric, m.batch_size, m.prompt_tokens, m.output_tokens,
+                          m.chunk_tokens))
+
+
+def _latency(model: ModelSpec, d: Deployment, profile: CalibrationProfile, metric: str, batch, prompt, output, chunk):
+    """A latency metric of ``model`` under ``d``, elementwise over arrays of batch/prompt/output/chunk tokens."""
+    mc = model_costs(model, d)
+    hw = hw_coeffs(catalog.gpu(d.gpu_id), d.weight_dtype, profile, model)
+    if metric == "prefill_s":
+        return prefill_time_costs(mc, hw, prompt, batch, d.max_num_batched_tokens).time_s
+    if metric == "decode_step_s":
+        return decode_step_costs(mc, hw, batch, np.asarray(prompt) + np.asarray(output) / 2.0).time_s
+    return mixed_step_time(mc, hw, batch, prompt, chunk).total_s
+
+
+def predict_many(points: list[Measurement], profile: CalibrationProfile = IDEAL_PROFILE) -> np.ndarray:
+    """:func:`predict` of every point (equal to it up to rounding), the latency points of one model,
+    deployment and metric in one array call (the calibration fit predicts its points thousands of times)."""
+    out = np.empty(len(points))
+    groups: dict[tuple, list[int]] = {}
+    for i, m in enumerate(points):
+        if m.metric in METRICS[:3]:
+            groups.setdefault((m.model.id, m.deployment, m.metric), []).append(i)
+        else:
+            out[i] = predict(m, profile)
+    for (_, d, metric), idx in groups.items():
+        pts = [points[i] for i in idx]
+        cols = [np.array([getattr(p, k) for p in pts], dtype=float)
+                for k in ("batch_size", "prompt_tokens", "output_tokens", "chunk_tokens")]
+        out[idx] = _latency(pts[0].model, d, profile, metric, *cols)
+    return out
 
 
 def error_pct(predicted: float, measured: float) -> float:
@@ -136,6 +161,10 @@ def _num(row: dict, key: str, cast, default, line: int):
     return cast(x)
 
 
+#: The shortest time a measurement may hold: 100 ns, below any GPU kernel launch (about 2-5 µs).
+MIN_MEASURED_S = 1e-7
+
+
 def measurement_from_row(row: dict, line: int = 0) -> Measurement:
     """Parse one CSV row (a dict of strings); SpecError names the line and the column."""
     row = {k: v for k, v in row.items() if isinstance(k, str)}  # cells beyond the header: csv's None key
@@ -155,7 +184,8 @@ def measurement_from_row(row: dict, line: int = 0) -> Measurement:
         dep = Deployment.for_gpu(
             gpu, num_gpus=_num(row, "num_gpus", int, tp, line), tensor_parallel=tp,
             weight_dtype=(row.get("weight_dtype") or "").strip() or "bf16", kv_cache_dtype=kv,
-            gpu_memory_utilization=_num(row, "gpu_memory_utilization", float, 0.92, line),
+            gpu_memory_utilization=_num(row, "gpu_memory_utilization", float,
+                                        Deployment.default("gpu_memory_utilization"), line),
             **({"max_num_batched_tokens": mnbt}
                if (mnbt := _num(row, "max_num_batched_tokens", int, None, line)) else {}),
         )
@@ -166,8 +196,11 @@ def measurement_from_row(row: dict, line: int = 0) -> Measurement:
             raise SpecError(catalog.format_validation_error(err, f"line {line}")) from None
         raise
     measured = _num(row, "measured", float, None, line)
-    if not measured:
+    if not measured or measured < 0:
         raise SpecError(f"line {line}: measured: must be a number > 0")
+    floor, unit = (MIN_MEASURED_S, "s") if metric.endswith("_s") else (1.0, "tokens or bytes")
+    if measured < floor:  # 1e-320 s would make every error percentage infinite
+        raise SpecError(f"line {line}: measured: {measured:.3g} is below {floor:g} {unit}; no real {metric} is")
     b = _num(row, "batch_size", int, 1, line)
     p = _num(row, "prompt_tokens", int, 0, line)
     o = _num(row, "output_tokens", int, 0, line)
@@ -209,7 +242,7 @@ def write_measurements(rows: list[dict], path: str | Path) -> None:
         w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
         w.writeheader()
         for r in rows:
-            w.writerow(r)
+            w.writerow({k: csv_cell(v) for k, v in r.items()})
 
 
 ProfileChooser = Callable[[Measurement], CalibrationProfile]

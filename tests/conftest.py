@@ -109,3 +109,18 @@ def mistral():
     from serving_helpers import mistral_cost
 
     return mistral_cost()
+
+
+@pytest.fixture(scope="session")
+def fitted():
+    """(profile, points, serving points) of one refit of the committed raw records (calibration/refit.py's
+    inputs), shared by the calibration tests of a worker."""
+    from calibration.family_fit import fit_new_families, load_points
+    from calibration.fit import fit_profile
+    from calibration.refit import inputs
+
+    records, points, extra = inputs()
+    prof, points = fit_profile(records, points=points, extra_validation=extra)
+    # issue #21's families on top, as calibration/refit.py does (their points: calibration.family_fit.load_points)
+    return fit_new_families(prof, load_points()), points, extra
+

@@ -426,14 +426,23 @@ def test_tensor_parallel_larger_than_gpu_count_uses_one_replica(app):
     assert "8 × NVIDIA H200" in " ".join(c.value for c in app.caption)
 
 
-def test_tp16_latency_view_draws_every_chart():
-    """#13 defect 1: /?gpus=16&tp=16&view=Latency showed "Cannot cast array data from dtype('O')…".  Under the
-    one start-up rule (issue #10) TP beyond a node is a layout vLLM refuses: the page says so, as the CLI does
-    (`planner size --gpus 16 --tp 16` exits 1), instead of drawing a plan that would not start."""
+def test_tp16_is_not_offered_and_a_url_asking_for_it_is_told():
+    """#13 defect 1 (/?gpus=16&tp=16&view=Latency crashed) and #20 item 9: no catalog GPU's node holds 16 GPUs, so
+    the sidebar offers TP up to 8 only (every TP it offers can start); a shared URL asking for TP 16 is told so and
+    uses TP 1 (16 GPUs = 16 replicas), every chart drawn."""
     at = run(new_app(gpus=16, tp=16), "Latency")
-    assert errors(at) == ["Tensor parallel: TP 16 spans more GPUs than one h200-sxm node has (8); keep TP inside a "
-                          "node and split across nodes with pipeline parallelism."]
-    assert not figure_titles(at) and not warnings(at)
+    assert at.selectbox(key="tp").options == ["1", "2", "4", "8"]
+    assert "URL parameter tp=16: tensor parallel '16' is not one of 1, 2, 4, 8; using 1" in warnings(at)
+    assert not errors(at) and at.session_state["tp"] == 1 and len(figure_titles(at)) >= 3
+
+
+def test_gpu_count_is_whole_replicas(app):
+    """#20 item 9: 3 GPUs at TP 2 were priced as 2 under a '3 ×' title; the sidebar uses 4 and says so."""
+    app.number_input(key="gpus").set_value(3.0)
+    app.selectbox(key="tp").set_value(2)
+    run(app)
+    assert "GPUs: 3 is not a whole number of TP 2 replicas; using 4" in warnings(app)
+    assert "4 × NVIDIA H200" in " ".join(c.value for c in app.caption)
 
 
 def test_impossible_tpot_target_is_explained(app):
@@ -463,7 +472,7 @@ def test_hostile_url_values_are_replaced_and_said():
     for fragment in ("URL parameter gpu=no-such-gpu: gpu 'no-such-gpu' is not one of the 11 in the catalog",
                      "using h200-sxm",
                      "URL parameter util=7: gpu_memory_utilization must lie in 0.10–1.00; using 0.92",
-                     "URL parameter tp=3: tensor parallel '3' is not one of 1, 2, 4, 8, 16; using 1",
+                     "URL parameter tp=3: tensor parallel '3' is not one of 1, 2, 4, 8; using 1",
                      "URL parameter model=../../etc/passwd: model",
                      "URL parameter view=Nope: view 'Nope' is not one of",
                      "Context length: -5 tokens is below the minimum 2 tokens; using 2 tokens",
@@ -499,6 +508,36 @@ def test_pinned_scenarios_compare_side_by_side_and_travel_in_the_url(app):
     at = run(at)
     again = next(d for d in nodes(at, "dataframe") if "quantity" in d.value.columns).value
     assert list(again.columns)[2:] == list(table.columns)[2:]
+
+
+def test_one_bad_pin_does_not_break_the_compare_view():
+    """#20 item 9: a pin whose model left the catalog, or whose layout vLLM refuses, is named with its reason;
+    the good pin is still compared beside the scenario."""
+    from planner.dashboard import compare
+    from planner.dashboard.scenario import Scenario
+
+    good = Scenario("mistral-7b-v0.3", "h200-sxm", 1, 1, "bf16", "bf16", 0.92, 2048, 256, 8, 0.5, 0.05, 0.0, True)
+    gone = good._replace(model_key="no-such-model")
+    bad_tp = good._replace(num_gpus=3, tensor_parallel=3)
+    at = new_app(view="Compare")
+    at.query_params["pin"] = [compare.encode(x) for x in (gone, good, bad_tp)]
+    at = run(at)
+    table = next(d for d in nodes(at, "dataframe") if "quantity" in d.value.columns).value
+    assert list(table.columns)[:2] == ["quantity", "now"] and len(table.columns) == 3  # now + the good pin
+    text = warnings(at)
+    assert "Pin 1. no-such-model" in text and "model: unknown id 'no-such-model'" in text
+    assert "Pin 3." in text and "TP 3 does not divide" in text
+
+
+def test_price_beyond_the_planners_range_names_the_input(app):
+    """#20 item 9: a price above 1,000 $/h was 'cannot be planned' naming nothing: the input is named."""
+    app.number_input(key="price").set_value(5000.0)
+    run(app)
+    assert "Price override: 5,000 $/GPU-hour is above the limit 1,000 $/GPU-hour; using 1,000" in warnings(app)
+    assert not errors(app)
+    app.number_input(key="price").set_value(0.001)
+    run(app)
+    assert errors(app) and "Price override must be 0 (the catalog's price) or 0.01–1,000 $ per GPU-hour" in errors(app)[0]
 
 
 def test_deploy_view_shows_the_command_with_its_predictions_and_files():

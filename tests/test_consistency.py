@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from planner.io import catalog
 from planner.dashboard import headline, views
-from planner.choose import question_command
+from planner.dashboard.choose import question_command
 from planner.cli.app import app
 from planner.ranking import config_key
 from planner.dashboard.scenario import Scenario, scenario_gpu, scenario_profile
@@ -63,7 +63,7 @@ def cost_view_cheapest(sc: Scenario) -> tuple:
 
 
 def question_flags(sc: Scenario) -> list[str]:
-    """The flags of planner.choose.question_command (what the dashboard can show beside its Cost view)."""
+    """The flags of planner.dashboard.choose.question_command (what the dashboard can show beside its Cost view)."""
     cmd = question_command("sweep", sc.model_key, prompt_tokens=sc.prompt_tokens, output_tokens=sc.output_tokens,
                            ttft_slo_s=sc.ttft_slo_s, tpot_slo_s=sc.tpot_slo_s, users=sc.target_users,
                            weight_dtype=sc.weight_dtype, kv_dtype=sc.kv_cache_dtype, calibrated=sc.calibrated)

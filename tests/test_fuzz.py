@@ -35,6 +35,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from fleet_helpers import fleet_plan_report
+
 from planner.io import catalog
 from planner.cli.app import app
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
@@ -587,3 +589,160 @@ def test_fuzz_calibration_records(seed, mutations):
     n_probe_points = sum(p.metric in ("prefill_s", "decode_step_s", "mixed_step_s") for p in points)
     n_probe_excluded = sum(int(x.split(":")[1]) in probe_lines for x in excluded)
     assert n_probe_points + n_probe_excluded == len(probe_lines)  # each probe: a point or a named exclusion
+
+
+# --------------------------------------------------- names and strings that reach generated files (issue #20)
+
+#: What a hostile config.json, catalog YAML or flag puts in a name: line breaks (LF, CR, NEL, U+2028), quotes,
+#: command substitution, backticks, a spreadsheet formula, HTML, shell and Markdown punctuation.
+NAME_FRAGMENTS = ["\n", "\r", "\x85", "\u2028", "\t", "'", '"', "$(touch PWNED)", "`touch PWNED`", "; touch PWNED",
+                  "&& touch PWNED", "| tee PWNED", "=HYPERLINK(\"http://x\")", "+1", "-1", "@SUM(A1)", "<script>",
+                  "</script>", "<img src=x onerror=alert(1)>", "```", "|", "#", "---", "{{ x }}", "\\", "*", "x"]
+hostile_names = st.lists(st.one_of(st.sampled_from(NAME_FRAGMENTS), st.text(max_size=4)), min_size=1,
+                         max_size=6).map("".join)
+
+
+def _outside_fences(text: str) -> list[str]:
+    """The lines outside fenced code blocks, as CommonMark reads them: a fence opens with 3+ backticks (and an
+    info string) and closes only on a line of at least as many backticks and nothing else."""
+    out, fence = [], ""
+    for line in re.split(r"\r\n|\r|\n", text):  # CommonMark's line endings
+        m = re.match(r"(`{3,})", line)
+        if not fence and m:
+            fence = m.group(1)
+        elif fence and re.fullmatch(rf"{fence}`* *", line):
+            fence = ""
+        elif not fence:
+            out.append(line)
+    assert not fence, "an unclosed code fence"
+    return out
+
+
+@settings(max_examples=max(6, EXAMPLES // 3), **SETTINGS)
+@given(hostile_names, hostile_names, hostile_names)
+def test_fuzz_names_reach_generated_files_only_quoted(name, repo, gpu_name):
+    """A hostile model name, repository and GPU name (put on the specs past the loader, which would refuse the
+    control characters): serve.sh parses with ``sh -n`` and, run with a stand-in ``vllm``, creates no file and
+    passes the repository as one argument; every line before the command is a comment; every YAML file parses
+    and holds the repository as data; README.md and plan.md hold no raw HTML; no plan.csv text cell starts
+    with a formula character."""
+    import csv as csv_mod
+    import io
+    import subprocess
+
+    import yaml
+
+    from planner.deploy import deployment_bundle
+    from planner.profile import IDEAL_PROFILE
+    from planner.quoting import FORMULA_PREFIXES
+    from planner.specs import Deployment, Workload
+
+    m = catalog.model("llama-3.1-8b").model_copy(update={"name": name, "hf_repo": repo.strip() or "r"})
+    g = catalog.gpu("h200-sxm").model_copy(update={"name": gpu_name})
+    wl = Workload(prompt_tokens=1024, output_tokens=128, request_rate_per_s=2.0)
+    if m.hf_repo.startswith("-"):  # vllm serve would take it for an option: refused, naming the field
+        with pytest.raises(ValueError, match="^hf_repo: .* starts with '-'"):
+            deployment_bundle(m, g, Deployment.for_gpu(g), wl)
+        return
+    b = deployment_bundle(m, g, Deployment.for_gpu(g), wl)
+    d = Path(tempfile.mkdtemp(prefix="fuzz-names-"))
+    try:
+        (d / "serve.sh").write_text(b.files["serve.sh"])
+        subprocess.run(["sh", "-n", "serve.sh"], cwd=d, check=True, timeout=30)
+        head = b.files["serve.sh"].partition("\nvllm serve ")[0].splitlines()
+        assert head[0] == "#!/bin/sh" and all(x.startswith("#") for x in head), head
+        stub = 'vllm() { for a in "$@"; do printf "%s\\0" "$a"; done > argv.bin; }; . ./serve.sh'
+        subprocess.run(["sh", "-c", stub], cwd=d, check=True, timeout=30)
+        assert sorted(p.name for p in d.iterdir()) == ["argv.bin", "serve.sh"]
+        assert (d / "argv.bin").read_bytes().decode().split("\0")[:-1] == list(b.serve.argv[1:])
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    for fname, text in b.files.items():
+        if fname.endswith(".yaml"):
+            assert all(x.startswith("#") for x in text.splitlines()[:2]), fname
+            docs = [x for x in yaml.safe_load_all(text) if x]
+            assert docs, fname
+    dep = next(yaml.safe_load_all(b.files["k8s-deployment.yaml"]))
+    assert dep["spec"]["template"]["spec"]["containers"][0]["args"][0] == m.hf_repo
+    assert yaml.safe_load(b.files["helm-values-production-stack.yaml"])["servingEngineSpec"]["modelSpec"][0][
+        "modelURL"] == m.hf_repo
+    assert json.loads(b.files["predictions.json"])["serve_argv"][2] == m.hf_repo
+    raw_html = re.compile(r"<(script|/script|img|b)\b", re.I)
+    assert not any(raw_html.search(x) for x in _outside_fences(b.files["README.md"]))
+    pr = fleet_plan_report(m, g, wl, IDEAL_PROFILE)
+    assert not any(raw_html.search(x) for x in _outside_fences(pr.markdown()))
+    for row in csv_mod.reader(io.StringIO(pr.csv_text())):
+        for cell in row:
+            if cell.startswith(FORMULA_PREFIXES):
+                float(cell)  # only a number may start with '-' or '+'
+
+
+@settings(max_examples=max(8, EXAMPLES), **SETTINGS)
+@given(hostile_names, st.sampled_from(["_name_or_path", "--name", "--hf-repo"]))
+def test_fuzz_import_hf_names(name, where):
+    """import-hf with a hostile ``_name_or_path``, ``--name`` or ``--hf-repo``: a name with a control or line-
+    separator character is refused naming where it came from; any other is written as YAML data that reads back
+    as exactly that string."""
+    import yaml
+
+    from planner.quoting import control_char_problem
+
+    d = Path(tempfile.mkdtemp(prefix="fuzz-import-"))
+    try:
+        cfg = {**HF_CONFIG, "_name_or_path": name if where == "_name_or_path" else "org/m"}
+        (d / "config.json").write_text(json.dumps(cfg))
+        argv = ["import-hf", str(d / "config.json"), "--id", "m"] + ([where, name] if where != "_name_or_path" else [])
+        r = runner.invoke(app, argv)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    err = r.stderr.strip()
+    if "\x00" in name and where != "_name_or_path":
+        return  # an argv cannot hold NUL: click's runner passes it, a shell never would
+    if control_char_problem(name):
+        assert r.exit_code == 2 and err.count("\n") == 0, (name, r.output)
+        assert err.startswith(f"error: config.json: '_name_or_path' contains" if where == "_name_or_path"
+                              else f"error: {where}: contains"), err
+        return
+    if r.exit_code == 2:  # e.g. an --hf-repo the spec refuses for another reason: named, one line
+        assert err.count("\n") == 0 and err.startswith("error: "), err
+        return
+    assert r.exit_code == 0, r.output
+    d = yaml.safe_load(r.stdout)
+    if where == "--name":
+        assert d["name"] == name
+    elif where == "--hf-repo":
+        assert d["hf_repo"] == name
+
+
+@settings(max_examples=max(2, EXAMPLES // 12), **SETTINGS)
+@given(st.integers(2, 3), st.lists(st.floats(0, 0.5), min_size=3, max_size=3))
+def test_fuzz_concurrent_calibrate_writers(writers, delays):
+    """2-3 ``calibrate --resume`` processes on one --out, started at random moments (stand-in engine): each
+    either finishes or is refused at once naming the lock's holder, and every probe point is measured once."""
+    import subprocess
+    import sys
+    import time
+
+    from calibration.records import probe_key, read_records
+    from test_calibrate_out import CHILD
+
+    d = Path(tempfile.mkdtemp(prefix="fuzz-cal-"))
+    try:
+        (d / "child.py").write_text(CHILD)
+        env = dict(os.environ, TMPDIR=str(d), PYTHONPATH=os.pathsep.join([str(ROOT / "tests" / "fake_vllm"),
+                                                                           str(ROOT)]))
+        procs = []
+        for k in range(writers):
+            time.sleep(delays[k])
+            procs.append(subprocess.Popen([sys.executable, str(d / "child.py"), str(d / "out"), "2026-12-01",
+                                           "--resume"], cwd=d, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+        results = [(p.wait(timeout=300), p.stdout.read()) for p in procs]
+        assert any(rc == 0 for rc, _ in results), results
+        assert all(rc == 0 or (rc == 2 and "another planner calibrate (pid " in text) for rc, text in results)
+        keys = [probe_key(r) for f in (d / "out").glob("*.jsonl") for r in read_records(f)
+                if r.get("type") == "probe" and r.get("status") == "ok"]
+        assert len(keys) == 18 == len(set(keys))
+        assert not list(d.glob("planner-cal-*"))  # the children's temp folders are gone
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

@@ -8,7 +8,8 @@ from conftest import deepseek_v3, gpt_oss_120b, make_deployment, make_gpu, mistr
 
 from planner.phases import decode_step_costs, decode_step_time, prefill_time
 from planner.profile import CalibrationProfile
-from planner.roofline import experts_touched, hw_coeffs, model_costs
+from planner.kernel_families import experts_touched
+from planner.roofline import hw_coeffs, model_costs
 from planner.specs import count_params
 
 BW = 3.35e12
@@ -142,3 +143,18 @@ def test_a_prefill_keeps_every_part_of_its_steps():
         st = step_time(mc, hw, prefill_tokens=4096, prefill_attended=attended_prefill(mc, 0.0, 4096), sampled_seqs=1.0)
         ph = prefill_time_costs(mc, hw, 4096, 1, 16384)
         assert ph.time_s == pytest.approx(float(st.total_s) + hw.request_overhead_s, rel=1e-12)
+
+
+def test_sum_steps_adds_every_part_by_name():
+    """phases.sum_steps adds each of roofline.STEP_PARTS (a part added to StepTime is summed too):
+    2 steps like a + 3 like b = 2·a + 3·b for every part, the mode kept."""
+    from planner.phases import sum_steps
+    from planner.roofline import STEP_PARTS, StepTime
+
+    a = StepTime(**{n: float(i + 1) for i, n in enumerate(STEP_PARTS)}, mode="calibrated")
+    b = StepTime(**{n: 10.0 * (i + 1) for i, n in enumerate(STEP_PARTS)}, mode="calibrated")
+    s = sum_steps(a, 2, b, 3)
+    assert s.mode == "calibrated"
+    assert len(STEP_PARTS) == 11
+    for i, n in enumerate(STEP_PARTS):
+        assert float(getattr(s, n)) == 2 * (i + 1) + 3 * 10 * (i + 1), n

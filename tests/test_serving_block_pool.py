@@ -57,3 +57,27 @@ def test_follow_up_turn_of_a_short_turn_still_hits(mistral):
                          parent=[-1, 0])
     res = simulate(reqs, cost, cfg(), debug=True)
     assert res.cached_prompt_tokens.tolist() == [0, 32]
+
+
+def test_pool_admit_and_blocks_for_hide_the_block_counters():
+    """BlockPool.admit / blocks_for: a 100-token prompt sharing a 64-token (4-block) cached prefix needs
+    ⌈100/16⌉ − 4 = 3 new blocks; after admit with 20 new tokens beyond the hit (tokens 64-84) it holds the 4
+    cached blocks + ⌈84/16⌉ − 4 = 2 of its own; release frees them back to the pool (the cached ones evictable)."""
+    from planner.serving.block_pool import BlockPool
+    from planner.serving.request import Request
+
+    pool = BlockPool(num_blocks=20, block_size=16, prefix_caching=True)
+    first = Request(0, 64, 1, 0, ((99, 4),))
+    second = Request(1, 100, 1, 1, ((99, 4),))
+    assert pool.blocks_for(first, 64) == 4
+    pool.admit(first, 0, 64)  # computes the shared prefix: its 4 full blocks are cached
+    assert (first.num_cached_blocks, first.num_uncached_blocks, pool.num_free()) == (4, 0, 16)
+    hit, evictable = pool.lookup(second)
+    assert (hit, evictable) == (4, 0)
+    assert pool.blocks_for(second, 100, hit) == 7 - 4
+    pool.admit(second, hit, 20)
+    assert second.num_computed == 64
+    assert (second.num_cached_blocks, second.num_uncached_blocks, pool.num_free()) == (4, 2, 14)
+    pool.release(second, 84)
+    pool.release(first, 64)
+    assert pool.num_free() == 20 and pool.num_evictable == 4

@@ -19,7 +19,7 @@ from planner.specs import Deployment
 @pytest.mark.parametrize("tp,pp", [(1, 1), (2, 1), (2, 2)])
 @pytest.mark.parametrize("profile", ["ideal", "calibrated"])
 def test_step_cost_equals_roofline_step_time(model_fn, tp, pp, profile):
-    """StepCost is step_time reduced to floats: same seconds for mixed batches of prefill chunks
+    """StepCost is step_time on floats: the same seconds, bit for bit, for mixed batches of prefill chunks
     and decodes (MoE, sliding window, MLA, TP, PP, calibrated efficiencies and overheads)."""
     m, g = model_fn(), make_gpu()
     dep = Deployment.for_gpu(g, num_gpus=tp * pp, tensor_parallel=tp, pipeline_parallel=pp)
@@ -38,7 +38,7 @@ def test_step_cost_equals_roofline_step_time(model_fn, tp, pp, profile):
         ref = step_time(mc, hw, prefill_tokens=c, prefill_attended=att_p, prefill_kv_read_tokens=kv_p,
                         decode_seqs=b, decode_attended=att_d, sampled_seqs=sampled).total_s
         got = sc.step_s(b + c, sampled, sc.attended_prefill(s, c) if c else 0.0, att_d, att_d + kv_p)
-        assert got == pytest.approx(float(ref), rel=1e-12, abs=1e-15)
+        assert got == float(ref)  # the same formula, terms and order: equal to the last bit
 
 
 @given(st.floats(-1, 1), st.floats(-0.1, 0.1), st.floats(-1, 1), st.floats(-0.1, 0.1), st.integers(0, 400))
@@ -46,3 +46,21 @@ def test_step_cost_equals_roofline_step_time(model_fn, tp, pp, profile):
 def test_sum_max_linear_matches_brute_force(a1, b1, a2, b2, n):
     brute = sum(max(a1 + b1 * j, a2 + b2 * j) for j in range(n))
     assert sum_max_linear(a1, b1, a2, b2, n) == pytest.approx(brute, rel=1e-9, abs=1e-9)
+
+
+@given(st.floats(1e-4, 0.1), st.floats(0, 0.1), st.floats(0, 1e-3), st.floats(0, 0.1), st.floats(0, 1e-3),
+       st.floats(1e-4, 50.0), st.integers(1, 3000))
+@PROPS
+def test_steps_to_reach_is_the_first_step_at_the_target(c0, ac0, acs, am0, ams, target, n):
+    """engine.steps_to_reach (quadratic estimate, then walks) = the brute-force smallest m in [1, n] with
+    run_s(m) >= target, for a run of decode steps c0 + max(ac0 + acs·j, am0 + ams·j)."""
+    from planner.serving.engine import steps_to_reach
+
+    def run_s(m: int) -> float:
+        return m * c0 + sum_max_linear(ac0, acs, am0, ams, m)
+
+    if run_s(n) <= target:
+        return  # the engine asks only when the whole run passes the target
+    m = steps_to_reach(run_s, c0 + max(ac0, am0), max(acs, ams), target, n)
+    brute = next(k for k in range(1, n + 1) if run_s(k) >= target)
+    assert m == brute

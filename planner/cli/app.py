@@ -39,19 +39,11 @@ app = typer.Typer(
 
 #: (command name, function), in help order.
 COMMANDS = (
-    ("models", cli_catalog.models_cmd),
-    ("gpus", cli_catalog.gpus_cmd),
-    ("size", cli_size.size_cmd),
-    ("sweep", cli_size.sweep_cmd),
-    ("report", cli_report.report_cmd),
-    ("import-hf", cli_catalog.import_hf_cmd),
-    ("calibrate", cli_calibrate.calibrate_cmd),
-    ("validate", cli_calibrate.validate_cmd),
-    ("verify", cli_calibrate.verify_cmd),
-    ("simulate", cli_simulate.simulate_cmd),
-    ("slo-search", cli_simulate.slo_search_cmd),
-    ("replay", cli_replay.replay_cmd),
-    ("deploy", cli_deploy.deploy_cmd),
+    ("models", cli_catalog.models_cmd), ("gpus", cli_catalog.gpus_cmd), ("size", cli_size.size_cmd),
+    ("sweep", cli_size.sweep_cmd), ("report", cli_report.report_cmd), ("import-hf", cli_catalog.import_hf_cmd),
+    ("calibrate", cli_calibrate.calibrate_cmd), ("validate", cli_calibrate.validate_cmd),
+    ("verify", cli_calibrate.verify_cmd), ("simulate", cli_simulate.simulate_cmd),
+    ("slo-search", cli_simulate.slo_search_cmd), ("replay", cli_replay.replay_cmd), ("deploy", cli_deploy.deploy_cmd),
     ("capacity", cli_capacity.capacity_cmd),
 )
 for _name, _fn in COMMANDS:

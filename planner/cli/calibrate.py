@@ -48,10 +48,15 @@ def calibrate_cmd(
     quick: Annotated[bool, typer.Option("--quick/--full", help=(
         "The quick grid per engine (7 prompt lengths, 10 decode points, mixed steps), or the full one "
         "(14 prompt lengths, 24 decode points; about twice the probe time)."))] = True,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue a raw file: skip points already measured.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help=(
+        "Continue the raw files already in --out (any day): skip every point measured in any of them."))] = False,
     force: Annotated[bool, typer.Option("--force", help="Run even if the device name does not match --gpu.")] = False,
-    out: Annotated[Path, typer.Option("--out", help="Folder for the raw JSONL, logs and the fitted profile.")] = Path(
-        "calibration/data"),
+    out: Annotated[Path, typer.Option("--out", help=(
+        "Folder for the raw JSONL, logs and the fitted profile <gpu>-vllm-<version>.yaml (a relative path is "
+        "taken from the current directory; calibration/profiles/ is never written: copy the profile there to make "
+        "it the GPU's default).  One calibrate at a time per folder."))] = Path("calibration/data"),
+    overwrite_profile: Annotated[bool, typer.Option(
+        "--overwrite-profile", help="Replace a profile already in --out (otherwise calibrate refuses to start).")] = False,
     time_budget_s: Annotated[float, typer.Option("--time-budget-s", min=30,
                                                  help="Probe time for all engines together, s.")] = 300.0,
     json_out: JsonOpt = False,
@@ -68,8 +73,11 @@ def calibrate_cmd(
         summary = calibrate(gpu, list(model or DEFAULT_PLAN), out, validate_models=list(validate_model or []),
                             fp8_kv_models=list(fp8_kv_model or []), fit_kv_dtypes=tuple(fit_kv_dtype or ["auto"]),
                             quick=quick, resume=resume, force=force, time_budget_s=time_budget_s,
-                            tensor_parallel=tensor_parallel, model_dirs=dirs)
+                            tensor_parallel=tensor_parallel, model_dirs=dirs, overwrite_profile=overwrite_profile)
     except CalibrationError as err:
+        flag, sep, reason = str(err).partition(": ")
+        if sep and flag.startswith("--"):  # the error names its flag: say it once
+            raise error_exit(flag, reason) from None
         raise error_exit("calibrate", str(err)) from None
     if json_out:
         emit_json(summary)

@@ -96,8 +96,10 @@ def _write(out: Path, plan, files: dict[str, str | bytes], force: bool) -> list[
     clash = [n for n in files if (d / n).exists()]
     if clash and not force:
         raise error_exit("--out", f"{d} already holds {', '.join(clash)}; give another directory or --force")
-    for n, body in files.items():
-        (d / n).write_bytes(body if isinstance(body, bytes) else body.encode("utf-8"))
+    from planner.io.files import write_text
+
+    for n, body in files.items():  # a full disk names the file
+        write_text(d / n, body, "--out")
     return [str(d / n) for n in files]
 
 

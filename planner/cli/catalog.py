@@ -107,7 +107,11 @@ def import_hf_cmd(
     """Turn a Hugging Face config.json into a models/<id>.yaml entry."""
     from planner.io.files import MAX_CONFIG_BYTES, check_writable, read_json
     from planner.io.hf_import import hf_config_to_model_dict, model_dict_to_yaml
+    from planner.quoting import control_char_problem
 
+    for flag, value in (("--id", model_id), ("--name", name), ("--hf-repo", hf_repo)):
+        if value is not None and control_char_problem(value):
+            raise error_exit(flag, control_char_problem(value))
     if out is not None:
         check_writable(out, "--out")
     cfg = read_json(config, MAX_CONFIG_BYTES)  # a regular UTF-8 file of at most 16 MiB; errors name it

@@ -11,6 +11,7 @@ Imports no command module and not :mod:`planner.cli.app` (which imports the comm
 from __future__ import annotations
 
 import datetime
+import errno
 import functools
 import json
 import math
@@ -112,6 +113,11 @@ def _check_path_option(flag: str, path: str) -> None:
         raise error_exit(flag, f"{path} is a named pipe or socket (it could wait forever); give a regular file")
 
 
+#: Write errors that carry no file name: with every file written through planner.io.files.write_text (which
+#: names its file), one of these is stdout's (``planner size > /dev/full``).
+_STDOUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
 def cli_errors(fn):
     """Decorator for command functions: the options are bounded first (:func:`check_option_bounds`);
     SpecError / ValueError / pydantic ValidationError / an unreadable or unwritable file become the exit-2
@@ -138,6 +144,9 @@ def cli_errors(fn):
         except FileNotFoundError as err:
             raise error_exit(err.filename, "no such file") from None
         except OSError as err:  # a directory given as a file, no permission, disk full
+            if err.filename is None and err.errno in _STDOUT_ERRNOS:  # every file writer names its file
+                _quiet_broken_pipe()  # (planner/io/files.write_text): this was stdout; stop writing to it
+                raise error_exit("standard output", err.strerror or type(err).__name__) from None
             raise error_exit(err.filename, err.strerror or type(err).__name__) from None
         except RecursionError:
             raise error_exit(None, "input nested too deeply") from None
@@ -292,8 +301,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 
 
 def emit_json(obj: Any) -> None:
-    """``obj`` as indented JSON on stdout (NaN/inf refused: the caller maps them to null)."""
-    typer.echo(json.dumps(obj, indent=2, allow_nan=False, default=str))
+    """``obj`` as indented JSON on stdout; NaN/inf become null (:func:`json_safe`), never invalid JSON."""
+    from planner.io.jsonl import json_safe
+
+    typer.echo(json.dumps(json_safe(obj), indent=2, allow_nan=False, default=str))
 
 
 def table(headers: list[str], rows: list[list]) -> None:

@@ -5,18 +5,20 @@ Registered by :mod:`planner.cli.app`; the work is :func:`planner.deploy.deployme
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from planner.cli.common import FLAG_OF_FIELD, JsonOpt, build, cli_errors, error_exit, finite
+from planner.cli.common import FLAG_OF_FIELD, JsonOpt, build, cli_errors, emit_json, error_exit, finite
 from planner.cli.flags import plan_flags
 from planner.cli.options import make_dir
 from planner.cli.size import fleet_json
-from planner.units import GBIT_PER_S, fmt_gb, fmt_gib, fmt_ms, fmt_usd
+from planner.units import GBIT_PER_S, MS, fmt_gb, fmt_gib, fmt_ms, fmt_usd
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -98,7 +100,7 @@ def deploy_cmd(
         d["out_dir"] = str(out) if out is not None else None
         d["file_texts"] = dict(b.files)
         d.update(fleet_json(fp))
-        typer.echo(json.dumps(d, indent=2, allow_nan=False, default=str))
+        emit_json(d)
         return
     typer.echo("\n".join(fp.fleet.lines()) + "\n\n" + _text(b, out, written))
 

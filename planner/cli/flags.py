@@ -141,6 +141,11 @@ class PlanFlags(BaseModel):
                                 ("--price-usd-per-hour", self.price_usd_per_hour is not None)):
                 if given:
                     raise error_exit(flag, "give --gpu with it (without --gpu the cheapest fleet is chosen)")
+        per = (self.tp or 1) * (self.pp or 1)
+        if self.num_gpus is not None and self.tp is not None and self.num_gpus % per:
+            n = self.num_gpus - self.num_gpus % per  # 3 GPUs of TP 2 were priced as 2 under a "3 ×" title
+            raise error_exit("--num-gpus", f"num_gpus = {self.num_gpus} is not a whole number of replicas of "
+                             f"tensor_parallel × pipeline_parallel = {per} GPUs; give {n} or {n + per}")
         if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
             raise error_exit("--gpu-memory-utilization", f"must be in (0, 1], got {self.gpu_memory_utilization:g}")
         return self

@@ -9,6 +9,9 @@ Exit codes (every command): 0 ok; 2 bad input, one line ``error: <flag>: <reason
 
 from __future__ import annotations
 
+import io
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +19,7 @@ import pandas as pd
 import typer
 
 from planner.cli.common import OneLineErrorGroup, error_exit, finite
+from planner.specs import Deployment
 
 try:  # typer ≥ 0.20 vendors its own click; older versions use click itself
     from typer._click import exceptions as _cx
@@ -23,6 +27,7 @@ except ImportError:  # pragma: no cover
     from click import exceptions as _cx
 
 #: The workload every command assumes when none is given: a 4K-token prompt and 512 generated tokens.
+DEFAULT_GPU_MEMORY_UTILIZATION = Deployment.default("gpu_memory_utilization")  # vLLM's, held by Deployment
 DEFAULT_PROMPT_TOKENS = 4096
 DEFAULT_OUTPUT_TOKENS = 512
 
@@ -121,7 +126,7 @@ ThinkTimeOpt = Annotated[float, typer.Option("--think-time-s", callback=finite("
                                              help="Seconds a user waits between an answer and their next request.")]
 GpuMemoryUtilizationOpt = Annotated[float, typer.Option(
     "--gpu-memory-utilization", callback=finite("--gpu-memory-utilization"),
-    help="Fraction of GPU memory vLLM may use (0-1]; vLLM's default 0.92.")]
+    help=f"Fraction of GPU memory vLLM may use (0-1]; vLLM's default {DEFAULT_GPU_MEMORY_UTILIZATION:g}.")]
 MaxNumBatchedTokensOpt = Annotated[int | None, typer.Option("--max-num-batched-tokens", min=1, help=(
     "Chunked-prefill token budget per step (default: vLLM serve's for the GPU: 8192, or 2048 below 70 GiB "
     "and on A100)."))]
@@ -157,17 +162,32 @@ def tpot_help(checked: str) -> str:
 # ------------------------------------------------------------------------------------------- output
 
 
+def writes_stdout(path: Path | str | None) -> bool:
+    """Does writing ``path`` write standard output?  ``-``, ``/dev/stdout``, ``/dev/fd/1``, or the very file
+    stdout is (``sweep --csv out.csv --json > out.csv``): CSV and JSON (or a table) would interleave there."""
+    if path is None:
+        return False
+    text = str(path)
+    if text in ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"):
+        return True
+    try:
+        return os.path.samestat(os.stat(text), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # no such file yet, or no real stdout
+        return False
+
+
 def write_csv_out(data: pd.DataFrame | str, path: Path, flag: str = "--csv") -> None:
     """A frame (through :func:`planner.report.write_csv`: raw numbers, provenance columns) or CSV text to
     ``path``; ``-`` writes it on stdout.  A path that cannot be written is bad input (exit 2 naming ``flag``)."""
+    from planner.io.files import write_text
     from planner.report import csv_bytes, write_csv
 
-    if str(path) == "-":
+    if writes_stdout(path):
         typer.echo(data if isinstance(data, str) else csv_bytes(data).decode("utf-8"), nl=False)
         return
     try:
         if isinstance(data, str):
-            Path(path).write_text(data, encoding="utf-8")
+            write_text(path, data, flag)
         else:
             write_csv(data, path)
     except OSError as err:

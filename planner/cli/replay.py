@@ -57,7 +57,6 @@ def replay_cmd(
     from planner.io import catalog
     from planner.serving import EngineConfig, StepCost
     from planner.serving.loadtests import engine_hints, read_load_test, replay_load_test, with_shared_prefix
-    from planner.memory import memory_budget
     from planner.specs import Deployment
     from planner.startup import startup_check
 
@@ -83,10 +82,10 @@ def replay_cmd(
         cap = kv_capacity_tokens or hints.get("kv_capacity_tokens")
         tests = [with_shared_prefix(t, hints.get("shared_prefix_tokens")) for t in read_load_test(f)]
         longest = max(int((t.prompt_tokens + t.output_tokens).max()) for t in tests)
-        refuse_unless_starts(startup_check(m, g, dep, longest, prof, kv_capacity_tokens=cap),
-                             {"max_model_len": str(f), "kv_capacity_tokens": "--kv-capacity-tokens"})
+        check = startup_check(m, g, dep, longest, prof, kv_capacity_tokens=cap)
+        refuse_unless_starts(check, {"max_model_len": str(f), "kv_capacity_tokens": "--kv-capacity-tokens"})
         if cap is None:
-            cap = memory_budget(m, g, dep, prof).kv_capacity_tokens
+            cap = check.kv_capacity_tokens
         cfg = EngineConfig(int(cap), dep.max_num_seqs, dep.max_num_batched_tokens, dep.block_size_tokens,
                            prefix_caching if "prefix_caching" not in hints else hints["prefix_caching"],
                            frontend_overhead_s=prof.http_frontend_overhead_s if http else 0.0)

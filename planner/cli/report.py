@@ -36,6 +36,7 @@ def report_cmd(
     """
     from planner.cli.plan import plan_from_flags
     from planner.cli.size import fleet_json
+    from planner.io.files import write_text
     from planner.plan_report import plan_report
 
     fp = plan_from_flags(flags)
@@ -49,7 +50,7 @@ def report_cmd(
     if out is not None:
         d = make_dir(out)
         for method, name in FILES.items():
-            (d / name).write_text(getattr(pr, method)(), encoding="utf-8")
+            write_text(d / name, getattr(pr, method)(), "--out")
             written.append(d / name)
     if json_out:
         emit_json({**pr.as_dict(), **fleet_json(fp), "files": [str(p) for p in written]})

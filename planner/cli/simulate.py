@@ -6,6 +6,7 @@ Command functions only; :mod:`planner.cli.app` registers them on its app.
 from __future__ import annotations
 
 import csv as csv_mod
+import functools
 import io
 import math
 from pathlib import Path
@@ -24,6 +25,7 @@ from planner.cli.common import (
     table,
 )
 from planner.cli.options import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
     P99_SIMULATED,
@@ -44,8 +46,9 @@ from planner.cli.options import (
     tpot_help,
     ttft_help,
     write_csv_out,
+    writes_stdout,
 )
-from planner.specs import vllm_serve_defaults
+from planner.quoting import csv_cell
 from planner.units import MS, fmt_int, fmt_usd
 
 WORKLOADS = ("chat", "rag", "agentic", "batch")
@@ -161,7 +164,7 @@ def simulate_cmd(
         "--max-num-batched-tokens", min=1, help="Token budget per step (default: vLLM serve's for the GPU).")] = None,
     kv_capacity_tokens: Annotated[int | None, typer.Option(
         "--kv-capacity-tokens", min=16, help="KV pool size in tokens (default: from the memory model).")] = None,
-    gpu_memory_utilization: GpuMemoryUtilizationOpt = 0.92,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = DEFAULT_GPU_MEMORY_UTILIZATION,
     spec_preset: Annotated[str | None, typer.Option("--spec-preset", help="Speculative decoding preset: "
                                                     "draft-model, eagle, medusa.")] = None,
     spec_k: Annotated[int | None, typer.Option("--spec-k", help="Draft tokens per step (speculative decoding).")] = None,
@@ -197,20 +200,19 @@ def simulate_cmd(
         raise error_exit("--burstiness-cv", "must be > 0")
     m = catalog.model(model)
     g = catalog.gpu(gpu)
-    dflt_tokens, dflt_seqs = vllm_serve_defaults(g)
-    max_num_batched_tokens = max_num_batched_tokens or dflt_tokens
-    max_num_seqs = max_num_seqs or dflt_seqs
-    dep = build(Deployment, {
-        "gpu_id": g.id, "num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype,
-        "kv_cache_dtype": kv_dtype, "gpu_memory_utilization": gpu_memory_utilization,
-        "max_num_batched_tokens": max_num_batched_tokens, "max_num_seqs": max_num_seqs,
+    dep = build(functools.partial(Deployment.for_gpu, g), {
+        "num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype, "kv_cache_dtype": kv_dtype,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        **({"max_num_batched_tokens": max_num_batched_tokens} if max_num_batched_tokens else {}),
+        **({"max_num_seqs": max_num_seqs} if max_num_seqs else {}),
     }, "--tp")
+    max_num_batched_tokens, max_num_seqs = dep.max_num_batched_tokens, dep.max_num_seqs
     if max_num_batched_tokens < max_num_seqs:
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
     spec = _spec(spec_preset, spec_k, spec_acceptance, spec_draft_cost)
     prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
-    if series_csv is not None and str(series_csv) == "-" and json_out:
-        raise error_exit("--series-csv", "'-' and --json both write stdout; give one")
+    if writes_stdout(series_csv) and json_out:
+        raise error_exit("--series-csv", "it and --json would both write standard output; give one")
     if trace is not None:
         if workload is not None:
             raise error_exit("--workload", "give either --trace or --workload")
@@ -221,12 +223,13 @@ def simulate_cmd(
                                burstiness_cv=burstiness_cv, seed=seed)
         reqs = make(rate, concurrency)
     # vLLM started with max_model_len = the longest request: would it start at all? (exit 1 if not)
-    refuse_unless_starts(startup_check(m, g, dep, _longest_request(reqs), prof, kv_capacity_tokens=kv_capacity_tokens),
+    check = startup_check(m, g, dep, _longest_request(reqs), prof, kv_capacity_tokens=kv_capacity_tokens)
+    refuse_unless_starts(check,
                          {"max_model_len": _length_flag(trace, workload, {
                              "--prompt-tokens": prompt_tokens, "--shared-prefix-tokens": shared_prefix_tokens,
                              "--output-tokens": output_tokens})})
     cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching, spec=spec,
-                             kv_capacity_tokens=kv_capacity_tokens)
+                             kv_capacity_tokens=kv_capacity_tokens or check.kv_capacity_tokens)
     res = simulate_sequential(reqs, cost) if sequential else simulate(reqs, cost, cfg)
     out = res.summary()
     out.update({
@@ -243,7 +246,7 @@ def simulate_cmd(
                                         if base.output_tokens_per_s > 0 else None)
     if series_csv is not None:
         write_csv_out(_series_text(res), series_csv, "--series-csv")
-        if str(series_csv) == "-":
+        if writes_stdout(series_csv):
             return
     if json_out:
         emit_json(out)
@@ -381,8 +384,8 @@ def slo_search_cmd(
     else:
         make.cache_key = ("slo-search", workload, prompt_tokens, output_tokens, shared_prefix_tokens, burstiness_cv,
                           seed, num_requests)
-    if csv is not None and str(csv) == "-" and json_out:
-        raise error_exit("--csv", "'-' and --json both write stdout; give one")
+    if writes_stdout(csv) and json_out:
+        raise error_exit("--csv", "it and --json would both write standard output; give one")
     m = catalog.model(model)
     gs = [catalog.gpu(x) for x in dict.fromkeys(gpu or sorted(catalog.gpus()))]  # each value once, in order
     dtypes = list(dict.fromkeys(weight_dtype or [m.native_dtype]))
@@ -412,13 +415,13 @@ def slo_search_cmd(
         w = csv_mod.DictWriter(buf, fieldnames=cols, lineterminator="\n")
         w.writeheader()
         for r in out_rows:
-            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in cols})
+            w.writerow({k: ("" if r.get(k) is None else csv_cell(r.get(k))) for k in cols})
         write_csv_out(buf.getvalue(), csv)
     if json_out:
         emit_json({"model": m.id, "tail": tail, "ttft_slo_s": ttft_slo_ms * MS, "tpot_slo_s": tpot_slo_ms * MS,
                    "target_rate_per_s": rate, "fleet": best.as_dict() if best else None,
                    "sentence": plans[0].sentence() if plans else "", "candidates": out_rows})
-    elif csv is None or str(csv) != "-":
+    elif not writes_stdout(csv):
         _print_search(m.id, rows, ttft_slo_ms, tpot_slo_ms, seed, tail, headroom_pct)
     if best is None:
         raise infeasible_exit([f"no candidate meets {tail} TTFT and {tail} TPOT at any request rate"])

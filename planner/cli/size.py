@@ -11,6 +11,7 @@ import typer
 
 from planner.cli.common import JsonOpt, build, cli_errors, emit_json, error_exit, finite, table
 from planner.cli.options import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
     STEADY,
@@ -29,6 +30,7 @@ from planner.cli.options import (
     tpot_help,
     ttft_help,
     write_csv_out,
+    writes_stdout,
 )
 from planner.cli.flags import plan_flags
 from planner.units import MS, fmt_usd
@@ -123,7 +125,7 @@ def sweep_cmd(
     users: Annotated[int | None, typer.Option("--users", min=1, help=(
         "Concurrent users: no replica holds more requests than this (a bigger batch misses the target), and "
         "every batch size up to it is tried."))] = None,
-    gpu_memory_utilization: GpuMemoryUtilizationOpt = 0.92,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = DEFAULT_GPU_MEMORY_UTILIZATION,
     profile: ProfileAutoNoneOpt = "auto",
     csv: CsvOpt = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Rows to print (and to emit with --json).")] = 20,
@@ -146,8 +148,8 @@ def sweep_cmd(
     from planner.specs import Workload
     from planner.sweep import sweep
 
-    if csv is not None and str(csv) == "-" and json_out:
-        raise error_exit("--csv", "'-' and --json both write stdout; give one")
+    if writes_stdout(csv) and json_out:
+        raise error_exit("--csv", "it and --json would both write standard output; give one")
     m = catalog.model(model)
     gpus = [catalog.gpu(x) for x in gpu] if gpu else None
     prompts = list(prompt_tokens) if prompt_tokens else [DEFAULT_PROMPT_TOKENS]
@@ -171,7 +173,7 @@ def sweep_cmd(
         write_csv_out(df, csv)
     if json_out:
         typer.echo(frame_json(df.head(top)))
-    elif csv is None or str(csv) != "-":
+    elif not writes_stdout(csv):
         head = df.head(top)
         typer.echo(f"{len(df):,} configurations of {m.name}; {int(df['starts'].sum()):,} can start (vLLM's "
                    f"start-up rule); {n_ok:,} meet every target" + (f"; written to {csv}" if csv else "")

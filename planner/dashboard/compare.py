@@ -6,7 +6,7 @@ its fleet the fleet engine's (:func:`planner.fleet.plan_fleet` on the pin's GPU 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 
@@ -93,6 +93,31 @@ def read_pins(tokens: Sequence[str]) -> tuple[list[str], str | None]:
     if len(pins) == len(tokens):
         return pins, None
     return pins, f"URL parameter pin: a pinned scenario could not be read (or more than {MAX_PINS}); left out"
+
+
+def pinned_items(pins: Sequence[str], planned: Callable[[Scenario], Planned],
+                 fleet: Callable[[Scenario, str], object], label: Callable[[Planned], str]
+                 ) -> tuple[list[tuple[str, Planned, FleetAnswer, str]], list[str]]:
+    """(:func:`compare_frame`'s items for the pins that can be planned, a sentence for each that cannot);
+    ``fleet(pin, token)`` answers the pin's own demand (the token carries it).
+    Each pin is planned on its own: one whose model left the catalog, whose layout vLLM refuses or whose
+    planning fails is named with its reason, and the others are still compared."""
+    from planner.dashboard.scenario import scenario_problems
+
+    items, problems = [], []
+    for i, token in enumerate(pins, 1):
+        pin = decode(token)
+        name = f"{i}. {pin_name(pin)}" if pin is not None else f"{i}."
+        try:
+            why = ["it could not be read"] if pin is None else scenario_problems(pin)
+            if not why:
+                p = planned(pin)
+                items.append((name, p, fleet(pin, token), label(p)))
+        except Exception as err:  # noqa: BLE001 - any failure of one pin is that pin's, said beside the others
+            why = [" ".join(str(err).split())[:300] or type(err).__name__]
+        if why:
+            problems.append(f"Pin {name} cannot be compared: {'; '.join(why)}")
+    return items, problems
 
 
 def pin_name(sc: Scenario) -> str:

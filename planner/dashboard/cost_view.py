@@ -14,7 +14,7 @@ from planner.io import catalog
 from planner import ranking
 from planner.dashboard.charts import pareto_mask
 from planner.dashboard.scenario import Scenario, scenario_gpu, scenario_profile
-from planner.specs import ModelSpec, Workload
+from planner.specs import Deployment, ModelSpec, Workload
 from planner.sweep import sweep
 from planner.units import fmt_ms, fmt_usd
 from planner.dashboard.views import band_text, cost_grid
@@ -66,16 +66,16 @@ def sweep_key(sc: Scenario, same_dtypes: bool | None) -> Scenario:
 
 def overrides_note(sc: Scenario, gpu_name: str) -> str | None:
     """What the ranked views use beyond the printed command (None: they are exactly the CLI's rows)."""
-    parts = []
+    parts, util = [], Deployment.default("gpu_memory_utilization")
     if sc.price_usd_per_hour > 0:
         parts.append(f"your price of {fmt_usd(sc.price_usd_per_hour)}/GPU-hour for {gpu_name}")
-    if abs(sc.gpu_memory_utilization - 0.92) > 1e-9:
+    if abs(sc.gpu_memory_utilization - util) > 1e-9:
         parts.append(f"gpu_memory_utilization {sc.gpu_memory_utilization:.2f}")
     if sc.model_key.startswith("upload:"):
         parts.append("an uploaded model (save it with `planner import-hf` to use the CLI)")
     if not parts:
         return None
-    return ("These rows use " + " and ".join(parts) + "; `planner sweep` uses catalog prices and 0.92, so its "
+    return ("These rows use " + " and ".join(parts) + f"; `planner sweep` uses catalog prices and {util:g}, so its "
             "numbers differ by exactly that.")
 
 

@@ -167,7 +167,7 @@ def fleet_command(sc: Scenario, model_id: str, demand: Demand) -> str:
         parts.append(f"--users {int(demand.active_users)} --think-time-s {demand.think_s:g}")
     else:
         parts.append(f"--rate {demand.rate_per_s:g}")
-    if abs(sc.gpu_memory_utilization - Deployment.model_fields["gpu_memory_utilization"].default) > 1e-9:
+    if abs(sc.gpu_memory_utilization - Deployment.default("gpu_memory_utilization")) > 1e-9:
         parts.append(f"--gpu-memory-utilization {sc.gpu_memory_utilization:g}")
     parts.append(f"--profile {'auto' if sc.calibrated else 'none'}")
     return " ".join(parts)

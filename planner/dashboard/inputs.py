@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from planner.specs import PLAUSIBLE_GPU, Deployment
 from planner.units import MS
 
 
@@ -44,7 +45,8 @@ NUMBERS: dict[str, NumberSpec] = {s.key: s for s in (
     NumberSpec("users", "Concurrent users", 160, 1, 1_000_000),
     NumberSpec("ttft_ms", "TTFT target", 2000, 0.1, 3_600_000, integer=False, unit="ms"),
     NumberSpec("tpot_ms", "TPOT target", 50, 0.1, 60_000, integer=False, unit="ms"),
-    NumberSpec("price", "Price override", 0, 0, 10_000, integer=False, unit="$/GPU-hour"),
+    NumberSpec("price", "Price override", 0, 0, PLAUSIBLE_GPU["price_usd_per_hour"][1], integer=False,
+               unit="$/GPU-hour"),
     NumberSpec("rate", "Request rate", 10, 0.001, 1_000_000, integer=False, unit="requests/s"),
     NumberSpec("active_users", "Active users", 2000, 1, 1_000_000_000),
     NumberSpec("think_s", "Think time", 30, 0, 86_400, integer=False, unit="s"),
@@ -52,6 +54,13 @@ NUMBERS: dict[str, NumberSpec] = {s.key: s for s in (
 )}
 
 TP_CHOICES = [1, 2, 4, 8, 16]
+
+
+def tp_choices(gpus) -> list[int]:
+    """The tensor-parallel sizes to offer: those of :data:`TP_CHOICES` that fit in one node of some GPU in
+    ``gpus`` (the one start-up rule keeps TP inside a node: TP 16 fits no catalog GPU's 8-GPU node)."""
+    most = max((g.max_gpus_per_node for g in gpus), default=1)
+    return [t for t in TP_CHOICES if t <= most]
 CALIB_CHOICES = ["ideal roofline", "calibrated profile"]
 #: The choices a bare URL opens (the numbers' defaults are in :data:`NUMBERS`).
 DEFAULTS = {"model": "mistral-7b-v0.3", "gpu": "h200-sxm", "tp": 1, "wdtype": "bf16", "kvdtype": "bf16",
@@ -60,8 +69,10 @@ DEFAULTS = {"model": "mistral-7b-v0.3", "gpu": "h200-sxm", "tp": 1, "wdtype": "b
 
 #: The float sliders (bound to the URL by streamlit, which drops a value outside the range).
 SLIDERS: dict[str, NumberSpec] = {
-    "util": NumberSpec("util", "gpu_memory_utilization", 0.92, 0.10, 1.00, integer=False),
+    "util": NumberSpec("util", "gpu_memory_utilization", Deployment.default("gpu_memory_utilization"), 0.10, 1.00,
+                       integer=False),
 }
+UTIL_HELP = f"Fraction of GPU memory vLLM may use (vLLM default {SLIDERS['util'].default:g})"
 
 
 def clean_number(spec: NumberSpec, raw) -> tuple[float, str | None]:

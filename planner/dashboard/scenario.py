@@ -14,7 +14,7 @@ from planner.cost import with_price
 from planner.plan import plan
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.report import SizingReport
-from planner.specs import Deployment, GpuSpec, ModelSpec, Source, Workload
+from planner.specs import PLAUSIBLE_GPU, Deployment, GpuSpec, ModelSpec, Source, Workload
 from planner.startup import startup_check
 from planner.units import MS
 
@@ -63,8 +63,15 @@ def scenario_problems(sc: Scenario, model: ModelSpec | None = None) -> list[str]
     if sc.num_gpus >= 1 and sc.tensor_parallel > sc.num_gpus:
         errs.append(f"tensor parallel {sc.tensor_parallel} needs at least {sc.tensor_parallel} GPUs; "
                     f"the deployment has {sc.num_gpus}")
+    if sc.num_gpus >= sc.tensor_parallel >= 1 and sc.num_gpus % sc.tensor_parallel:
+        errs.append(f"GPU count {sc.num_gpus:,} is not a whole number of tensor-parallel-{sc.tensor_parallel} "
+                    f"replicas")
     if not 0 < sc.gpu_memory_utilization <= 1:
         errs.append(f"gpu_memory_utilization must be in (0, 1], got {sc.gpu_memory_utilization}")
+    lo, hi, _ = PLAUSIBLE_GPU["price_usd_per_hour"]
+    if sc.price_usd_per_hour and not lo <= sc.price_usd_per_hour <= hi:  # 0 = the catalog's price
+        errs.append(f"price override must be 0 (the catalog's price) or {lo:g}–{hi:,.0f} $ per GPU-hour "
+                    f"(got {sc.price_usd_per_hour:,.4g})")
     if errs:
         return errs
     if model is None and sc.model_key in catalog.models():

@@ -16,12 +16,12 @@ from planner import batching, memory, phases, ranking, roofline, serving
 from planner import cost as cost_mod
 from planner.bands import band, prefill_regime
 from planner.dashboard.charts import pareto_mask, thin_cloud
-from planner.choose import question_command
+from planner.dashboard.choose import question_command
 from planner.profile import CalibrationProfile
 from planner.report import SizingReport
 from planner.dashboard.scenario import Planned, Scenario
 from planner.specs import GpuSpec
-from planner.units import BILLION, TB_PER_S, fmt_bytes, fmt_gib, fmt_ms, fmt_tflops, fmt_usd
+from planner.units import BILLION, TB_PER_S, cdiv, fmt_bytes, fmt_gib, fmt_ms, fmt_tflops, fmt_usd
 from planner.serving.workloads import synthetic
 
 # ========================================================================================= headline
@@ -81,7 +81,7 @@ def scenario_notes(p: Planned) -> list[str]:
     if d.tensor_parallel > g.max_gpus_per_node:
         out.append(f"TP {d.tensor_parallel} is more GPUs than one node of {g.name} holds ({g.max_gpus_per_node}): "
                    f"vLLM would span nodes (`planner deploy` uses TP {g.max_gpus_per_node} × PP "
-                   f"{-(-d.tensor_parallel // g.max_gpus_per_node)}); the all-reduce here assumes the node's own "
+                   f"{cdiv(d.tensor_parallel, g.max_gpus_per_node)}); the all-reduce here assumes the node's own "
                    "links, so latency is optimistic")
     return out
 

@@ -44,7 +44,6 @@ from planner.deploy.k8s import (
     PREFIX,
     cache_size,
     deployment,
-    dump_yaml,
     engine_container,
     k8s_name,
     service,
@@ -61,10 +60,19 @@ from planner.deploy.layout import (
 )
 from planner.deploy.ray import head_service_selector, raycluster
 from planner.startup import StartupProblem, startup_check
+from planner.io.files import write_text
+from planner.io.jsonl import json_safe
 from planner.plan import plan
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.report import SizingReport
 from planner.specs import Deployment, GpuSpec, ModelSpec, Workload
+
+#: The most pods one Kubernetes cluster is built for (kubernetes.io, "Considerations for large clusters": at most
+#: 150,000 total pods, 5,000 nodes): a fleet beyond it is not one cluster's manifest.
+MAX_CLUSTER_PODS = 150_000
+#: Replicas spanning nodes are written one KubeRay RayCluster each (about 6 KB of YAML apiece): at most this many,
+#: so k8s-raycluster.yaml stays near 1.5 MB and is written in well under a second.
+MAX_RAYCLUSTERS = 256
 
 #: speculative_config "method" per planner preset (vLLM 0.26 SpeculativeConfig; a plain draft model needs none).
 SPEC_METHOD = {"draft-model": None, "eagle": "eagle", "medusa": "medusa"}
@@ -150,7 +158,7 @@ class DeployBundle:
         paths = []
         for name, text in sorted(self.files.items()):
             p = out / name
-            p.write_text(text, encoding="utf-8")
+            write_text(p, text, "--out")  # a full disk names the file (SpecError, a ValueError)
             if name.endswith(".sh"):
                 p.chmod(0o755)
             paths.append(p)
@@ -189,8 +197,8 @@ def _choose(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload: Workload
     tried = None
     for lay in layouts:
         tried = lay
-        dep = base.model_copy(update={"tensor_parallel": lay.tensor_parallel,
-                                      "pipeline_parallel": lay.pipeline_parallel, "num_gpus": lay.gpus})
+        dep = base.replace(tensor_parallel=lay.tensor_parallel, pipeline_parallel=lay.pipeline_parallel,
+                           num_gpus=lay.gpus)
         check = startup_check(model, gpu, dep, max_model_len, profile)
         if not check.ok:
             problem = check.problems[0]
@@ -251,6 +259,7 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
                      "predicted pool does not subtract")
     disagg = plan_disaggregated(model, gpu, dep, workload, report, profile,
                                 network_bytes_per_s_per_gpu) if disaggregated else None
+    _check_manifest_size(workload, layout, report.fleet.replicas, disagg)
     inst = k8s_name(name or f"vllm-{model.id}")
     ann = _annotations(cmd, report)
     files: dict[str, str] = {"serve.sh": serve_script(model, gpu, layout, cmd, report, mml)}
@@ -274,9 +283,8 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
         files["k8s-deployment.yaml"] = to_yaml(retarget(objs, rt), _header(model, gpu, layout, replicas, "Deployment + Service"))
         values = production_stack_values(name=inst, cmd=cmd, replicas=replicas, gpus=layout.gpus, probes=probes,
                                          cache_size=cache_size(ckpt), prefix_caching=enable_prefix_caching)
-    files["helm-values-production-stack.yaml"] = "".join(
-        f"# {h}\n" for h in _header(model, gpu, layout, replicas, "vLLM production-stack Helm values")
-    ) + dump_yaml(helm_values_for(values, rt))
+    files["helm-values-production-stack.yaml"] = to_yaml(
+        [helm_values_for(values, rt)], _header(model, gpu, layout, replicas, "vLLM production-stack Helm values"))
     pd_cmds = None
     if disagg is not None:
         pd_cmds = {role: serve_command(model, gpu, dep, kv_transfer_config=nixl_kv_transfer_config(role), **common)
@@ -291,8 +299,25 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
     bundle = DeployBundle(model, gpu, layout, cmd, report, mml, probes, disagg, calibration_note, tuple(notes), files,
                           pd_cmds)
     files["README.md"] = bundle_readme(bundle)
-    files["predictions.json"] = json.dumps(bundle.to_dict(), indent=2, allow_nan=False, default=str) + "\n"
+    files["predictions.json"] = json.dumps(json_safe(bundle.to_dict()), indent=2, allow_nan=False, default=str) + "\n"
     return bundle
+
+
+def _check_manifest_size(workload: Workload, layout: ReplicaLayout, replicas: int, disagg: DisaggPlan | None) -> None:
+    """DeployRefused (naming the demand's flag) for a fleet no manifest should hold: more pods than one Kubernetes
+    cluster is built for, or more RayClusters than :data:`MAX_RAYCLUSTERS` -- checked before any object is built
+    (a rate of 10,000 req/s of DeepSeek-V3 on A100s would otherwise write 5,927 RayClusters, 34 MB)."""
+    flag = "--rate" if workload.request_rate_per_s else "--users"
+    pools = replicas + (disagg.prefill.replicas + disagg.decode.replicas if disagg is not None else 0)
+    pods = pools * layout.nodes
+    if pods > MAX_CLUSTER_PODS:
+        raise DeployRefused(flag, f"the fleet needs {replicas:,} replicas = {pods:,} pods, more than one Kubernetes "
+                                  f"cluster holds ({MAX_CLUSTER_PODS:,} pods); split the demand across clusters")
+    if layout.multi_node and replicas > MAX_RAYCLUSTERS:
+        raise DeployRefused(flag, f"the fleet needs {replicas:,} replicas spanning {layout.nodes} nodes each; "
+                                  f"planner deploy writes one KubeRay RayCluster per replica and at most "
+                                  f"{MAX_RAYCLUSTERS}: split the demand into deployments of at most {MAX_RAYCLUSTERS} "
+                                  "replicas, or choose a GPU whose node holds a replica")
 
 
 def _annotations(cmd: ServeCommand, report: SizingReport) -> dict:

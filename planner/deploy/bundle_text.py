@@ -6,6 +6,7 @@ from planner.deploy.command import ServeCommand
 from planner.deploy.disagg_k8s import PROXY_SCRIPT, PROXY_SOURCE
 from planner.deploy.helm import CHART, CHART_COMMIT, CHART_DATE
 from planner.deploy.layout import ReplicaLayout
+from planner.quoting import comment_lines, md_code_block, md_text
 from planner.report import SizingReport
 from planner.specs import GpuSpec, ModelSpec
 from planner.units import GBIT_PER_S, fmt_gb, fmt_gib, fmt_ms, fmt_usd
@@ -14,20 +15,19 @@ from planner.units import GBIT_PER_S, fmt_gb, fmt_gib, fmt_ms, fmt_usd
 def serve_script(model: ModelSpec, gpu: GpuSpec, layout: ReplicaLayout, cmd: ServeCommand, report: SizingReport,
                  max_model_len: int) -> str:
     """``serve.sh``: comment lines with the predictions, then one line: ``[ENV=… ]vllm serve …``."""
-    lines = [
-        "#!/bin/sh",
-        f"# {model.name} on {gpu.name}: one replica, {layout.describe()}.",
-        (f"# Predicted KV pool: {fmt_gb(cmd.predicted_kv_pool_bytes_per_gpu, 2)} = "
+    comments = [
+        f"{model.name} on {gpu.name}: one replica, {layout.describe()}.",
+        (f"Predicted KV pool: {fmt_gb(cmd.predicted_kv_pool_bytes_per_gpu, 2)} = "
          f"{fmt_gib(cmd.predicted_kv_pool_bytes_per_gpu, 2)} per GPU, {cmd.predicted_kv_capacity_tokens:,} tokens; "
          f"max concurrency at max_model_len {max_model_len:,}: {cmd.predicted_max_concurrency:,} requests."),
-        (f"# Predicted TTFT {fmt_ms(float(report.ttft.time_s))} (idle), TPOT {fmt_ms(float(report.tpot_effective_s))} "
+        (f"Predicted TTFT {fmt_ms(float(report.ttft.time_s))} (idle), TPOT {fmt_ms(float(report.tpot_effective_s))} "
          f"at batch {report.slo.batch_size:,} ({report.profile_mode} model)."),
     ]
     if layout.multi_node:
-        lines.append(f"# Runs on the Ray head once all {layout.nodes} nodes have joined one Ray cluster "
-                     "(ray start --head / ray start --address=<head>:6379); k8s-raycluster.yaml does that.")
-    lines.append(cmd.shell())
-    return "\n".join(lines) + "\n"
+        comments.append(f"Runs on the Ray head once all {layout.nodes} nodes have joined one Ray cluster "
+                        "(ray start --head / ray start --address=<head>:6379); k8s-raycluster.yaml does that.")
+    # every outside string (names) only in comment lines, escaped to one line each; the command is quoted
+    return "#!/bin/sh\n" + comment_lines(comments) + cmd.shell() + "\n"
 
 
 def _row(label: str, value: str) -> str:
@@ -42,17 +42,15 @@ def bundle_readme(bundle) -> str:
     target = ", ".join(x for x in (f"{w.request_rate_per_s:g} requests/s" if w.request_rate_per_s else "",
                                    f"{w.concurrency:,} in flight" if w.concurrency else "") if x) or "one replica"
     out = [
-        f"# {b.model.name} on {b.gpu.name}: deployment bundle",
+        f"# {md_text(b.model.name)} on {md_text(b.gpu.name)}: deployment bundle",
         "",
-        f"Written by `planner deploy` for vLLM 0.26.0. Latency model: {b.calibration_note or r.profile_mode}.",
+        f"Written by `planner deploy` for vLLM 0.26.0. Latency model: {md_text(b.calibration_note or r.profile_mode)}.",
         "",
         "## One replica",
         "",
         lay.describe() + ".",
         "",
-        "```sh",
-        s.shell(),
-        "```",
+        *md_code_block(s.shell(), "sh"),
         "",
         "| predicted | value |",
         "| --- | --- |",
@@ -74,7 +72,7 @@ def bundle_readme(bundle) -> str:
         "",
         (f"For {target}: **{f.replicas:,} replica(s) = {f.num_gpus:,} GPUs**, "
          f"{fmt_usd(f.num_gpus * r.price_usd_per_hour)}/hour at {fmt_usd(r.price_usd_per_hour)}/GPU-hour "
-         f"({r.price_source}, {r.price_date})."),
+         f"({md_text(r.price_source)}, {md_text(r.price_date)})."),
         "",
         "## Files",
         "",
@@ -105,7 +103,7 @@ def bundle_readme(bundle) -> str:
     if b.disaggregated is not None:
         out += _disagg_section(b.disaggregated, b.pd_serve)
     if b.notes:
-        out += ["", "## Notes", ""] + [f"- {n}" for n in b.notes]
+        out += ["", "## Notes", ""] + [f"- {md_text(n)}" for n in b.notes]
     return "\n".join(out) + "\n"
 
 
@@ -141,7 +139,7 @@ def _disagg_section(d, pd_cmds: dict[str, ServeCommand] | None) -> list[str]:
          "for the same demand and targets)."),
     ]
     for role, c in (pd_cmds or {}).items():
-        out += ["", f"The {role} pool runs:", "", "```sh", c.shell(), "```"]
+        out += ["", f"The {role} pool runs:", "", *md_code_block(c.shell(), "sh")]
     if pd_cmds:
         out += ["", ("Each engine also needs `VLLM_NIXL_SIDE_CHANNEL_HOST` = an address the other pool reaches (the "
                      "manifest sets the pod IP) and, where two engines share a host, its own "

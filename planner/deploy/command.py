@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 from dataclasses import dataclass, field
 
 from planner.deploy.vendor import multi_gpu_env
 from planner.startup import StartupCheck, startup_check
 from planner.memory import request_kv_bytes_per_gpu
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
+from planner.quoting import shell_line, visible
 from planner.specs import Deployment, GpuSpec, ModelSpec
 
 #: vLLM 0.26 ``--kv-cache-dtype`` / ``--quantization`` spellings of the planner's dtypes.
@@ -44,8 +44,7 @@ class ServeCommand:
     predicted_max_concurrency: int = 0
 
     def shell(self) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        return (env + " " if env else "") + shlex.join(self.argv)
+        return shell_line(self.argv, self.env)
 
     def serve_args(self) -> list[str]:
         """The arguments after ``vllm serve`` (what vLLM's own parser takes)."""
@@ -70,9 +69,13 @@ def serve_command(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, *, max
     KV pool per GPU instead of letting vLLM size it from ``gpu_memory_utilization``.
     ``kv_transfer_config`` (disaggregated prefill/decode) and ``distributed_executor_backend`` ('ray'
     for a replica across nodes) are written as given."""
+    path = model_path or model.hf_repo or model.id
+    if path.startswith("-"):  # a positional that vLLM's parser would take for an option (flag injection)
+        raise ValueError(f"{'--model-path' if model_path else 'hf_repo'}: {visible(path)[:60]!r} starts with '-': "
+                         "vllm serve would read it as an option")
     check = startup_check(model, gpu, deployment, max_model_len, profile)
     notes: list[str] = []
-    argv = ["vllm", "serve", model_path or model.hf_repo or model.id,
+    argv = ["vllm", "serve", path,
             "--served-model-name", served_model_name or model.id,
             "--tensor-parallel-size", str(deployment.tensor_parallel),
             "--pipeline-parallel-size", str(deployment.pipeline_parallel),

@@ -30,6 +30,7 @@ from planner.serving.engine import simulate
 from planner.serving.loadtests import LoadTest, LoadTestComparison, stats
 from planner.serving.step_cost import StepCost
 from planner.serving.workloads import make_requests
+from planner.units import cdiv
 
 
 def decode_step_of_batch(cost: StepCost, context_tokens: float):
@@ -58,7 +59,7 @@ class PdLink:
         """⌈prompt ÷ block⌉ × block × KV bytes/token ÷ (GPUs × bandwidth): 1,000 tokens of Llama-3.1-8B
         (131,072 B/token) in 63 blocks = 1,008 tokens = 132,120,576 B; over 450e9 B/s NVLink: 0.2936 ms."""
         bs = self.block_size_tokens
-        tokens = -(-np.asarray(prompt_tokens, dtype=float) // bs) * bs
+        tokens = cdiv(np.asarray(prompt_tokens, dtype=float), bs) * bs
         return tokens * self.kv_bytes_per_token / (self.sending_gpus * self.bandwidth_bytes_per_s_per_gpu)
 
 

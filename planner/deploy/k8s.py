@@ -28,6 +28,7 @@ import yaml
 
 from planner.deploy.command import DEFAULT_PORT, ServeCommand
 from planner.deploy.layout import ProbeTimes
+from planner.quoting import comment_lines
 from planner.units import GiB
 
 #: vLLM's own OpenAI-server image at the version whose flags the planner writes.
@@ -201,6 +202,5 @@ def dump_yaml(doc: dict) -> str:
 
 
 def to_yaml(docs: list[dict], header: list[str] = ()) -> str:
-    """YAML documents separated by ``---``, after ``# `` comment lines."""
-    head = "".join(f"# {h}\n" if h else "#\n" for h in header)
-    return head + "---\n".join(dump_yaml(d) for d in docs)
+    """YAML documents separated by ``---``, after ``# `` comment lines (escaped to one line each)."""
+    return comment_lines(header) + "---\n".join(dump_yaml(d) for d in docs)

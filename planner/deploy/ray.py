@@ -32,6 +32,7 @@ from planner.deploy.k8s import (
     pod_volumes,
 )
 from planner.deploy.layout import ProbeTimes, ReplicaLayout
+from planner.quoting import shell_line, shell_word
 
 OVERWRITE_CMD = "ray.io/overwrite-container-cmd"
 RAY_PORTS = [{"name": "gcs-server", "containerPort": 6379}, {"name": "dashboard", "containerPort": 8265},
@@ -45,14 +46,15 @@ def head_script(cmd: ServeCommand, gpus: int) -> str:
     return "\n".join([
         "ulimit -n 65536",
         "$KUBERAY_GEN_RAY_START_CMD &",
-        f"until python3 -c {shlex.quote(wait)}; do echo waiting for {gpus} GPUs in the Ray cluster; sleep 5; done",
-        "exec " + shlex.join(cmd.argv),
+        f"until python3 -c {shell_word(wait)}; do echo waiting for {gpus} GPUs in the Ray cluster; sleep 5; done",
+        "exec " + shell_line(cmd.argv),
     ])
 
 
 def serve_argv_of_head(script: str) -> list[str]:
-    """The ``vllm serve`` argv a head script execs (its last line) — what tests parse."""
-    last = script.strip().splitlines()[-1]
+    """The ``vllm serve`` argv a head script execs (everything after its three set-up lines: a quoted
+    argument may hold a newline) — what tests parse."""
+    last = script.strip().split("\n", 3)[-1]
     argv = shlex.split(last)
     return argv[1:] if argv and argv[0] == "exec" else argv
 

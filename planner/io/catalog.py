@@ -69,6 +69,15 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+def _timestamp_as_text(loader: yaml.SafeLoader, node):
+    """An unquoted date/time stays the text it is (``created: 2024-13-45`` is then refused by the field that
+    holds it, naming the field, instead of PyYAML's bare "month must be in 1..12")."""
+    return loader.construct_scalar(node)
+
+
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
+
+
 def load_yaml_file(path: Path) -> object:
     """A YAML file (at most 16 MiB, regular, UTF-8) parsed safely; duplicate keys, malformed YAML and
     nesting too deep are a SpecError naming the file and line."""

@@ -151,3 +151,15 @@ def check_writable(path: str | Path, field: str) -> Path:
     if (stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode)) and not str(path).startswith("/dev/"):
         raise SpecError(f"{field}: {path} is {_kind(st.st_mode)} (writing could wait forever); give a file path")
     return path
+
+
+def write_text(path: str | Path, text: str | bytes, field: str) -> Path:
+    """Write ``text`` (UTF-8; bytes as they are) to ``path``; any OSError -- a full disk (``/dev/full``), no permission, a
+    directory in the way -- is a SpecError naming ``field`` and the file (a full disk raises with no file name
+    of its own: the error would otherwise name nothing)."""
+    path = Path(path)
+    try:
+        path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise SpecError(f"{field}: cannot write '{path}': {err.strerror or err}") from None
+    return path

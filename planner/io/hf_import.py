@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from planner.io.catalog import SpecError, parse_spec
+from planner.quoting import control_char_problem
 from planner.specs import AttentionSpec, ModelSpec, MoeSpec, count_params
 
 __all__ = ["hf_config_to_model_dict", "model_dict_to_yaml", "model_from_config_bytes"]
@@ -277,6 +278,8 @@ def _hf_repo(config: dict[str, Any], hf_repo: str | None) -> str:
     if hf_repo:
         return hf_repo
     path = config.get("_name_or_path")
+    if isinstance(path, str) and control_char_problem(path):  # it would reach names, comments, manifests
+        raise SpecError(f"config.json: '_name_or_path' {control_char_problem(path)}")
     if isinstance(path, str) and path.count("/") == 1 and not path.startswith((".", "/", "~")):
         return path
     return ""

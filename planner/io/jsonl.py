@@ -6,6 +6,7 @@ for the others.  The file itself is read as :mod:`planner.io.files` reads every 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from planner.io.files import MAX_INPUT_BYTES, read_bytes
@@ -63,3 +64,17 @@ def read_jsonl(path: str | Path, skipped: list[tuple[int, str]] | None = None,
         if skipped is not None:
             skipped.append((k, reason))
     return out
+
+
+def json_safe(obj):
+    """``obj`` with every non-finite float (NaN, ±inf: an error of a measurement of 1e-320 s, say) as None --
+    JSON null, the value ``--json`` documents for "no number" -- in dicts, lists and tuples at any depth."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if hasattr(obj, "item") and hasattr(obj, "dtype") and getattr(obj, "ndim", 1) == 0:  # a numpy scalar
+        return json_safe(obj.item())
+    return obj

@@ -8,17 +8,19 @@ What it models, step by step, the way vLLM V1 does — one module per part, as v
   ``max_num_seqs`` allow; a prompt larger than the remaining budget is split (chunked prefill).  A
   request that finishes its prompt in a step samples its first token at the end of that step (TTFT);
   every later step gives it one more token.  If the pool is full the *last* admitted running request
-  is preempted (RECOMPUTE mode) and no new request is admitted in that step.
+  is preempted (RECOMPUTE mode) and no new request is admitted in that step.  Each pass returns a
+  ``StepPlan`` (vLLM's ``SchedulerOutput``): the prefill chunks, whether it preempted, the decoders' blocks.
 * :mod:`~planner.serving.block_pool` (vLLM ``v1/core/kv_cache_manager.py``) — the **paged KV pool** of
   ``kv_capacity_tokens`` in blocks of ``block_size`` and **automatic prefix caching**: a newly admitted
   request reuses the cached blocks of its longest cached prefix (at most all but its last token);
-  unreferenced cached blocks are evicted least-recently-freed first.
+  unreferenced cached blocks are evicted least-recently-freed first.  The block counts stay behind the pool
+  (``admit``, ``blocks_for``, ``allocate_chunk``, ``release``), as vLLM's KVCacheManager hides its blocks.
 * :mod:`~planner.serving.request` (vLLM ``v1/request.py``) — per-request state.
 * :mod:`~planner.serving.decode_batch` — the running decoders as aggregates (count, Σ context, counts
   per block phase), never iterated per step.
-* :mod:`~planner.serving.step_cost` — **step time** of each mixed batch from
-  :func:`planner.roofline.step_time`, reduced to float arithmetic by :class:`StepCost` (checked against
-  ``step_time`` in the tests).  A calibrated :class:`~planner.specs.CalibrationProfile` enters through
+* :mod:`~planner.serving.step_cost` — **step time** of each mixed batch: the one step formula
+  (:func:`planner.roofline.step_parts`'s terms) on floats by :class:`StepCost`, equal to ``step_time``'s
+  bit for bit.  A calibrated :class:`~planner.specs.CalibrationProfile` enters through
   :func:`planner.roofline.hw_coeffs`; ``request_overhead_s`` is added to each request's TTFT and E2E.
 * :mod:`~planner.serving.engine` (vLLM ``v1/engine/core.py``) — the loop, and the closed-form
   **fast-forward** over runs of pure decode steps (10,000 chat requests in well under a second,

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import deque
 
 from planner.serving.request import Request
+from planner.units import cdiv
 
 
 class CachedRun:
@@ -137,7 +138,7 @@ class BlockPool:
         vLLM would cache them too, but nothing can hit them, and skipping them keeps the simulator
         fast."""
         bs = self.block_size
-        req.num_uncached_blocks = -(-computed // bs) - req.num_cached_blocks
+        req.num_uncached_blocks = cdiv(computed, bs) - req.num_cached_blocks
         if self.prefix_caching:
             full = computed // bs
             if not (recompute or req.has_next_turn) and full > req.shared_prefix_blocks:
@@ -206,16 +207,33 @@ class BlockPool:
             self._reference(req, runs[owner], lo, end)
             lo = end
 
+    def blocks_for(self, req: Request, tokens: int, hit_blocks: int = 0) -> int:
+        """New blocks req must take to hold its first ``tokens`` tokens: beyond the blocks it holds and the
+        ``hit_blocks`` cached blocks of its prefix it is about to reference (:meth:`admit`)."""
+        return cdiv(tokens, self.block_size) - req.num_cached_blocks - req.num_uncached_blocks - hit_blocks
+
+    def admit(self, req: Request, hit_blocks: int, new_tokens: int) -> None:
+        """req (holding no blocks: new, or released when preempted) starts at its cached prefix of ``hit_blocks``
+        blocks (:meth:`lookup`), computed up to there, and takes the blocks of its first ``new_tokens`` tokens
+        beyond it."""
+        req.num_computed = hit_blocks * self.block_size
+        req.cache_refs = []
+        req.num_cached_blocks = 0
+        req.num_uncached_blocks = 0
+        if hit_blocks:
+            self.reference_hits(req, hit_blocks)
+        req.num_registered_blocks = hit_blocks
+        self.allocate_chunk(req, new_tokens)
+
     def allocate_chunk(self, req: Request, new_tokens: int) -> None:
         """Allocate blocks for req's next ``new_tokens`` prompt tokens and cache its full blocks."""
-        bs = self.block_size
         end = req.num_computed + new_tokens
-        need = -(-end // bs) - req.num_cached_blocks - req.num_uncached_blocks
+        need = self.blocks_for(req, end)
         if need > 0:
             self.take(need)
             req.num_uncached_blocks += need
         if self.prefix_caching:
-            full = end // bs
+            full = end // self.block_size
             if full > req.shared_prefix_blocks and not req.has_next_turn:
                 full = req.shared_prefix_blocks  # req's own blocks are cached when freed (see release)
             if full > req.num_registered_blocks:

@@ -92,9 +92,9 @@ class EngineConfig:
     """The serving engine's knobs (vLLM names)."""
 
     kv_capacity_tokens: int  # KV pool size in tokens (whole blocks)
-    max_num_seqs: int = 1024
-    max_num_batched_tokens: int = 8192
-    block_size: int = 16
+    max_num_seqs: int = Deployment.default("max_num_seqs")
+    max_num_batched_tokens: int = Deployment.default("max_num_batched_tokens")
+    block_size: int = Deployment.default("block_size_tokens")
     enable_prefix_caching: bool = True
     spec: SpecDecode | None = None
     # vLLM 0.26 schedules step N+1 while step N runs: a request that arrives while the engine is busy
@@ -120,17 +120,9 @@ class EngineConfig:
         return int(self.kv_capacity_tokens // self.block_size)
 
 
-def engine_setup(
-    model: ModelSpec,
-    gpu: GpuSpec,
-    deployment: Deployment,
-    profile: CalibrationProfile = IDEAL_PROFILE,
-    *,
-    enable_prefix_caching: bool = True,
-    spec: SpecDecode | None = None,
-    kv_capacity_tokens: int | None = None,
-    http_frontend: bool = True,
-) -> tuple[StepCost, EngineConfig]:
+def engine_setup(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile: CalibrationProfile = IDEAL_PROFILE,
+                 *, enable_prefix_caching: bool = True, spec: SpecDecode | None = None,
+                 kv_capacity_tokens: int | None = None, http_frontend: bool = True) -> tuple[StepCost, EngineConfig]:
     """Step costs and engine config of one replica; the KV pool from
     :func:`planner.memory.memory_budget` unless ``kv_capacity_tokens`` is given.  ``http_frontend``: users
     reach the engine through vLLM's OpenAI server (the profile's measured HTTP overhead per request)."""

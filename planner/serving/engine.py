@@ -20,9 +20,10 @@ from planner.serving.config import EngineConfig
 from planner.serving.decode_batch import DecodeBatch
 from planner.serving.request import DONE, NAN, build_requests
 from planner.serving.result import SimResult
-from planner.serving.scheduler import Scheduler
+from planner.serving.scheduler import Chunk, Scheduler
 from planner.serving.step_cost import StepCost, sum_max_linear
 from planner.serving.workloads import Requests
+from planner.units import cdiv
 
 INF = math.inf
 
@@ -96,7 +97,7 @@ class Engine:
 
     # ------------------------------------------------------------------------------ stepping
 
-    def step_mixed(self, chunks) -> None:
+    def step_mixed(self, chunks: list[Chunk]) -> None:
         """One step with prefill chunks (and the decoders, if any)."""
         cost, batch = self.cost, self.batch
         tokens = sampled = att_prefill = att_decode = kv_read = 0.0
@@ -120,8 +121,9 @@ class Engine:
         self.scheduler.update_prefills(chunks, self.now)
 
     def fast_forward_limit(self, first_need: int) -> tuple[int, object]:
-        """How many pure-decode steps can run before anything but a context increment happens;
-        and the run-time function if it was needed to tell."""
+        """How many pure-decode steps can run before anything but a context increment happens — a decoder
+        finishes, one leaves the sliding window, the decoders' next blocks no longer fit the free pool, or an
+        arrival could be admitted (:func:`steps_to_reach`) — and the run-time function if it was needed."""
         if not self.fast_forward:
             return 1, None
         batch, scheduler = self.batch, self.scheduler
@@ -156,17 +158,7 @@ class Engine:
                 run_s, d0, d1 = self.decode_run_time_fn()
                 target = t_arrival - self.now
                 if run_s(n) > target:
-                    # smallest m with run_s(m) >= target: start from the quadratic estimate, then step
-                    if d1 > 0:
-                        m = int((-(d0 - d1 / 2) + math.sqrt((d0 - d1 / 2) ** 2 + 2 * d1 * target)) / d1)
-                    else:
-                        m = int(target / d0) if d0 > 0 else 1
-                    m = min(max(m, 1), n)
-                    while m < n and run_s(m) < target:
-                        m += 1
-                    while m > 1 and run_s(m - 1) >= target:
-                        m -= 1
-                    n = m
+                    n = steps_to_reach(run_s, d0, d1, target, n)
         return n, run_s
 
     def step_decode(self, first_need: int, fast_forward: bool = True) -> None:
@@ -207,14 +199,14 @@ class Engine:
         bs, tokens = pool.block_size, batch.tokens_advanced
         referenced, used = pool.check()
         uncached = sum(r.num_uncached_blocks for r in scheduler.prefilling)
-        uncached += sum(-(-(r.context_offset + tokens) // bs) - r.num_cached_blocks for r in batch.by_seq.values())
+        uncached += sum(cdiv(r.context_offset + tokens, bs) - r.num_cached_blocks for r in batch.by_seq.values())
         assert used == referenced + uncached, ("used", used, referenced, uncached)
         assert batch.num_running_seqs == len(batch.by_seq), "decoder count"
         assert sum(batch.count_by_block_phase) == batch.num_running_seqs, "phase buckets"
         for r in scheduler.prefilling:
-            assert r.num_cached_blocks + r.num_uncached_blocks == -(-r.num_computed // bs), ("prefill blocks", r.index)
+            assert r.num_cached_blocks + r.num_uncached_blocks == cdiv(r.num_computed, bs), ("prefill blocks", r.index)
         for r in batch.by_seq.values():
-            assert r.num_cached_blocks <= -(-(r.context_offset + tokens) // bs), ("decode blocks", r.index)
+            assert r.num_cached_blocks <= cdiv(r.context_offset + tokens, bs), ("decode blocks", r.index)
 
     def run(self, debug: bool = False) -> None:
         scheduler, batch = self.scheduler, self.batch
@@ -230,13 +222,13 @@ class Engine:
             if batch.num_sliding_layers:
                 batch.update_window()
             self.num_events += 1
-            chunks, preempted, need = scheduler.schedule()
+            plan = scheduler.schedule()
             self.record()
-            if chunks:
-                self.step_mixed(chunks)
+            if plan.chunks:
+                self.step_mixed(plan.chunks)
             elif batch.num_running_seqs:
-                self.step_decode(need, fast_forward=not preempted)
-            elif not preempted:  # nothing runnable: the waiting head cannot be placed even in an empty engine
+                self.step_decode(plan.decode_blocks, fast_forward=not plan.preempted)
+            elif not plan.preempted:  # nothing runnable: the waiting head cannot be placed even in an empty engine
                 scheduler.reject_waiting_head(self.now)
             if debug:
                 self.check_invariants()
@@ -272,6 +264,32 @@ class Engine:
         )
 
 
+def steps_to_reach(run_s, d0: float, d1: float, target: float, n: int) -> int:
+    """The smallest m in [1, n] with ``run_s(m) >= target`` (``run_s(n) > target``): the decode step during
+    which an arrival at ``target`` seconds from now happens.
+
+    ``run_s(m)`` (seconds of the next m decode steps) is increasing, and step j (from 0) takes at most
+    d0 + d1·j: d0 = the first step's seconds, d1 = the larger of the attention terms' growth per step (the
+    other terms are constant over the run).  So run_s(m) ≤ Σ_{j<m} (d0 + d1·j) = d0·m + d1·m(m − 1)/2, and
+    the root of (d1/2)·m² + (d0 − d1/2)·m − target = 0,
+
+        m* = (−(d0 − d1/2) + √((d0 − d1/2)² + 2·d1·target)) / d1      (m* = target / d0 when d1 = 0),
+
+    has run_s(m*) ≤ target: the answer is at or just above ⌊m*⌋.  Starting there, the first walk takes a step
+    or two instead of a bisection's log2(n) evaluations of ``run_s``; the second steps back where the bound
+    does not hold (a draft model's steps, which ``run_s`` adds and d0, d1 leave out)."""
+    if d1 > 0:
+        m = int((-(d0 - d1 / 2) + math.sqrt((d0 - d1 / 2) ** 2 + 2 * d1 * target)) / d1)
+    else:
+        m = int(target / d0) if d0 > 0 else 1
+    m = min(max(m, 1), n)
+    while m < n and run_s(m) < target:
+        m += 1
+    while m > 1 and run_s(m - 1) >= target:
+        m -= 1
+    return m
+
+
 def simulate(requests: Requests, cost: StepCost, config: EngineConfig, *, debug: bool = False,
              fast_forward: bool = True) -> SimResult:
     """Simulate ``requests`` on one replica with step costs ``cost`` and engine knobs ``config``.
@@ -292,7 +310,7 @@ def simulate_sequential(requests: Requests, cost: StepCost) -> SimResult:
     longest = int((requests.prompt_tokens + requests.output_tokens).max())
     cfg = EngineConfig(kv_capacity_tokens=longest + 16, max_num_seqs=1,
                        max_num_batched_tokens=int(requests.prompt_tokens.max()) + int(requests.output_tokens.max()),
-                       block_size=16, enable_prefix_caching=False, spec=None)
+                       enable_prefix_caching=False, spec=None)
     eng = Engine(requests.validate(), cost, cfg)
     eng.run()
     return eng.result(cost.mode, True, time.perf_counter() - t0)

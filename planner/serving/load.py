@@ -365,7 +365,8 @@ def _candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_rate
         if not check.ok:
             row["note"] = "does not start: " + "; ".join(check.reasons())
         else:
-            cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching)
+            cost, cfg = engine_setup(m, g, dep, prof, enable_prefix_caching=prefix_caching,
+                                     kv_capacity_tokens=check.kv_capacity_tokens)
             pt = max_rate_under_slo(make, cost, cfg, ttft_s, tpot_s, price_usd_per_gpu_hour=g.price_usd_per_hour,
                                     gpus_per_replica=t)
             row.update({

@@ -29,8 +29,9 @@ import numpy as np
 from planner.io.files import read_json
 from planner.serving.config import EngineConfig
 from planner.serving.engine import simulate
-from planner.serving.result import error_pct, percentiles
+from planner.serving.result import MeasuredVsPredicted, percentiles
 from planner.serving.step_cost import StepCost
+from planner.specs import Deployment
 from planner.units import MS
 from planner.serving.workloads import MAX_REQUESTS, make_requests
 
@@ -250,15 +251,12 @@ def read_load_test(path: str | Path) -> list[LoadTest]:
 
 
 @dataclass(frozen=True)
-class LoadTestComparison:
+class LoadTestComparison(MeasuredVsPredicted):
     name: str
     tool: str
     num_requests: int
     measured: dict
     predicted: dict
-
-    def error_pct(self, key: str) -> float:
-        return error_pct(self.measured.get(key), self.predicted.get(key))
 
     def as_dict(self) -> dict:
         return {"name": self.name, "tool": self.tool, "num_requests": self.num_requests, "measured": self.measured,
@@ -313,7 +311,8 @@ def engine_hints(path: str | Path) -> dict:
 
     boot = next((r for r in recs if r.get("type") == "boot"), None)
     if boot and boot.get("num_gpu_blocks"):
-        blocks, size = whole(boot["num_gpu_blocks"], "num_gpu_blocks"), whole(boot.get("block_size", 16), "block_size")
+        size = whole(boot.get("block_size", Deployment.default("block_size_tokens")), "block_size")
+        blocks = whole(boot["num_gpu_blocks"], "num_gpu_blocks")
         if blocks > 1:
             out["kv_capacity_tokens"] = (blocks - 1) * size
     deploy = next((r for r in recs if r.get("type") == "deploy"), None)

@@ -13,7 +13,7 @@ from planner.io.jsonl import read_jsonl
 from planner.memory import memory_budget
 from planner.serving.config import EngineConfig
 from planner.serving.engine import simulate
-from planner.serving.result import error_pct, percentiles
+from planner.serving.result import MeasuredVsPredicted, percentiles
 from planner.serving.step_cost import StepCost
 from planner.profile import CalibrationProfile, IDEAL_PROFILE
 from planner.specs import Deployment, GpuSpec, ModelSpec
@@ -43,7 +43,7 @@ def load_records(paths) -> list[dict]:
 
 
 @dataclass(frozen=True)
-class ReplayRow:
+class ReplayRow(MeasuredVsPredicted):
     """Measured vs predicted for one recorded run."""
 
     run: str
@@ -54,9 +54,6 @@ class ReplayRow:
     shared_prefix_tokens: int
     measured: dict
     predicted: dict
-
-    def error_pct(self, key: str) -> float:
-        return error_pct(self.measured.get(key), self.predicted.get(key))
 
     def as_dict(self) -> dict:
         keys = ("output_tokens_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p50_s")
@@ -110,12 +107,13 @@ def replay(records, model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile 
         eng = engines.get(run.get("engine_id"))
         if not reqs or eng is None or run.get("warmup"):
             continue
-        bs = int(eng.get("block_size", 16))
-        dep = Deployment(gpu_id=gpu.id, num_gpus=tensor_parallel, tensor_parallel=tensor_parallel,
+        bs = int(eng.get("block_size", Deployment.default("block_size_tokens")))
+        dep = Deployment.for_gpu(gpu, num_gpus=tensor_parallel, tensor_parallel=tensor_parallel,
                          weight_dtype=weight_dtype, kv_cache_dtype=kv_cache_dtype,
                          max_num_batched_tokens=int(eng["max_num_batched_tokens"]),
                          max_num_seqs=int(eng["max_num_seqs"]), block_size_tokens=bs,
-                         gpu_memory_utilization=float(eng.get("gpu_memory_utilization", 0.92)))
+                         gpu_memory_utilization=float(eng.get("gpu_memory_utilization",
+                                                              Deployment.default("gpu_memory_utilization"))))
         if eng.get("num_gpu_blocks"):
             blocks = int(eng["num_gpu_blocks"]) - 1  # block 0 is vLLM's null block
         elif eng.get("kv_cache_tokens"):

@@ -18,6 +18,17 @@ def error_pct(measured: float | None, predicted: float | None) -> float:
     return 100.0 * (predicted - measured) / measured
 
 
+class MeasuredVsPredicted:
+    """A measured run beside the simulator's prediction of it: ``measured`` and ``predicted`` (dicts of the
+    same metric keys) and the signed error of each (:func:`error_pct`)."""
+
+    measured: dict
+    predicted: dict
+
+    def error_pct(self, key: str) -> float:
+        return error_pct(self.measured.get(key), self.predicted.get(key))
+
+
 def percentiles(x: np.ndarray) -> dict:
     """Mean, p50, p90 and p99 of the finite values of ``x`` (numpy's linear interpolation); all None
     if there are none."""

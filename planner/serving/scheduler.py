@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,8 +22,28 @@ from planner.serving.block_pool import BlockPool
 from planner.serving.config import EngineConfig
 from planner.serving.decode_batch import DecodeBatch
 from planner.serving.request import DONE, NAN, PREFILL, REJECTED, WAITING, Request
+from planner.units import cdiv
 
 INF = float("inf")
+
+
+class Chunk(NamedTuple):
+    """One request's prompt tokens computed in a step: positions [start, start + tokens)."""
+
+    req: Request
+    start: int
+    tokens: int
+
+
+class StepPlan:
+    """What one scheduling pass hands the engine (vLLM's ``SchedulerOutput``): the prefill chunks to compute
+    beside the running decoders, whether a request was preempted to make room (the engine then steps once,
+    without fast-forward), and the blocks already taken for the decoders' next tokens."""
+
+    __slots__ = ("chunks", "decode_blocks", "preempted")
+
+    def __init__(self, chunks: list[Chunk] | tuple, preempted: bool, decode_blocks: int):
+        self.chunks, self.preempted, self.decode_blocks = chunks, preempted, decode_blocks
 
 
 class Scheduler:
@@ -94,7 +115,7 @@ class Scheduler:
         req = self.requests[i]
         req.arrival_s = t
         pool = self.pool
-        if -(-(req.prompt_tokens + req.output_tokens) // pool.block_size) > pool.num_blocks:
+        if cdiv(req.prompt_tokens + req.output_tokens, pool.block_size) > pool.num_blocks:
             self.reject(req, now)  # can never fit: vLLM rejects it
             return
         req.state = WAITING
@@ -139,7 +160,7 @@ class Scheduler:
             req.num_generated = req.output_tokens
             self.finish(req, computed, now)
 
-    def update_prefills(self, chunks, now: float) -> None:
+    def update_prefills(self, chunks: list[Chunk], now: float) -> None:
         """After a step: the chunks' tokens are computed; a finished prompt samples its first token
         and joins the decoders (or finishes, with one output token)."""
         for req, start, new in chunks:
@@ -174,9 +195,9 @@ class Scheduler:
 
     # ------------------------------------------------------------------------------ scheduling
 
-    def schedule(self):
-        """One scheduling pass.  Returns (prefill chunks [(request, start, tokens)], whether anything
-        was preempted, blocks taken for the decoders' next tokens)."""
+    def schedule(self) -> StepPlan:
+        """One scheduling pass: the decoders' next tokens first, then running prefills, then waiting
+        requests (FCFS), within the token budget and the pool."""
         batch, pool = self.batch, self.pool
         advance = batch.tokens_after(batch.num_decode_steps + 1) - batch.tokens_advanced if batch.num_running_seqs else 0
         if batch.num_running_seqs and not self.prefilling and not self.waiting:  # the common case: decodes only
@@ -184,7 +205,7 @@ class Scheduler:
             if need <= pool.num_free_uncached + pool.num_evictable:
                 if need:
                     pool.take(need)
-                return (), False, need
+                return StepPlan((), False, need)
         preempted = False
         need = batch.blocks_needed(advance) if batch.num_running_seqs else 0
         while batch.num_running_seqs and need > pool.num_free():
@@ -197,14 +218,13 @@ class Scheduler:
             pool.take(need)
         budget = self.max_num_batched_tokens - batch.num_running_seqs * self.tokens_per_seq_step
         chunks = []
-        bs = pool.block_size
         # running prefills, in admission order
         prefilling = self.prefilling
         i = 0
         while i < len(prefilling) and budget > 0:
             req = prefilling[i]
             new = min(req.num_tokens - req.num_computed, budget)
-            blocks = -(-(req.num_computed + new) // bs) - req.num_cached_blocks - req.num_uncached_blocks
+            blocks = pool.blocks_for(req, req.num_computed + new)
             victim = None
             while blocks > pool.num_free() and victim is not req:
                 victim = self.preempt_latest()
@@ -212,13 +232,13 @@ class Scheduler:
             if victim is req:
                 break
             pool.allocate_chunk(req, new)
-            chunks.append((req, req.num_computed, new))
+            chunks.append(Chunk(req, req.num_computed, new))
             budget -= new
             i += 1
         # waiting requests (FCFS), only if nothing was preempted in this step
         if not preempted:
             self.admit_waiting(chunks, budget)
-        return chunks, preempted, need
+        return StepPlan(chunks, preempted, need)
 
     def admit_waiting(self, chunks: list, budget: int) -> None:
         """Admit waiting requests FCFS while the token budget, max_num_seqs and the pool allow."""
@@ -231,7 +251,7 @@ class Scheduler:
                 hit, evictable = pool.lookup(req)
             start = hit * bs
             new = min(req.num_tokens - start, budget)
-            blocks = -(-(start + new) // bs) - hit
+            blocks = pool.blocks_for(req, start + new, hit)
             if blocks + evictable > pool.num_free():
                 break
             waiting.popleft()
@@ -240,17 +260,10 @@ class Scheduler:
                 req.cached_prompt_tokens = start
             self.prefix_cache_queries_tokens += req.num_tokens
             self.prefix_cache_hits_tokens += start
-            req.cache_refs = []
-            req.num_cached_blocks = 0
-            req.num_uncached_blocks = 0
-            if hit:
-                pool.reference_hits(req, hit)
-            req.num_registered_blocks = hit
-            req.num_computed = start
-            pool.allocate_chunk(req, new)
+            pool.admit(req, hit, new)
             req.state = PREFILL
             req.admit_seq = self.next_admit_seq
             self.next_admit_seq += 1
             prefilling.append(req)
-            chunks.append((req, start, new))
+            chunks.append(Chunk(req, start, new))
             budget -= new

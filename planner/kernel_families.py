@@ -1,0 +1,124 @@
+"""What vLLM 0.26 runs differently for the 2026 model families, measured on an H200 on 2026-12-01
+(calibration/data/h200-2026-12-01/, issue #21), as small pure functions the roofline and the memory model call:
+
+* MXFP4 MoE (gpt-oss): only the routed experts are MXFP4 (4 bits + one 8-bit scale per 32 = 4.25 bits); attention,
+  router, embeddings and LM head stay bf16, as the published checkpoints' ``quantization_config`` says.  The experts
+  run in the Triton MXFP4 kernel (``OAITritonMxfp4ExpertsMonolithic``), the rest in the bf16 GEMMs.  vLLM captures
+  CUDA graphs up to 1,024 tokens for gpt-oss (``GptOssForCausalLMConfig``) instead of 512.
+* The model runner: vLLM uses its V1 GPU model runner for MoE models other than a few architectures
+  (``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``); the V1 runner subtracts its CUDA-graph memory estimate from the KV pool
+  and its profiling pass peaks higher (the fused-MoE workspace), so the pool is 2-5 % smaller than the V2 formula.
+* Kernel family of a MoE model (which fitted ``MoeCoeffs`` apply): ``mxfp4``, ``mla`` (MLA attention + fine-grained
+  MoE with shared experts, DeepSeek-V2/V3 layout) or the bf16 Triton fused-MoE default.
+* Hybrid sliding-window dense models (Gemma-3 5:1 local/global) carry a per-step cost of their own.
+"""
+
+from __future__ import annotations
+
+from planner.specs import Deployment, ModelSpec
+from planner.units import cdiv
+
+#: vLLM 0.26 config/vllm.py: MoE architectures that still get the V2 model runner (dense models always do)
+V2_RUNNER_MOE_ARCHITECTURES = frozenset({"DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "Qwen2MoeForCausalLM"})
+#: vLLM 0.26 model_executor/models/config.py: architectures whose largest CUDA graph is raised to 1,024 tokens
+LARGE_GRAPH_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
+MXFP4_BITS = 4.25
+
+
+def mxfp4_experts_only(model: ModelSpec, weight_dtype: str) -> bool:
+    """Weights as gpt-oss publishes them: MXFP4 routed experts, everything else 16-bit (a model published in
+    another format and planned at 'mxfp4', e.g. as a stand-in for NVFP4, keeps the all-linear-layers rule)."""
+    return weight_dtype == "mxfp4" and model.moe is not None and model.native_dtype == "mxfp4"
+
+
+def uses_v1_runner(model: ModelSpec) -> bool:
+    """Does vLLM 0.26 run ``model`` on its V1 GPU model runner (MoE outside the V2 list)?"""
+    return model.moe is not None and model.architecture not in V2_RUNNER_MOE_ARCHITECTURES
+
+
+def v1_moe_workspace_unit(model: ModelSpec, max_num_batched_tokens: int) -> float:
+    """Bytes of the hidden states copied once per routed expert over a full scheduler budget (tokens × top-k ×
+    hidden × 2): the V1 runner's extra profiling peak is ~4.4-5.5 of these on the H200 (gpt-oss, Qwen3-MoE,
+    Moonlight at 16,384 tokens; Mixtral at 8,192: 3.3), where a constant or a per-token term missed Mixtral by 2 %."""
+    return float(max_num_batched_tokens) * model.moe.experts_per_token * model.hidden_size * 2.0
+
+
+def graph_capture_limit(model: ModelSpec | None) -> int:
+    """vLLM 0.26's default largest CUDA-graph size for ``model`` (before the max_num_seqs/batched-token caps)."""
+    return 1024 if model is not None and model.architecture in LARGE_GRAPH_ARCHITECTURES else 512
+
+
+def moe_variant(model: ModelSpec | None, weight_dtype: str) -> str | None:
+    """The MoE kernel family of ``model``: 'mxfp4', 'mla', 'default' (bf16/fp8 Triton fused MoE), None if dense."""
+    if model is None or model.moe is None:
+        return None
+    if mxfp4_experts_only(model, weight_dtype):
+        return "mxfp4"
+    if model.attention.kind == "mla":
+        return "mla"
+    return "default"
+
+
+def is_hybrid_swa(model: ModelSpec | None) -> bool:
+    """A dense model whose layers mix sliding-window and full attention (Gemma-3 style)."""
+    return (model is not None and model.moe is None and model.num_sliding_layers > 0
+            and model.num_sliding_layers < model.num_layers)
+
+
+def mxfp4_weight_split(model: ModelSpec) -> tuple[float, float]:
+    """(MXFP4 params, 16-bit params) of an MXFP4-MoE checkpoint: the routed experts and their biases' share
+    stays in the first, the rest (attention, router, norms, embeddings, LM head, expert biases) in the second."""
+    from planner.specs import count_params
+
+    p = count_params(model)
+    m = model.moe
+    moe_layers = model.num_layers - m.num_dense_layers
+    # gpt-oss experts carry a gate/up bias (2 × width) and a down bias (hidden), bf16 (not counted in p.total)
+    biases = moe_layers * m.num_experts * (2 * m.expert_intermediate_size + model.hidden_size)
+    return p.routed_experts, p.total - p.routed_experts + biases
+
+
+def kv_layer_slots(model: ModelSpec) -> int:
+    """Attention layers the KV pool is laid out for.  vLLM 0.26's hybrid allocator (sliding + full layers) makes
+    KV groups of as many layers as the smaller kind has and pads the other kind up to whole groups, each slot
+    a page of every block: Gemma-3-27B (52 sliding, 10 full) takes 70 slots for 62 layers; Gemma-3-12B (40/8),
+    gpt-oss (18/18) none extra.  Measured: 27B's 'GPU KV cache size' = 74.7 GiB / (70 × 8 KiB per token)."""
+    sliding, full = model.num_sliding_layers, model.num_full_attention_layers
+    if not sliding or not full:
+        return model.num_attention_layers
+    g = min(sliding, full)
+    return cdiv(sliding, g) * g + cdiv(full, g) * g
+
+
+def cold_start_note(model: ModelSpec, weight_dtype: str, max_num_seqs: int = 1024,
+                    max_num_batched_tokens: int = 8192) -> str:
+    """What a cold vLLM 0.26 engine does before it serves at the predicted speed, and how to warm it (measured
+    on the H200, calibration/data/h200-2026-12-01: engine start 90-157 s, first-use Triton compiles 0.7-4.8 s)."""
+    cap = min(2 * max_num_seqs, graph_capture_limit(model), max_num_batched_tokens)
+    note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
+            f"1-{cap} tokens before it serves (engine start 90-160 s measured on an H200); larger steps run "
+            f"without graphs")
+    if model.moe is not None and weight_dtype == "mxfp4":
+        note += ("; the Triton MXFP4 MoE kernels also compile on the first step of each new size above the graphs "
+                 "(0.7-4.8 s per new prompt length measured on gpt-oss, then 50-100 ms): before taking traffic, "
+                 "warm it with one request per prompt-length bucket you expect (e.g. 1.5k, 2k, 3k, 4.5k, 8k, 16k "
+                 "tokens), or TTFT is 1-5 s for the first minutes")
+    elif model.moe is not None:
+        note += "; warm it with a few requests of the prompt lengths you expect (first-use Triton MoE compiles)"
+    return note
+
+
+def experts_touched(num_experts, k, tokens, fraction=1.0):
+    """Expected distinct experts a batch of ``tokens`` routes to: E'·(1 − (1 − k/E')^T), with routing spread
+    uniformly over E' = max(k, fraction·E) experts (fraction 1: all of them).  Plain arithmetic (numpy arrays
+    and floats alike: the simulator's StepCost calls it on floats)."""
+    if not num_experts:
+        return tokens * 0.0
+    e = max(float(k), float(fraction) * num_experts)
+    return e * (1.0 - (1.0 - k / e) ** tokens)
+
+
+def cudagraph_max_tokens(deployment: Deployment, model: ModelSpec | None = None) -> int:
+    """vLLM 0.26's largest CUDA-graph capture size: min(2 × max_num_seqs, 512 — 1,024 for gpt-oss), capped at
+    max_num_batched_tokens (config/vllm.py); bigger steps run their kernels without graphs."""
+    return min(2 * deployment.max_num_seqs, graph_capture_limit(model), deployment.max_num_batched_tokens)
