@@ -114,7 +114,8 @@ def experts_touched(num_experts, k, tokens, fraction=1.0):
     and floats alike: the simulator's StepCost calls it on floats)."""
     if not num_experts:
         return tokens * 0.0
-    e = max(float(k), float(fraction) * num_experts)
+    e = fraction * num_experts
+    e = e + (k - e) * (e < k)  # max(k, fraction·E), for floats and numpy arrays alike
     return e * (1.0 - (1.0 - k / e) ** tokens)
 
 
