@@ -215,3 +215,9 @@ def test_breakeven_never_when_the_api_is_cheaper_than_a_full_replica():
     b = break_even(DemandCurve(np.full(24, 5.0), "t"), knee(10, headroom=0.0), 0.01)
     assert b.breakeven_scale is None and b.advantage_usd_per_month < 0
     assert math.isfinite(b.self_usd_per_mtok_output)
+
+
+def test_subnormal_interruption_rate_is_no_interruption():
+    """Found by the property above: p = 2.2e-308 overflowed scipy's binomial pmf.  Below 1e-12 an hour no replica
+    is away: 5 spot replicas of 30 req/s at 100 req/s hold 150 / 100 -> attainment 1."""
+    assert _spot_attainment(100, 0.0, 5, 30.0, 2.2e-308) == _spot_attainment(100, 0.0, 5, 30.0, 0.0) == 1.0

@@ -119,12 +119,16 @@ class MixOption:
                 "expected_attainment": self.expected_attainment, "gpu_hours": self.gpu_hours}
 
 
+#: interruption probabilities within this of 0 or 1 are taken as 0 or 1
+Q_EPS = 1e-12
+
+
 @functools.lru_cache(maxsize=65536)
 def _pmf(n: int, q: float) -> tuple[np.ndarray, np.ndarray]:
     """(k, P(k of n away)) over the window mean ± 12 σ of Binomial(n, q) (what lies outside is < 1e-30)."""
-    if q <= 0 or n == 0:
+    if q <= Q_EPS or n == 0:  # below 1e-12 an hour, no replica is away (scipy's pmf overflows near 1e-308)
         return np.zeros(1), np.ones(1)
-    if q >= 1:
+    if q >= 1 - Q_EPS:
         return np.array([float(n)]), np.ones(1)
     mean, sd = n * q, math.sqrt(n * q * (1 - q))
     k = np.arange(max(0, math.floor(mean - 12 * sd - 1)), min(n, math.ceil(mean + 12 * sd + 1)) + 1)
