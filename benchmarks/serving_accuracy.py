@@ -15,6 +15,8 @@ lengths, multi-turn parents and engine settings:
   shared prefix + 256 unique tokens at 8 and 20 req/s with prefix caching on and at 20 req/s with it off;
   ``planner verify``'s two runs (1,024/128 at the predicted knee and half of it); Qwen2.5-32B at TP 2
   (the TP 2 profile terms were fitted on Llama-3.1-8B) at 8 req/s and at concurrency 1, 16 and 64.
+* calibration/data/h200-2026-12-01-moe-chat: Qwen3-30B-A3B (bf16 MoE, 128 experts top-8) behind ``vllm serve``,
+  chat-like lengths (1,024/128 ± 80 %) at 8, 20 and 34 req/s (calibration/campaigns/h200-moe-chat.sh).
 
 Targets, below saturation: output throughput within 3 %, TPOT p50 within 7 %, TTFT p50 within 10 %, TTFT
 p99 within 20 %; at and above saturation, throughput within 5 %.  Also: slo-search's rate below the
@@ -95,6 +97,13 @@ def main() -> int:
             print(line(f"{c.name} ({c.num_requests} req)", e, note))
             if not CLOSED_LOOP.fullmatch(c.name):  # closed loops (bench-c<concurrency>): no rate target
                 check(f"{folder}/{c.name}", e, missed, sat)
+    moe = ROOT / "calibration/data/h200-2026-12-01-moe-chat/serve-qwen3-30b-a3b-chat"
+    print("vllm serve + vllm bench serve, 2026-12-01, MoE (Qwen3-30B-A3B, chat-like lengths; chat8 ran first on a "
+          "cold engine):")
+    for c in replay_folder(moe, "qwen3-30b-a3b", prof):
+        e = {k: c.error_pct(k) for k in KEYS}
+        print(line(f"{c.name} ({c.num_requests} req)", e, "cold engine" if c.name.endswith("chat8") else ""))
+        check(f"moe-chat/{c.name}", e, missed, False)
     g = catalog.gpu("h200-sxm")
     m = catalog.model("llama-3.1-8b")
     cost, cfg = engine_setup(m, g, Deployment.for_gpu(g), prof)
