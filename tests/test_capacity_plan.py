@@ -173,7 +173,7 @@ def test_cheapest_mix_never_costlier_than_plain_autoscaling(r, rd, sd, p):
 @given(st.integers(1, 40), st.floats(0, 1), st.floats(0, 1))
 def test_more_spot_interruptions_never_raise_attainment(n, p1, p2):
     lo, hi = sorted((p1, p2))
-    assert _spot_attainment(100, 0.0, n, 30.0, hi) <= _spot_attainment(100, 0.0, n, 30.0, lo) + 1e-12
+    assert _spot_attainment(100, 0.0, n, 30.0, hi) <= _spot_attainment(100, 0.0, n, 30.0, lo) + 1e-9  # float noise ~1e-11
 
 
 def test_prices_refuse_rates_outside_unit_interval():
