@@ -48,7 +48,8 @@ LOAD_CAPTION = ("Discrete-event simulation of a vLLM-style engine (continuous ba
 def scenario_caption(p: Planned, latency_label: str, extra_notes: list[str]) -> str:
     """The scenario in one caption under the headline: what is planned, the memory sentence and the notes."""
     d, w, r = p.deployment, p.workload, p.report
-    notes = [n[0].upper() + n[1:] for n in [*r.notes, *extra_notes]]
+    # the cold-start note (a warm-up recipe) is said in the Sizing report and Deploy views, not under the headline
+    notes = [n[0].upper() + n[1:] for n in [*r.notes, *extra_notes] if not n.startswith("cold start")]
     return (f"{p.model.name} on {d.num_gpus} × {p.gpu.name} (TP {d.tensor_parallel}), weights {d.weight_dtype}, KV "
             f"{d.kv_cache_dtype}; {w.prompt_tokens:,} prompt + {w.output_tokens:,} output tokens; latency model: "
             f"{latency_label}. Memory: {r.memory.explain()}." + (" " + ". ".join(notes) + "." if notes else ""))
