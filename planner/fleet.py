@@ -269,13 +269,15 @@ def _fleet_line(c: FleetCandidate) -> str:
             f"{c.confidence})")
 
 
-def demand_line(q: FleetQuestion, c: FleetCandidate) -> str:
-    """The demand and the knee behind a fleet, in one line (the CLI's second line, the dashboard's caption)."""
+def demand_line(q: FleetQuestion, c: FleetCandidate, detail: bool = True) -> str:
+    """The demand and the knee behind a fleet, in one line (the CLI's second line; the dashboard's caption without
+    ``detail``: the tails at the operating rate are in its Replicas metric's help)."""
     k = c.knee
     per = (f"knee {k.knee_rate_per_s:,.3g} req/s per replica at {q.tail} TTFT {k.ttft_tail_at_knee_s * 1e3:,.0f} ms"
-           f" / TPOT {k.tpot_tail_at_knee_s * 1e3:,.1f} ms, run at {k.usable_rate_per_s:,.3g} req/s "
-           f"({q.tail} TTFT {k.ttft_tail_s * 1e3:,.0f} ms, TPOT {k.tpot_tail_s * 1e3:,.1f} ms, "
-           f"{k.in_flight:,.1f} in flight)")
+           f" / TPOT {k.tpot_tail_at_knee_s * 1e3:,.1f} ms, run at {k.usable_rate_per_s:,.3g} req/s")
+    if detail:
+        per += (f" ({q.tail} TTFT {k.ttft_tail_s * 1e3:,.0f} ms, TPOT {k.tpot_tail_s * 1e3:,.1f} ms, "
+                f"{k.in_flight:,.1f} in flight)")
     if q.users is not None:
         think = f"thinking {q.think_time_s:g} s" if q.think_time_s else "with no think time"
         return (f"for {q.users:,} users {think}: {c.demand_rate_per_s:,.3g} req/s (E2E {k.e2e_mean_s:,.2f} s); "

@@ -139,7 +139,9 @@ def best_fleet_caption(plan: FleetPlan, demand: Demand) -> str:
     basis = "" if b.confidence == "measured" else (
         f" No measured basis ({b.confidence})" + (f"; the cheapest measured: {alt.replicas:,} × {alt.layout()}, "
                                                   f"{fmt_usd(alt.usd_per_month, 0)}/month." if alt else "."))
-    return f"{demand_line(plan.question, b)}.{basis}"
+    band = (f" ±{b.band_pct:.0f} % throughput band: up to {b.replicas_high:,} replica(s)." if b.replicas_high
+            is not None else f" No throughput band: {b.band_basis}.")
+    return f"{demand_line(plan.question, b, detail=False)}.{band}{basis}"
 
 
 def best_fleet_metrics(plan: FleetPlan) -> list[tuple[str, str, str]]:
@@ -149,7 +151,9 @@ def best_fleet_metrics(plan: FleetPlan) -> list[tuple[str, str, str]]:
         return [("Fleet", "none", plan.sentence())]
     k = b.knee
     why = (f"⌈{b.demand_rate_per_s or 0:,.2f} req/s ÷ {k.usable_rate_per_s:,.3f} per replica⌉ "
-           f"({plan.question.headroom:.0%} below the knee {k.knee_rate_per_s:,.3f} req/s at {plan.question.tail})")
+           f"({plan.question.headroom:.0%} below the knee {k.knee_rate_per_s:,.3f} req/s at {plan.question.tail}); "
+           f"at that rate {plan.question.tail} TTFT {k.ttft_tail_s * 1e3:,.0f} ms, TPOT {k.tpot_tail_s * 1e3:,.1f} ms, "
+           f"{k.in_flight:,.1f} in flight")
     return [("Best fleet", b.layout(), f"{plan.sentence()}. Basis: {b.confidence} ({b.band_basis})"),
             ("Replicas", f"{b.replicas:,}", why),
             ("GPUs", f"{b.num_gpus:,}", f"replicas × {b.gpus_per_replica}"),
