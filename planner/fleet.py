@@ -146,9 +146,7 @@ class FleetCandidate(WholeFleet):
 
     @property
     def usd_per_month_high(self) -> float | None:
-        if self.replicas_high is None:
-            return None
-        return self.replicas_high * self.gpus_per_replica * self.price_usd_per_gpu_hour * HOURS_PER_MONTH
+        return self.usd_per_month_of(self.replicas_high)
 
     @property
     def usable_rate_per_s(self) -> float:
@@ -331,7 +329,7 @@ def _lower_bound(q: FleetQuestion, c: FleetCandidate, knee_bound: float) -> floa
         rate = None
         if q.ttft_slo_s is not None and q.tpot_slo_s is not None:
             rate = q.users / (q.think_time_s + 2 * (q.ttft_slo_s + q.tpot_slo_s * (q.output_tokens - 1)))
-    money = c.gpus_per_replica * c.price_usd_per_gpu_hour * HOURS_PER_MONTH
+    money = c.usd_per_month_of(1)  # one replica's $/month
     if q.rank_by == "pessimistic":
         if c.band_pct is None:
             return NO_BAND_PENALTY + _replicas(q, rate, usable) * money

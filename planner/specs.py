@@ -84,13 +84,8 @@ class GpuSpec(FrozenSpec):
         "interconnect_bandwidth_bytes_per_s, price_usd_per_hour"
     )
 
-    REQUIRED_SOURCES: ClassVar[tuple[str, ...]] = (
-        "memory_bytes",
-        "hbm_bandwidth_bytes_per_s",
-        "peak_flops_per_s",
-        "interconnect_bandwidth_bytes_per_s",
-        "price_usd_per_hour",
-    )
+    REQUIRED_SOURCES: ClassVar[tuple[str, ...]] = ("memory_bytes", "hbm_bandwidth_bytes_per_s", "peak_flops_per_s",
+                                                   "interconnect_bandwidth_bytes_per_s", "price_usd_per_hour")
 
     @field_validator("peak_flops_per_s")
     @classmethod
@@ -377,12 +372,17 @@ class Workload(FrozenSpec):
         return self.prompt_tokens + self.output_tokens
 
 
+#: (max_num_batched_tokens, max_num_seqs) vLLM 0.26 picks when none are given (vllm/engine/arg_utils.py): ``vllm
+#: serve``'s on GPUs of >= 70 GiB other than the A100 (Deployment's defaults) and on the rest; the offline ``LLM``
+#: class's on the large GPUs, the limits calibration's probe engines (``LLM`` engines) run with on every GPU.
+SERVE_LIMITS_LARGE_GPU, SERVE_LIMITS_SMALL_GPU, LLM_CLASS_LIMITS = (8192, 1024), (2048, 256), (16384, 1024)
+
+
 def vllm_serve_defaults(gpu: GpuSpec) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) that vLLM 0.26 ``vllm serve`` picks on this GPU: 8,192 tokens and 1,024
-    sequences on GPUs of >= 70 GiB other than the A100, else 2,048 and 256 (vllm/engine/arg_utils.py)."""
-    if gpu.memory_bytes >= 70 * GiB and "a100" not in gpu.id and "a100" not in gpu.name.lower():
-        return 8192, 1024
-    return 2048, 256
+    """``vllm serve``'s (max_num_batched_tokens, max_num_seqs) on this GPU: 8,192 tokens and 1,024 sequences on GPUs
+    of >= 70 GiB other than the A100, else 2,048 and 256 (:data:`SERVE_LIMITS_LARGE_GPU`, ...)."""
+    large = gpu.memory_bytes >= 70 * GiB and "a100" not in gpu.id and "a100" not in gpu.name.lower()
+    return SERVE_LIMITS_LARGE_GPU if large else SERVE_LIMITS_SMALL_GPU
 
 
 DEFAULT_TENSOR_PARALLELS: tuple[int, ...] = (1, 2, 4, 8)  #: tensor-parallel sizes tried when none are asked for
@@ -406,10 +406,10 @@ class Deployment(FrozenSpec):
     kv_cache_dtype: KvDtype = "bf16"
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = Field(
         0.92, description="fraction of total GPU memory vLLM may use (vLLM 0.26 default 0.92)")
-    max_num_batched_tokens: PositiveInt = Field(
-        8192, description="chunked-prefill token budget per step (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)")
-    max_num_seqs: PositiveInt = Field(
-        1024, description="sequences scheduled at once (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)")
+    max_num_batched_tokens: PositiveInt = Field(SERVE_LIMITS_LARGE_GPU[0], description=(
+        "chunked-prefill token budget per step (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)"))
+    max_num_seqs: PositiveInt = Field(SERVE_LIMITS_LARGE_GPU[1], description=(
+        "sequences scheduled at once (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)"))
     block_size_tokens: PositiveInt = Field(16, description="paged KV block size")
 
     @classmethod

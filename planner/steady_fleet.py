@@ -59,17 +59,26 @@ class WholeFleet:
     gpus_per_replica: int
     price_usd_per_gpu_hour: float
 
+    def usd_per_month_of(self, replicas: int | None) -> float | None:
+        """$/month of ``replicas`` whole replicas (this fleet's or a band edge's); None for None (no such edge)."""
+        if replicas is None:
+            return None
+        return replicas * self.gpus_per_replica * self.price_usd_per_gpu_hour * HOURS_PER_MONTH
+
     @property
     def num_gpus(self) -> int:
+        """GPUs of the whole fleet."""
         return self.replicas * self.gpus_per_replica
 
     @property
     def usd_per_hour(self) -> float:
+        """The whole fleet's $/hour."""
         return self.num_gpus * self.price_usd_per_gpu_hour
 
     @property
     def usd_per_month(self) -> float:
-        return self.usd_per_hour * HOURS_PER_MONTH
+        """The whole fleet's $/month (:data:`HOURS_PER_MONTH` hours)."""
+        return self.usd_per_month_of(self.replicas)
 
 
 @dataclass(frozen=True)
@@ -95,11 +104,6 @@ class FleetAnswer(WholeFleet):
     replicas_high: int | None
     sized: bool  # False: no rate or users given, the deployment as it is
 
-    def _usd_per_month_at(self, replicas: int | None) -> float | None:
-        if replicas is None:
-            return None
-        return replicas * self.gpus_per_replica * self.price_usd_per_gpu_hour * HOURS_PER_MONTH
-
     @property
     def utilization(self) -> float | None:
         """Share of the fleet's request capacity the rate uses (None without a rate)."""
@@ -121,8 +125,8 @@ class FleetAnswer(WholeFleet):
             "price_usd_per_gpu_hour": self.price_usd_per_gpu_hour, "hours_per_month": HOURS_PER_MONTH,
             "throughput_error_band_pct": self.throughput_band_pct, "error_band_basis": self.band_basis,
             "replicas_low": self.replicas_low, "replicas_high": self.replicas_high,
-            "usd_per_month_low": self._usd_per_month_at(self.replicas_low),
-            "usd_per_month_high": self._usd_per_month_at(self.replicas_high),
+            "usd_per_month_low": self.usd_per_month_of(self.replicas_low),
+            "usd_per_month_high": self.usd_per_month_of(self.replicas_high),
             "sized_for_demand": self.sized,
         }.items()}
 
@@ -133,8 +137,8 @@ class FleetAnswer(WholeFleet):
         if lo is None or hi is None:
             return f"±{self.throughput_band_pct:.0f} % throughput band; no replica serves the targets"
         reps = f"{lo:,} replica(s)" if lo == hi else f"{lo:,}–{hi:,} replicas"
-        money = (fmt_usd(self._usd_per_month_at(lo), 0) if lo == hi
-                 else f"{fmt_usd(self._usd_per_month_at(lo), 0)}–{fmt_usd(self._usd_per_month_at(hi), 0)}")
+        money = (fmt_usd(self.usd_per_month_of(lo), 0) if lo == hi
+                 else f"{fmt_usd(self.usd_per_month_of(lo), 0)}–{fmt_usd(self.usd_per_month_of(hi), 0)}")
         return f"±{self.throughput_band_pct:.0f} % throughput band: {reps}, {money}/month"
 
     def lines(self) -> list[str]:

@@ -151,12 +151,14 @@ P99_SIMULATED = "the p99 over the simulated requests (Poisson arrivals, queueing
 P99_MEASURED = "the p99 of the requests measured on this GPU (vllm bench serve); the knee predicted at p99"
 
 
-def ttft_help(checked: str) -> str:
-    return f"Time-to-first-token target, ms; checked against {checked}."
-
-
-def tpot_help(checked: str) -> str:
-    return f"Time-per-output-token target, ms; checked against {checked}."
+def slo_options(checked: str, *, required: bool = False) -> tuple:
+    """The ``--ttft-slo-ms`` and ``--tpot-slo-ms`` option types of a command whose targets are checked against
+    ``checked`` (:data:`STEADY`, :data:`P99_SIMULATED`, ...); ``required``: the command has no default for them."""
+    kind = float if required else float | None
+    targets = (("--ttft-slo-ms", "Time-to-first-token"), ("--tpot-slo-ms", "Time-per-output-token"))
+    return tuple(Annotated[kind, typer.Option(flag, callback=finite(flag),
+                                              help=f"{what} target, ms; checked against {checked}.")]
+                 for flag, what in targets)
 
 
 # ------------------------------------------------------------------------------------------- output

@@ -43,8 +43,7 @@ from planner.cli.options import (
     WeightDtypeOpt,
     infeasible_exit,
     int_list,
-    tpot_help,
-    ttft_help,
+    slo_options,
     write_csv_out,
     writes_stdout,
 )
@@ -304,10 +303,7 @@ def _print_sim(d: dict, mode_line: str, cfg) -> None:
 # --------------------------------------------------------------------------------------- slo-search
 
 
-TtftP99Opt = Annotated[float, typer.Option("--ttft-slo-ms", callback=finite("--ttft-slo-ms"),
-                                           help=ttft_help(P99_SIMULATED))]
-TpotP99Opt = Annotated[float, typer.Option("--tpot-slo-ms", callback=finite("--tpot-slo-ms"),
-                                           help=tpot_help(P99_SIMULATED))]
+TtftP99Opt, TpotP99Opt = slo_options(P99_SIMULATED, required=True)
 
 
 def _longest_request(reqs) -> int:

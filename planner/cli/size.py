@@ -27,16 +27,14 @@ from planner.cli.options import (
     WeightDtypeListOpt,
     infeasible_exit,
     int_list,
-    tpot_help,
-    ttft_help,
+    slo_options,
     write_csv_out,
     writes_stdout,
 )
 from planner.cli.flags import plan_flags
 from planner.units import MS, fmt_usd
 
-TtftOpt = Annotated[float | None, typer.Option("--ttft-slo-ms", callback=finite("--ttft-slo-ms"), help=ttft_help(STEADY))]
-TpotOpt = Annotated[float | None, typer.Option("--tpot-slo-ms", callback=finite("--tpot-slo-ms"), help=tpot_help(STEADY))]
+TtftOpt, TpotOpt = slo_options(STEADY)
 SizeTpOpt = Annotated[int | None, typer.Option("--tp", min=1, help=(
     "Tensor-parallel GPUs per replica (default 1; without --gpu, left out: every TP of 1, 2, 4, 8 is a candidate)."))]
 PriceOpt = Annotated[float | None, typer.Option("--price-usd-per-hour", callback=finite("--price-usd-per-hour"),
