@@ -15,6 +15,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from planner.dtypes import WEIGHT_COMPUTE_DTYPES, ComputeDtype, KvDtype, WeightDtype
+from planner.prices import PriceEntry, check_table
 from planner.quoting import refuse_control_characters
 from planner.units import BILLION, GiB
 
@@ -78,19 +79,15 @@ class GpuSpec(FrozenSpec):
     )
     interconnect_latency_s: Positive = Field(5e-6, description="latency of one small collective, s")
     max_gpus_per_node: PositiveInt = Field(description="GPUs that share the fast interconnect in one node")
-    price_usd_per_hour: Positive = Field(description="reference on-demand price per GPU-hour, USD")
+    price_usd_per_hour: Positive = Field(description="default on-demand price per GPU-hour, USD (one of prices)")
+    prices: tuple[PriceEntry, ...] = Field((), description="sourced prices by provider and basis (planner.prices)")
     sources: dict[str, Source] = Field(
         description="source per field: memory_bytes, hbm_bandwidth_bytes_per_s, peak_flops_per_s, "
         "interconnect_bandwidth_bytes_per_s, price_usd_per_hour"
     )
 
-    REQUIRED_SOURCES: ClassVar[tuple[str, ...]] = (
-        "memory_bytes",
-        "hbm_bandwidth_bytes_per_s",
-        "peak_flops_per_s",
-        "interconnect_bandwidth_bytes_per_s",
-        "price_usd_per_hour",
-    )
+    REQUIRED_SOURCES: ClassVar[tuple[str, ...]] = ("memory_bytes", "hbm_bandwidth_bytes_per_s", "peak_flops_per_s",
+                                                   "interconnect_bandwidth_bytes_per_s", "price_usd_per_hour")
 
     @field_validator("peak_flops_per_s")
     @classmethod
@@ -114,6 +111,8 @@ class GpuSpec(FrozenSpec):
         missing = [k for k in self.REQUIRED_SOURCES if k not in self.sources]
         if missing:
             raise ValueError(f"sources: missing a source for {', '.join(missing)}")
+        if why := check_table(self.price_usd_per_hour, self.prices):
+            raise ValueError(why)
         return self
 
     def peak_flops_for(self, dtype: str) -> tuple[str, float]:
