@@ -33,7 +33,7 @@ from planner.units import MS, cdiv, fmt_ms, fmt_usd
 LOG = logging.getLogger("planner.app")
 UPLOAD = "upload config.json"  # the model option that opens the uploader
 MAX_UPLOAD_BYTES = 256 * 1024  # a config.json is a few kB
-CALIB_CHOICES, DEFAULTS = inputs.CALIB_CHOICES, inputs.DEFAULTS
+CALIB_CHOICES, DEFAULTS, B = inputs.CALIB_CHOICES, inputs.DEFAULTS, list(inputs.PRICE_BASES)
 VIEWS = view_text.VIEW_BLURBS  # tab name -> the sentence that explains it
 BIND = {"bind": "query-params"}  # every input that changes an answer mirrors itself in the URL
 WARNINGS: list[str] = []  # this run's sentences: a typed or shared value is not the one used
@@ -157,7 +157,7 @@ def _check_url(models: dict, gpus: dict) -> None:
         del q["prompt"]
     choices = {"model": [*models, UPLOAD], "gpu": list(gpus), "tp": inputs.tp_choices(gpus.values()),
                "wdtype": list(WEIGHT_BITS), "kvdtype": list(KV_BYTES), "calib": CALIB_CHOICES, "demand": headline.DEMAND_MODES,
-               "view": list(VIEWS), "cost_same_dtypes": [True, False], "report_only_slo": [True, False]}
+               "view": list(VIEWS), "cost_same_dtypes": [True, False], "report_only_slo": [True, False], "basis": B}
     s["url_warnings"] = inputs.url_warnings({k: q[k] for k in q if k not in ("pin", "preset")}, choices, DEFAULTS,
                                             inputs.URL_LABELS)
     s["pins"], why = compare.read_pins(q.get_all("pin"))
@@ -249,16 +249,16 @@ def _workload_section() -> dict:
 def _price_calibration_section(gpu) -> dict:
     src = gpu.price_source
     price = num(st, "price", 0.1, f"0 = catalog price ({fmt_usd(gpu.price_usd_per_hour)}/h, {src.url}, {src.date})")
+    basis = st.selectbox("Price basis", B, key="basis", **BIND, help="The one basis every GPU of the best fleet is "
+                         "priced on; a GPU with no sourced price of it is left out, and said so")
     own = scenario_profile(gpu.id)
     calib = st.radio("Latency model", CALIB_CHOICES, index=0 if own.is_ideal else 1, key="calib", horizontal=True,
                      disabled=own.is_ideal, help="Efficiencies fitted on real vLLM probes (this GPU's own, or another "
                      "GPU's transferred), or the ideal roofline (speed of light)", **BIND)
     calibrated = calib == CALIB_CHOICES[1] and not own.is_ideal
-    if own.is_ideal:
-        st.caption(f"No calibrated profile for {gpu.name} yet: the ideal roofline is used.")
-    else:
-        st.caption(views.profile_caption(scenario_profile(gpu.id, calibrated)))
-    return {"price_usd_per_hour": price, "calibrated": calibrated}
+    st.caption(f"No calibrated profile for {gpu.name} yet: the ideal roofline is used." if own.is_ideal
+               else views.profile_caption(scenario_profile(gpu.id, calibrated)))
+    return {"price_usd_per_hour": price, "calibrated": calibrated, "price_basis": basis}
 
 
 def sidebar(models: dict, gpus: dict) -> Scenario | None:

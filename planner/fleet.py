@@ -48,7 +48,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from planner.fleet_eval import Evaluated, first_guess
+from planner.fleet_eval import Evaluated, first_guess, gpu_price
+from planner.prices import PriceBasis
 from planner.steady_fleet import HOURS_PER_MONTH, WholeFleet
 from planner.units import fmt_usd
 
@@ -85,7 +86,10 @@ class FleetQuestion(BaseModel):
     max_num_batched_tokens: int | None = Field(None, ge=1)
     price_usd_per_gpu_hour: float | None = Field(None, gt=0, allow_inf_nan=False,
                                                  description="override (one GPU only)")
-    discount_pct: float = Field(0.0, ge=0, lt=100, description="off every GPU's price")
+    discount_pct: float = Field(0.0, ge=0, lt=100, description="off every GPU's price (on top of the basis)")
+    price_basis: PriceBasis = Field("on-demand", description="the one basis every GPU is priced on (planner.prices)")
+    price_provider: str | None = Field(None, min_length=1, description="None: the catalog default (on-demand) or the "
+                                       "cheapest entry of the basis; a provider's name; 'cheapest': of any provider")
     rank_by: Literal["expected", "pessimistic"] = "expected"
     profile: str = Field("auto", description="auto | none | a profile path (planner.io.catalog.resolve_profile)")
     seed: int = 0
@@ -220,7 +224,7 @@ class FleetPlan:
         """Why no candidate serves (empty when one does): each distinct note of the candidates, in rank order."""
         if self.best is not None:
             return []
-        notes = [c.note.removeprefix("does not start: ") for c in self.candidates if c.note]
+        notes = [c.note.removeprefix("does not start: ") for c in self.candidates if c.note] + list(self.notes)
         return list(dict.fromkeys(notes)) or [self.sentence()]
 
     def sentence(self) -> str:
@@ -233,6 +237,7 @@ class FleetPlan:
         if self.best is None:
             return f"no fleet meets the targets: {head}; {n} candidate(s), {sized} simulated"
         key = "the pessimistic edge of its band" if q.rank_by == "pessimistic" else "$/month"
+        key += f" at {q.price_basis} prices" if q.price_usd_per_gpu_hour is None else " at the price given"
         return (f"the cheapest whole fleet of {n} candidate(s) (GPU × dtype × TP × PP) by {key}: {head}; "
                 f"{sized} simulated, {pruned} pruned (their lower bound already costs more)")
 
@@ -379,7 +384,8 @@ def plan_fleet(question: FleetQuestion, *, model=None, gpus=None, profile_for=No
     m, gs, prof_of, make = resolve(q, model, gpus, profile_for, make_requests)
     done: list[FleetCandidate] = []
     live: list[list] = []  # [candidate, KneeRun]
-    for g in gs:
+    unpriced = [p[1] for g in gs if (p := gpu_price(q, g))[0] is None]
+    for g in (g for g in gs if gpu_price(q, g)[0] is not None):  # one basis for all: a GPU without it is left out
         for c, setup in candidate_layouts(q, m, g, prof_of(g.id), FleetCandidate):
             if setup is None:
                 done.append(c)
@@ -418,4 +424,4 @@ def plan_fleet(question: FleetQuestion, *, model=None, gpus=None, profile_for=No
                              "more than the best")
         done.append(c)
     done.sort(key=lambda c: _rank_key(c, q.rank_by))
-    return FleetPlan(q, m.name, tuple(done))
+    return FleetPlan(q, m.name, tuple(done), notes=tuple(unpriced))

@@ -32,7 +32,8 @@ from planner.serving.load import (
 from planner.specs import Deployment, tensor_parallel_candidates
 from planner.startup import startup_check
 
-__all__ = ["Evaluated", "KneeRun", "candidate_layouts", "clear_cache", "first_guess", "resolve", "saturation_bound"]
+__all__ = ["Evaluated", "KneeRun", "candidate_layouts", "clear_cache", "first_guess", "gpu_price", "resolve",
+           "saturation_bound"]
 
 #: Pipeline stages tried (TP = the node) when no single-node layout starts.
 PIPELINE_STAGES = (2, 3, 4, 6, 8)
@@ -107,10 +108,19 @@ def resolve(q, model, gpus, profile_for, make_requests):
     return m, list(gpus), profile_for, make_requests
 
 
-def _price(q, g) -> tuple[float, str]:
-    base = q.price_usd_per_gpu_hour if q.price_usd_per_gpu_hour is not None else g.price_usd_per_hour
-    src = g.sources.get("price_usd_per_hour") if isinstance(g.sources, dict) else None
-    where = "--price-usd-per-hour (command line)" if q.price_usd_per_gpu_hour is not None else (getattr(src, "url", "") or "")
+def gpu_price(q, g) -> tuple[float | None, str]:
+    """``(USD per GPU-hour after the discount, where it comes from)`` for GPU ``g`` on the question's price basis
+    (:func:`planner.prices.price_for`): ``--price-usd-per-hour`` overrides; ``(None, why)`` when ``g`` has no price
+    of that basis (it is then left out of the comparison, not priced on another basis)."""
+    from planner.prices import describe, price_for
+
+    if q.price_usd_per_gpu_hour is not None:
+        base, where = q.price_usd_per_gpu_hour, "--price-usd-per-hour (command line)"
+    else:
+        entry, why = price_for(g, q.price_basis, q.price_provider)
+        if entry is None:
+            return None, why
+        base, where = entry.usd_per_hour, describe(entry)
     if q.discount_pct:
         where += f", less {q.discount_pct:g} %"
     return base * (1 - q.discount_pct / 100), where
@@ -132,7 +142,7 @@ def candidate_layouts(q, m, g, prof, FleetCandidate):
     (:class:`planner.fleet.FleetCandidate`, passed in: this module does not import the engine)."""
 
     dtype = q.weight_dtype or m.native_dtype
-    price, where = _price(q, g)
+    price, where = gpu_price(q, g)
     # TPs asked are tried as asked (the start-up rule says why one cannot run); the default: those a node can run
     tps = list(q.tensor_parallels) if q.tensor_parallels else tensor_parallel_candidates(m, g)
     pps = q.pipeline_parallels or (1,)

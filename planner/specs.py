@@ -15,6 +15,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from planner.dtypes import WEIGHT_COMPUTE_DTYPES, ComputeDtype, KvDtype, WeightDtype
+from planner.prices import PriceEntry, check_table
 from planner.quoting import refuse_control_characters
 from planner.units import BILLION, GiB
 
@@ -78,7 +79,8 @@ class GpuSpec(FrozenSpec):
     )
     interconnect_latency_s: Positive = Field(5e-6, description="latency of one small collective, s")
     max_gpus_per_node: PositiveInt = Field(description="GPUs that share the fast interconnect in one node")
-    price_usd_per_hour: Positive = Field(description="reference on-demand price per GPU-hour, USD")
+    price_usd_per_hour: Positive = Field(description="default on-demand price per GPU-hour, USD (one of prices)")
+    prices: tuple[PriceEntry, ...] = Field((), description="sourced prices by provider and basis (planner.prices)")
     sources: dict[str, Source] = Field(
         description="source per field: memory_bytes, hbm_bandwidth_bytes_per_s, peak_flops_per_s, "
         "interconnect_bandwidth_bytes_per_s, price_usd_per_hour"
@@ -100,15 +102,14 @@ class GpuSpec(FrozenSpec):
         lo, hi, unit = PLAUSIBLE_GPU[info.field_name]
         for x in (v.values() if isinstance(v, dict) else [v]):
             if not lo <= x <= hi:
-                raise ValueError(f"{x:g} is outside the plausible {lo:g} to {hi:g}; is it in the wrong unit? "
-                                 f"expected {unit}")
+                raise ValueError(f"{x:g} is outside the plausible {lo:g} to {hi:g}; wrong unit? expected {unit}")
         return v
 
     @model_validator(mode="after")
     def _sources_cover_values(self) -> GpuSpec:
-        missing = [k for k in self.REQUIRED_SOURCES if k not in self.sources]
-        if missing:
+        if missing := [k for k in self.REQUIRED_SOURCES if k not in self.sources]:
             raise ValueError(f"sources: missing a source for {', '.join(missing)}")
+        check_table(self.price_usd_per_hour, self.prices)
         return self
 
     def peak_flops_for(self, dtype: str) -> tuple[str, float]:
@@ -372,9 +373,8 @@ class Workload(FrozenSpec):
         return self.prompt_tokens + self.output_tokens
 
 
-#: (max_num_batched_tokens, max_num_seqs) vLLM 0.26 picks when none are given (vllm/engine/arg_utils.py): ``vllm
-#: serve``'s on GPUs of >= 70 GiB other than the A100 (Deployment's defaults) and on the rest; the offline ``LLM``
-#: class's on the large GPUs, the limits calibration's probe engines (``LLM`` engines) run with on every GPU.
+#: vLLM 0.26's (max_num_batched_tokens, max_num_seqs) defaults (engine/arg_utils.py): `vllm serve` on >= 70 GiB GPUs
+#: but the A100 (Deployment's), on the rest; the ``LLM`` class's, which calibration's probe engines run with.
 SERVE_LIMITS_LARGE_GPU, SERVE_LIMITS_SMALL_GPU, LLM_CLASS_LIMITS = (8192, 1024), (2048, 256), (16384, 1024)
 
 

@@ -14,6 +14,7 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
 from planner.dashboard.presets import PRESETS
+from planner.io import catalog
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 VIEWS = ["Memory", "Latency", "Roofline", "Triangle", "Cost", "Sizing report", "Load", "Compare", "Deploy",
@@ -310,7 +311,7 @@ def test_longer_prompt_raises_ttft(app):
 
 def test_price_override_scales_the_cost(app):
     before = num(metric(app, "$ / M output tokens"))
-    catalog_price = 4.54  # hardware/h200-sxm.yaml
+    catalog_price = catalog.gpu("h200-sxm").price_usd_per_hour
     app.number_input(key="price").set_value(2 * catalog_price)
     assert num(metric(run(app), "$ / M output tokens")) == pytest.approx(2 * before, rel=0.1)
 

@@ -25,6 +25,8 @@ from planner.cli.options import (
     MaxNumSeqsOpt,
     ModelOpt,
     OutputTokensOpt,
+    PriceBasisOpt,
+    PriceProviderOpt,
     PromptTokensOpt,
     RateOpt,
     ThinkTimeOpt,
@@ -79,6 +81,8 @@ PLAN_OPTIONS: tuple[tuple[str, object, object], ...] = (
         help="Override the catalog price per GPU-hour, USD (needs --gpu).")], None),
     ("discount_pct", Annotated[float, typer.Option("--discount-pct", callback=finite("--discount-pct", allow_zero=True),
                                                    help="Discount off every GPU's price, % (0-99).")], 0.0),
+    ("price_basis", PriceBasisOpt, "on-demand"),
+    ("price_provider", PriceProviderOpt, None),
     ("profile", Annotated[str, typer.Option("--profile", help=(
         "Latency model: auto (the GPU's own calibration, else the newest transferred), none (ideal roofline) "
         "or a profile YAML path."))], "auto"),
@@ -113,11 +117,14 @@ class PlanFlags(BaseModel):
     max_num_seqs: int | None = None
     price_usd_per_hour: float | None = None
     discount_pct: float = 0.0
+    price_basis: str = "on-demand"
+    price_provider: str | None = None
     profile: str = "auto"
 
     def check(self) -> PlanFlags:
         """Exit 2 naming the flag for a contradictory or out-of-range combination."""
         from planner.dtypes import KV_BYTES, WEIGHT_BITS
+        from planner.prices import PRICE_BASES
         from planner.serving.load import TAILS
 
         if self.rate is not None and self.users is not None:
@@ -132,6 +139,10 @@ class PlanFlags(BaseModel):
             raise error_exit("--headroom-pct", f"must be in [0, 100), got {self.headroom_pct:g}")
         if not 0 <= self.discount_pct < 100:
             raise error_exit("--discount-pct", f"must be in [0, 100), got {self.discount_pct:g}")
+        if self.price_basis not in PRICE_BASES:
+            raise error_exit("--price-basis", f"expected one of {', '.join(PRICE_BASES)}, got '{self.price_basis}'")
+        if self.price_provider is not None and not self.price_provider.strip():
+            raise error_exit("--price-provider", "give a provider's name (e.g. Lambda) or 'cheapest'")
         if self.weight_dtype is not None and self.weight_dtype not in WEIGHT_BITS:
             raise error_exit("--weight-dtype", f"unknown dtype '{self.weight_dtype}'; known: {', '.join(WEIGHT_BITS)}")
         if self.kv_dtype not in KV_BYTES:
@@ -153,6 +164,7 @@ class PlanFlags(BaseModel):
     def question(self, **override):
         """The fleet engine's question for these flags (SI units); ``override`` replaces fields."""
         from planner.fleet import FleetQuestion
+        from planner.prices import PriceBasis
 
         q = dict(
             model_id=self.model, rate_per_s=self.rate, users=self.users, think_time_s=self.think_time_s,
@@ -165,6 +177,7 @@ class PlanFlags(BaseModel):
             kv_cache_dtype=self.kv_dtype, gpu_memory_utilization=self.gpu_memory_utilization,
             max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
             price_usd_per_gpu_hour=self.price_usd_per_hour, discount_pct=self.discount_pct,
+            price_basis=typing.cast(PriceBasis, self.price_basis), price_provider=self.price_provider,
             rank_by=typing.cast(Literal["expected", "pessimistic"], self.rank_by), profile=self.profile)
         return FleetQuestion(**{**q, **override})
 

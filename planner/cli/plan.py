@@ -77,8 +77,9 @@ def plan_from_flags(flags, **question) -> FlagPlan:
         return FlagPlan(flags, m, fp, None, None, None, None, "", None)
     g = catalog.gpu(best.gpu_id)
     if abs(best.price_usd_per_gpu_hour - g.price_usd_per_hour) > 1e-12:
-        g = with_price(g, best.price_usd_per_gpu_hour, Source(url=best.price_source or "command line", date=today(),
-                                                                note="--price-usd-per-hour / --discount-pct"))
+        g = with_price(g, best.price_usd_per_gpu_hour, Source(
+            url=best.price_source or "command line", date=today(),
+            note="--price-basis, --price-provider, --price-usd-per-hour or --discount-pct"))
     sched = {k: v for k, v in (("gpu_memory_utilization", flags.gpu_memory_utilization),
                                ("max_num_batched_tokens", flags.max_num_batched_tokens),
                                ("max_num_seqs", flags.max_num_seqs)) if v is not None}

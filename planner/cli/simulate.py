@@ -35,6 +35,8 @@ from planner.cli.options import (
     GpuOpt,
     KvDtypeOpt,
     ModelOpt,
+    PriceBasisOpt,
+    PriceProviderOpt,
     ProfileOpt,
     SeedOpt,
     TpListOpt,
@@ -43,6 +45,7 @@ from planner.cli.options import (
     WeightDtypeOpt,
     infeasible_exit,
     int_list,
+    longest_request,
     slo_options,
     write_csv_out,
     writes_stdout,
@@ -222,7 +225,7 @@ def simulate_cmd(
                                burstiness_cv=burstiness_cv, seed=seed)
         reqs = make(rate, concurrency)
     # vLLM started with max_model_len = the longest request: would it start at all? (exit 1 if not)
-    check = startup_check(m, g, dep, _longest_request(reqs), prof, kv_capacity_tokens=kv_capacity_tokens)
+    check = startup_check(m, g, dep, longest_request(reqs), prof, kv_capacity_tokens=kv_capacity_tokens)
     refuse_unless_starts(check,
                          {"max_model_len": _length_flag(trace, workload, {
                              "--prompt-tokens": prompt_tokens, "--shared-prefix-tokens": shared_prefix_tokens,
@@ -306,11 +309,6 @@ def _print_sim(d: dict, mode_line: str, cfg) -> None:
 TtftP99Opt, TpotP99Opt = slo_options(P99_SIMULATED, required=True)
 
 
-def _longest_request(reqs) -> int:
-    """Tokens of the longest request (prompt + output): the max_model_len vLLM must be started with."""
-    return int((reqs.prompt_tokens + reqs.output_tokens).max())
-
-
 def _length_flag(trace, workload, sizes: dict[str, int]) -> str:
     """The flag a too-long request comes from: --trace, --workload, else the largest of the length flags."""
     return "--trace" if trace is not None else "--workload" if workload else max(sizes, key=sizes.get)
@@ -347,6 +345,8 @@ def slo_search_cmd(
         "--max-num-batched-tokens", min=1, help="Default: vLLM serve's for each GPU (8192, or 2048).")] = None,
     seed: SeedOpt = 0,
     profile: ProfileOpt = "auto",
+    price_basis: PriceBasisOpt = "on-demand",
+    price_provider: PriceProviderOpt = None,
     tail: Annotated[str, typer.Option("--tail", help="The percentile the targets hold at: p99, p95 or p50.")] = "p99",
     headroom_pct: Annotated[float, typer.Option("--headroom-pct", callback=finite("--headroom-pct", allow_zero=True),
                                                 help="Run each replica this far below its knee, %.")] = 20.0,
@@ -389,7 +389,7 @@ def slo_search_cmd(
     if max_num_batched_tokens and max_num_seqs and max_num_batched_tokens < max_num_seqs:
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
     longest = (shared_prefix_tokens + prompt_tokens + output_tokens if workload is None
-               else _longest_request(make(1.0, None, MAX_TRIAL_REQUESTS)))  # the longest any trial can draw
+               else longest_request(make(1.0, None, MAX_TRIAL_REQUESTS)))  # the longest any trial can draw
     plans = []
     for dt in dtypes:
         q = build(FleetQuestion, {
@@ -398,7 +398,8 @@ def slo_search_cmd(
             "tail": tail, "headroom": headroom_pct / 100, "n_plus_one": n_plus_one,
             "gpu_ids": tuple(g.id for g in gs), "tensor_parallels": tuple(tps) if tps else None,
             "weight_dtype": dt, "kv_cache_dtype": kv_dtype, "max_num_seqs": max_num_seqs,
-            "max_num_batched_tokens": max_num_batched_tokens, "profile": profile, "seed": seed,
+            "max_num_batched_tokens": max_num_batched_tokens, "profile": profile, "seed": seed, "price_basis":
+            price_basis, "price_provider": price_provider,
             "enable_prefix_caching": prefix_caching, "search_all": True}, "--rate")
         plans.append(plan_fleet(q, make_requests=make))
     rows = sorted((c for p in plans for c in p.candidates), key=lambda c: (not c.feasible, c.usd_per_month

@@ -81,7 +81,7 @@ def best_fleet_for(model_id: str, gpu_ids: tuple[str, ...] | None, demand: Deman
                    headroom: float = DEFAULT_HEADROOM, n_plus_one: bool = False, weight_dtype: str | None = None,
                    kv_cache_dtype: str = "bf16", gpu_memory_utilization: float | None = None,
                    tensor_parallels: tuple[int, ...] | None = None, price_usd_per_gpu_hour: float | None = None,
-                   calibrated: bool = True, rank_by: str = "expected") -> FleetPlan:
+                   calibrated: bool = True, rank_by: str = "expected", price_basis: str = "on-demand") -> FleetPlan:
     """The dashboard's headline: the fleet engine's answer (:func:`planner.fleet.plan_fleet`, what ``planner
     size`` prints) for ``demand`` across ``gpu_ids`` (None: every catalog GPU); ``model``: a spec that is not in
     the catalog (an upload)."""
@@ -92,7 +92,8 @@ def best_fleet_for(model_id: str, gpu_ids: tuple[str, ...] | None, demand: Deman
         prompt_tokens=prompt_tokens, output_tokens=output_tokens, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
         tail=tail, headroom=headroom, n_plus_one=n_plus_one, gpu_ids=gpu_ids, tensor_parallels=tensor_parallels,
         weight_dtype=weight_dtype, kv_cache_dtype=kv_cache_dtype, gpu_memory_utilization=gpu_memory_utilization,
-        price_usd_per_gpu_hour=price_usd_per_gpu_hour, profile="auto" if calibrated else "none", rank_by=rank_by)
+        price_usd_per_gpu_hour=price_usd_per_gpu_hour, profile="auto" if calibrated else "none", rank_by=rank_by,
+        price_basis=price_basis)
     return plan_fleet(q, model=model)
 
 
@@ -109,7 +110,7 @@ def scenario_fleet(sc: Scenario, demand: Demand, *, across_gpus: bool = True, ta
         headroom=headroom, n_plus_one=n_plus_one, weight_dtype=sc.weight_dtype, kv_cache_dtype=sc.kv_cache_dtype,
         gpu_memory_utilization=gmu, tensor_parallels=None if across_gpus else (sc.tensor_parallel,),
         price_usd_per_gpu_hour=sc.price_usd_per_hour if (sc.price_usd_per_hour > 0 and not across_gpus) else None,
-        calibrated=sc.calibrated, model=model)
+        calibrated=sc.calibrated, model=model, price_basis=sc.price_basis)
 
 
 def options_frame(plan: FleetPlan) -> pd.DataFrame:
