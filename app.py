@@ -33,7 +33,7 @@ from planner.units import MS, cdiv, fmt_ms, fmt_usd
 LOG = logging.getLogger("planner.app")
 UPLOAD = "upload config.json"  # the model option that opens the uploader
 MAX_UPLOAD_BYTES = 256 * 1024  # a config.json is a few kB
-CALIB_CHOICES, DEFAULTS = inputs.CALIB_CHOICES, inputs.DEFAULTS
+CALIB_CHOICES, DEFAULTS, B = inputs.CALIB_CHOICES, inputs.DEFAULTS, list(inputs.PRICE_BASES)
 VIEWS = view_text.VIEW_BLURBS  # tab name -> the sentence that explains it
 BIND = {"bind": "query-params"}  # every input that changes an answer mirrors itself in the URL
 WARNINGS: list[str] = []  # this run's sentences: a typed or shared value is not the one used
@@ -119,12 +119,12 @@ def _fits(sc: Scenario) -> pd.DataFrame:
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def _demand_answer(sc: Scenario, demand: headline.Demand) -> headline.DemandAnswer:
-    return headline.demand_fleet(_planned(sc), demand)
+    return headline.demand_fleet(_planned(sc), demand, sc)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _deploy(sc: Scenario, rate: float) -> deploy_view.DeployPanel:
-    return deploy_view.deploy_panel(_planned(sc), rate)
+def _deploy(sc: Scenario, rate: float, replicas: int | None) -> deploy_view.DeployPanel:
+    return deploy_view.deploy_panel(_planned(sc), rate, replicas)
 
 
 @st.cache_resource(max_entries=1)
@@ -157,7 +157,7 @@ def _check_url(models: dict, gpus: dict) -> None:
         del q["prompt"]
     choices = {"model": [*models, UPLOAD], "gpu": list(gpus), "tp": inputs.tp_choices(gpus.values()),
                "wdtype": list(WEIGHT_BITS), "kvdtype": list(KV_BYTES), "calib": CALIB_CHOICES, "demand": headline.DEMAND_MODES,
-               "view": list(VIEWS), "cost_same_dtypes": [True, False], "report_only_slo": [True, False]}
+               "view": list(VIEWS), "cost_same_dtypes": [True, False], "report_only_slo": [True, False], "basis": B}
     s["url_warnings"] = inputs.url_warnings({k: q[k] for k in q if k not in ("pin", "preset")}, choices, DEFAULTS,
                                             inputs.URL_LABELS)
     s["pins"], why = compare.read_pins(q.get_all("pin"))
@@ -249,16 +249,16 @@ def _workload_section() -> dict:
 def _price_calibration_section(gpu) -> dict:
     src = gpu.price_source
     price = num(st, "price", 0.1, f"0 = catalog price ({fmt_usd(gpu.price_usd_per_hour)}/h, {src.url}, {src.date})")
+    basis = st.selectbox("Price basis", B, key="basis", **BIND, help="The one basis every GPU of the best fleet is "
+                         "priced on; a GPU with no sourced price of it is left out, and said so")
     own = scenario_profile(gpu.id)
     calib = st.radio("Latency model", CALIB_CHOICES, index=0 if own.is_ideal else 1, key="calib", horizontal=True,
                      disabled=own.is_ideal, help="Efficiencies fitted on real vLLM probes (this GPU's own, or another "
                      "GPU's transferred), or the ideal roofline (speed of light)", **BIND)
     calibrated = calib == CALIB_CHOICES[1] and not own.is_ideal
-    if own.is_ideal:
-        st.caption(f"No calibrated profile for {gpu.name} yet: the ideal roofline is used.")
-    else:
-        st.caption(views.profile_caption(scenario_profile(gpu.id, calibrated)))
-    return {"price_usd_per_hour": price, "calibrated": calibrated}
+    st.caption(f"No calibrated profile for {gpu.name} yet: the ideal roofline is used." if own.is_ideal
+               else views.profile_caption(scenario_profile(gpu.id, calibrated)))
+    return {"price_usd_per_hour": price, "calibrated": calibrated, "price_basis": basis}
 
 
 def sidebar(models: dict, gpus: dict) -> Scenario | None:
@@ -307,16 +307,19 @@ def _demand() -> headline.Demand:
 
 def headline_section(sc: Scenario, o: Planned, r, demand: headline.Demand) -> headline.DemandAnswer:
     da = _demand_answer(sc, demand)
-    if da.fleet.batch_size_per_replica:
+    if da.across is not None:
         row = st.container(horizontal=True, gap="small")
-        for label, value, help in headline.fleet_metrics(da.fleet, o.gpu.price_source.url):
+        for label, value, help in headline.best_fleet_metrics(da.across):
             row.metric(label, value, help=help, width="content")
-    st.caption(f"{headline.fleet_sentence(da.fleet, demand)} The same: `{headline.fleet_command(sc, o.model.id, demand)}`")
+        cmd, ex = headline.fleet_command(sc, o.model.id, demand), st.expander("Every GPU's cheapest fleet, and the CLI call")
+        st.caption(headline.best_fleet_caption(da.across, demand))
+        ex.code(cmd, language="bash", wrap_lines=True)
+        ex.table(headline.options_frame(da.across))
     row = st.container(horizontal=True, gap="small")
     for label, value, help in headline.detail_metrics(r, o.deployment.replicas, views.mem):
         row.metric(label, value, help=help, width="content")
     st.caption(view_text.scenario_caption(o, views.latency_model_label(r.profile_mode), views.scenario_notes(o)))
-    s, token = st.session_state, compare.encode(sc)
+    s, token = st.session_state, compare.encode(sc, demand)
     st.button("Pin this scenario", icon=":material/push_pin:", key="pin_btn",
               on_click=lambda: s.update(pins=compare.add_pin(s.get("pins", []), token)),
               help=f"Keep it for the Compare view (up to {compare.MAX_PINS}; the pins travel in the URL)")
@@ -419,12 +422,10 @@ def view_report(sc: Scenario, o: Planned, r, da) -> None:
                "(s, bytes, usd); the CSV holds the same raw numbers. "
                + (cost_view.overrides_note(sc, o.gpu.name) or ""))
     c = st.container(horizontal=True)
-    # both files are built only when clicked (formatting ~7,000 rows takes a few hundred ms)
     c.download_button("Download the sweep as CSV", lambda: csv_bytes(sw), file_name=f"sweep-{o.model.id}.csv",
                       mime="text/csv", key="dl-csv", on_click="ignore")
     cmd = views.sweep_command(sc, o.model.id, same)
-    chosen = f"set in the dashboard; its Sizing report ranks every alternative as `{cmd}` does"
-    c.download_button("Download the plan report (Markdown)", lambda: deploy_view.plan_report_markdown(o, da, chosen),
+    c.download_button("Download the plan report (Markdown)", lambda: deploy_view.plan_report_markdown(o, da),
         file_name=f"plan-{o.model.id}-{o.gpu.id}.md", mime="text/markdown", key="dl-plan", on_click="ignore")
     st.caption("The same CSV as:")
     st.code(cmd, language="bash")
@@ -463,11 +464,12 @@ def view_compare(sc: Scenario, o: Planned, r, da) -> None:
     if not pins:
         st.info("Nothing pinned yet: press **Pin this scenario** under the headline, change the sidebar, pin again.")
         return
-    items, problems = compare.pinned_items(pins, _planned, lambda pin: _demand_answer(pin, da.demand).fleet,
-                                           lambda p: views.latency_model_label(p.report.profile_mode))
+    items, problems = compare.pinned_items(  # each pin with its own demand (the current one for an older pin)
+        pins, _planned, lambda pin, token: _demand_answer(pin, compare.decode_demand(token) or da.demand),
+        lambda p: views.latency_model_label(p.report.profile_mode))
     for why in problems:  # one pin that cannot be planned is said; the others are still compared
         st.warning(why)
-    items = [("now", o, da.fleet, views.latency_model_label(r.profile_mode)), *items]
+    items = [("now", o, da, views.latency_model_label(r.profile_mode)), *items]
     st.dataframe(compare.compare_frame(items), hide_index=True, width="stretch", height=35 * 19)
     c = st.container(horizontal=True)
     for i, token in enumerate(pins, 1):
@@ -475,7 +477,9 @@ def view_compare(sc: Scenario, o: Planned, r, da) -> None:
 
 
 def view_deploy(sc: Scenario, o: Planned, r, da) -> None:
-    deploy_view.render(st, _deploy(sc, da.fleet.request_rate_per_s or 0.0), o.model.id)
+    own = da.own.best if da.own is not None else None  # the fleet engine's, for the sidebar's GPU and TP
+    rate = (own.demand_rate_per_s if own else da.fleet.request_rate_per_s) or 0.0
+    deploy_view.render(st, _deploy(sc, rate, own and own.replicas), o.model.id)
 
 
 @st.cache_resource(max_entries=1)

@@ -29,6 +29,7 @@ import numpy as np
 
 from calibration.families import MOE, error_bands, family_of, fit_stage, regime_of
 from calibration.fit import points_from_records, profile_to_yaml
+from calibration.probes import PROBE_MAX_NUM_BATCHED_TOKENS, PROBE_MAX_NUM_SEQS
 from calibration.records import parse_engine_log, read_records, sha256_file
 from calibration.solve import FitParam
 from planner.io import catalog
@@ -110,8 +111,8 @@ def fit_memory(data: dict) -> dict:
     for name, model, weights in V1_MEMORY_FIT:
         t = parse_engine_log((DATA / name).read_text(encoding="utf-8", errors="replace"))
         m = catalog.model(model)
-        d = Deployment.for_gpu(catalog.gpu("h200-sxm"), weight_dtype=weights, max_num_batched_tokens=16384,
-                               max_num_seqs=1024)
+        d = Deployment.for_gpu(catalog.gpu("h200-sxm"), weight_dtype=weights,  # the probe engines' limits
+                               max_num_batched_tokens=PROBE_MAX_NUM_BATCHED_TOKENS, max_num_seqs=PROBE_MAX_NUM_SEQS)
         base = activation_peak_bytes(m, d, prof.model_copy(update={"v1_moe_workspace_factor": 0.0}))
         est.append(t["cudagraph_estimate_bytes"])
         extra.append((t["peak_activation_bytes"] - base) / v1_moe_workspace_unit(m, d.max_num_batched_tokens))

@@ -31,6 +31,7 @@ import numpy as np
 import yaml
 
 from calibration.families import error_bands, family_of, fit_families, nccl_from_microbench, overhead_spread, regime_of
+from calibration.probes import PROBE_MAX_NUM_BATCHED_TOKENS, PROBE_MAX_NUM_SEQS
 from calibration.records import SAFE_ID, SAFE_VERSION, read_records, safe_name_part, sha256_file
 from planner.io import catalog
 from planner.dtypes import WEIGHT_BITS
@@ -103,8 +104,9 @@ def _deployment(gpu_id: str, rec: dict, eng: dict | None) -> Deployment:
         kv_cache_dtype=KV_ALIASES.get(rec.get("kv_cache_dtype", "auto"), "bf16"),
         gpu_memory_utilization=engine_value("gpu_memory_utilization", Deployment.default("gpu_memory_utilization"),
                                             lambda v: _positive(v) and v <= 1),
-        max_num_batched_tokens=engine_value("max_num_batched_tokens", 16384, lambda v: type(v) is int and v > 0),
-        max_num_seqs=engine_value("max_num_seqs", 1024, lambda v: type(v) is int and v > 0),
+        max_num_batched_tokens=engine_value("max_num_batched_tokens", PROBE_MAX_NUM_BATCHED_TOKENS,
+                                            lambda v: type(v) is int and v > 0),
+        max_num_seqs=engine_value("max_num_seqs", PROBE_MAX_NUM_SEQS, lambda v: type(v) is int and v > 0),
     )
 
 
@@ -228,8 +230,8 @@ def fit_memory_terms(records: list[dict]) -> dict:
         m = catalog.model(r["model"])
         eng = next((e for e in records if e.get("type") == "engine" and e.get("model") == r["model"]
                     and e.get("role", "fit") == r.get("role", "fit")), {})
-        mnbt = eng.get("max_num_batched_tokens", 16384)
-        mnbt = mnbt if type(mnbt) is int and mnbt > 0 else 16384
+        mnbt = eng.get("max_num_batched_tokens", PROBE_MAX_NUM_BATCHED_TOKENS)
+        mnbt = mnbt if type(mnbt) is int and mnbt > 0 else PROBE_MAX_NUM_BATCHED_TOKENS
         ffn = m.intermediate_size
         if m.moe is not None:
             e = m.moe

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from calibration.records import append_record, done_keys, probe_key, read_records
+from planner.specs import LLM_CLASS_LIMITS, Deployment, count_params
 from planner.units import MS
 
 # NVLink multicast stays off for tensor-parallel engines (NCCL NVLS, PyTorch symmetric memory,
@@ -33,15 +34,19 @@ from planner.units import MS
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 FIRST_TOKEN_ID = 10  # dummy weights: avoid special ids 0-2 (and a margin)
+#: The probe engines' settings when the plan gives none: the offline ``LLM`` class's step limits
+#: (:data:`planner.specs.LLM_CLASS_LIMITS`) and a 32K context.
+PROBE_MAX_NUM_BATCHED_TOKENS, PROBE_MAX_NUM_SEQS = LLM_CLASS_LIMITS
+PROBE_MAX_MODEL_LEN = 32768
 
 
 # ------------------------------------------------------------------------------------ the plan
 
 
 def plan_points(
-    *, quick: bool = False, kv_capacity_tokens: int | None = None, max_model_len: int = 32768,
+    *, quick: bool = False, kv_capacity_tokens: int | None = None, max_model_len: int = PROBE_MAX_MODEL_LEN,
     role: str = "fit", decode_output_tokens: int = 64, max_decode_batch_tokens: int = 320_000,
-    max_prefill_tokens: int = 10**9, mixed: bool = False, max_num_batched_tokens: int = 16384,
+    max_prefill_tokens: int = 10**9, mixed: bool = False, max_num_batched_tokens: int = PROBE_MAX_NUM_BATCHED_TOKENS,
 ) -> list[dict]:
     """The probe points for one engine.  ``role='fit'`` is the calibration grid; ``role='validate'``
     a different grid (other lengths and batch sizes) for held-out checks.  ``mixed`` adds mixed
@@ -96,8 +101,6 @@ def plan_points(
 
 def size_limits(model) -> dict:
     """Keep a big model's sweep inside the same GPU time as a 7B one: fewer prefilled tokens."""
-    from planner.specs import count_params
-
     scale = min(1.0, 8e9 / count_params(model).active)
     out = {"max_decode_batch_tokens": int(320_000 * scale)}
     if scale < 0.5:
@@ -138,14 +141,12 @@ def summarize_metrics(outputs) -> dict:
 
 
 def engine_kwargs_for(args: dict) -> dict:
-    from planner.specs import Deployment
-
     kw = dict(
         load_format="auto" if args.get("model_dir") else "dummy", skip_tokenizer_init=True, dtype="bfloat16",
         gpu_memory_utilization=args.get("gpu_memory_utilization", Deployment.default("gpu_memory_utilization")),
-        max_model_len=args.get("max_model_len", 32768),
-        max_num_batched_tokens=args.get("max_num_batched_tokens", 16384),
-        max_num_seqs=args.get("max_num_seqs", 1024),
+        max_model_len=args.get("max_model_len", PROBE_MAX_MODEL_LEN),
+        max_num_batched_tokens=args.get("max_num_batched_tokens", PROBE_MAX_NUM_BATCHED_TOKENS),
+        max_num_seqs=args.get("max_num_seqs", PROBE_MAX_NUM_SEQS),
         enable_prefix_caching=True,
         disable_log_stats=False,  # without it RequestOutput.metrics is None
         generation_config="vllm",
@@ -195,7 +196,7 @@ def run_engine_probes(args: dict) -> int:
         "type": "engine", "model": model.id, "gpu": args["gpu"], "kv_cache_dtype": kv_dtype,
         "weight_dtype": weight_dtype, "quantization": kw.get("quantization", ""),
         "role": args.get("role", "fit"), "startup_s": startup_s, "vllm_version": vllm.__version__,
-        "num_gpu_blocks": num_blocks, "block_size": getattr(cc, "block_size", 16),
+        "num_gpu_blocks": num_blocks, "block_size": getattr(cc, "block_size", Deployment.default("block_size_tokens")),
         "max_num_batched_tokens": sc.max_num_batched_tokens, "max_num_seqs": sc.max_num_seqs,
         "async_scheduling": getattr(sc, "async_scheduling", None),
         "gpu_memory_utilization": cc.gpu_memory_utilization, "max_model_len": kw["max_model_len"],

@@ -191,9 +191,10 @@ def _run_model_in(work_dir: str, model_id: str, raw: Path, *, gpu_id: str, role:
 def remaining_points(records: list[dict], model_id: str, kv: str, role: str, quick: bool, tp: int = 1,
                      weight_dtype: str = "bf16", mixed: bool = False) -> int:
     """Planned probe points of one engine not yet measured (for --resume); -1 if it never started."""
-    from calibration.probes import plan_points, size_limits
+    from calibration.probes import PROBE_MAX_MODEL_LEN, PROBE_MAX_NUM_BATCHED_TOKENS, plan_points, size_limits
     from calibration.records import done_keys, probe_key
     from planner.io import catalog
+    from planner.specs import Deployment
 
     def whole(r, key, default):
         v = r.get(key)
@@ -205,10 +206,11 @@ def remaining_points(records: list[dict], model_id: str, kv: str, role: str, qui
     if not eng:
         return -1
     e = eng[-1]  # a damaged number in the engine record falls back to the probe plan's defaults
-    cap = whole(e, "num_gpu_blocks", 0) * whole(e, "block_size", 16) or None
+    cap = whole(e, "num_gpu_blocks", 0) * whole(e, "block_size", Deployment.default("block_size_tokens")) or None
     done = done_keys(records)
-    pts = plan_points(quick=quick, kv_capacity_tokens=cap, max_model_len=whole(e, "max_model_len", 32768), role=role,
-                      mixed=mixed, max_num_batched_tokens=whole(e, "max_num_batched_tokens", 16384),
+    pts = plan_points(quick=quick, kv_capacity_tokens=cap, role=role, mixed=mixed,
+                      max_model_len=whole(e, "max_model_len", PROBE_MAX_MODEL_LEN),
+                      max_num_batched_tokens=whole(e, "max_num_batched_tokens", PROBE_MAX_NUM_BATCHED_TOKENS),
                       **size_limits(catalog.model(model_id)))
     base = {"gpu": e.get("gpu"), "model": model_id, "kv_cache_dtype": kv, "tensor_parallel": tp, "role": role,
             "weight_dtype": weight_dtype}

@@ -71,6 +71,7 @@ from calibration.serve_plan import (
     plan_estimate_s,
     request_record,
 )
+from planner.specs import Deployment
 
 # ------------------------------------------------------------------------------------ the engines
 
@@ -184,7 +185,7 @@ def engine_record(engine, phase: EnginePhase, args, startup_s: float, model_id: 
     vc = engine.vllm_config
     cc, sc = vc.cache_config, vc.scheduler_config
     blocks = getattr(cc, "num_gpu_blocks", None)
-    bs = getattr(cc, "block_size", 16)
+    bs = getattr(cc, "block_size", Deployment.default("block_size_tokens"))
     return {
         "type": "engine", "schema_version": SCHEMA_VERSION, "engine_id": phase.engine_id, "model": model_id,
         "gpu": args.gpu, "gpu_name": "fake" if args.dry_run else gpu_name(), "vllm_version": vllm_version(args.dry_run),
@@ -367,8 +368,10 @@ def parse_args(argv: list[str] | None = None):
     ap.add_argument("--skip-prefix-off", action="store_true", help="no second engine with prefix caching off")
     ap.add_argument("--only-prefix-off", action="store_true",
                     help="only the prefix-caching-off engine's shared-prefix runs (a separate session)")
-    ap.add_argument("--max-num-seqs", type=int, default=1024, help="vLLM serve default on H100/H200")
-    ap.add_argument("--max-num-batched-tokens", type=int, default=8192, help="vLLM serve default on H100/H200")
+    ap.add_argument("--max-num-seqs", type=int, default=Deployment.default("max_num_seqs"),
+                    help="vLLM serve default on H100/H200")
+    ap.add_argument("--max-num-batched-tokens", type=int, default=Deployment.default("max_num_batched_tokens"),
+                    help="vLLM serve default on H100/H200")
     ap.add_argument("--max-model-len", type=int, default=4096)
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     ap.add_argument("--budget-s", type=float, default=350.0,

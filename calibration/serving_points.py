@@ -36,8 +36,9 @@ def serving_points(folder: Path, model_id: str) -> list[Measurement]:
                      kv_cache_dtype=KV_ALIASES.get(deploy.get("kv_cache_dtype", "bf16"), "bf16"),
                      gpu_memory_utilization=float(flag("--gpu-memory-utilization",
                                                        str(Deployment.default("gpu_memory_utilization")))),
-                     max_num_batched_tokens=int(flag("--max-num-batched-tokens", "8192")),
-                     max_num_seqs=int(flag("--max-num-seqs", "1024")))
+                     max_num_batched_tokens=int(flag("--max-num-batched-tokens",
+                                                     str(Deployment.default("max_num_batched_tokens")))),
+                     max_num_seqs=int(flag("--max-num-seqs", str(Deployment.default("max_num_seqs")))))
     source = f"{folder.name}/serve_bench.jsonl"
     out = []
     boot = next((r for r in recs if r.get("type") == "boot"), None)

@@ -10,9 +10,12 @@
 * TPOT at batch B = what users see under continuous batching: one decode step of B sequences at the
   mean context P + N/2 (:func:`decode_context_tokens`) plus the other requests' interleaved prefills
   (:func:`planner.cost.effective_tpot_s`).
-* :func:`largest_batch_under_slo` picks the largest B ≤ min(max concurrency, max_num_seqs) whose TPOT
+* :func:`largest_batch_under_slo` finds the largest B* ≤ min(max concurrency, max_num_seqs) whose TPOT
   and TTFT meet the workload's targets (both are non-decreasing in B, so the feasible batches are
-  1 … B*).  The highest request *rate* under p99 targets is a different search: the simulator's.
+  1 … B*), then takes the *best* of them: the batch that serves the most output tokens per second
+  (B ÷ TPOT; the larger of batches within 0.1 % of it).  They are the same unless a step-cost cliff (e.g. an MoE GEMM tile
+  boundary at batch 513) makes a bigger batch serve less; then ``binding`` is ``throughput``.  The
+  highest request *rate* under p99 targets is a different search: the simulator's.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ from planner.specs import Deployment, GpuSpec, ModelSpec, Workload
 
 #: Limits up to this many batches are searched exhaustively; above, a grid plus refinement.
 EXACT_BATCH_SEARCH = 65_536
+
+#: A smaller batch than the largest under the targets is taken only if it serves this much more (a real cliff,
+#: not rounding in a flat, compute-bound stretch).
+BEST_BATCH_TOLERANCE = 1e-3
 
 #: Largest prompt/output token count the planner accepts (far beyond any served context; keeps the
 #: quadratic attention terms finite in float64).
@@ -195,6 +202,13 @@ def largest_batch_under_slo(
         cand = np.unique(np.linspace(best, nxt, min(4097, nxt - best + 1)).round().astype(np.int64))
         c_tpot, c_ttft = evaluate(cand)
         best, why = pick(cand, c_tpot, c_ttft)
+    if best > 1:  # the best batch, not the largest: a step-cost cliff can make a bigger batch serve less
+        feasible = cand <= best
+        thr = np.where(feasible, cand / np.maximum(c_tpot, 1e-300), -np.inf)
+        top_thr = float(thr.max())
+        i = int(np.flatnonzero(thr >= top_thr * (1 - BEST_BATCH_TOLERANCE))[-1])  # near-ties: the larger batch
+        if int(cand[i]) < best:
+            best, why = int(cand[i]), "throughput"
     at = int(np.searchsorted(cand, best))
     tpot_best = float(c_tpot[at]) if best else float("nan")
     ttft_best = float(c_ttft[at]) if best else float("nan")

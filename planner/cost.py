@@ -211,10 +211,11 @@ def token_cost(tp: Throughput, price_usd_per_gpu_hour) -> TokenCost:
 def with_price(gpu: GpuSpec, price_usd_per_hour: float, source: Source) -> GpuSpec:
     """``gpu`` at another price per GPU-hour (a user's override), ``source`` saying where it came from
     (``sources['price_usd_per_hour']``, so every export names the price it used).  Validated like a catalog
-    price (a pydantic ValidationError naming ``price_usd_per_hour`` outside 0.01-1,000 USD/h)."""
+    price (a pydantic ValidationError naming ``price_usd_per_hour`` outside 0.01-1,000 USD/h).  The catalog's price
+    table is dropped: the GPU's one price is now this one."""
     d = gpu.model_dump()
     d["sources"]["price_usd_per_hour"] = source.model_dump()
-    return type(gpu).model_validate({**d, "price_usd_per_hour": price_usd_per_hour})
+    return type(gpu).model_validate({**d, "price_usd_per_hour": price_usd_per_hour, "prices": ()})
 
 
 # -------------------------------------------------------------------------------------------- fleet

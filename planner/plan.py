@@ -141,6 +141,9 @@ def plan(
     if served and slo.binding in BINDING_TARGETS and slo.batch_limit > slo.batch_size:
         notes.append(f"the {BINDING_TARGETS[slo.binding]} the batch to {slo.batch_size:,} of the "
                      f"{batch_limit_phrase(slo, workload)}")
+    if served and slo.binding == "throughput":
+        notes.append(f"batch {slo.batch_size:,} serves more output tokens per second than any larger batch under the "
+                     f"targets (a step-cost cliff above it), so the plan runs there, not at the largest")
     if feasible:
         notes.append(cold_start_note(model, deployment.weight_dtype, deployment.max_num_seqs,
                                      deployment.max_num_batched_tokens))
@@ -149,35 +152,13 @@ def plan(
         warnings.append(shortfall_warning(fleet, deployment))
 
     return SizingReport(
-        model_id=model.id,
-        model_name=model.name,
-        gpu_id=gpu.id,
-        gpu_name=gpu.name,
-        deployment=deployment,
-        workload=workload,
-        profile_mode=profile.mode,
-        profile_gpu_id=profile.gpu_id,
-        profile_engine_version=profile.engine_version,
-        profile_created=profile.created,
-        memory=budget,
-        kv_per_request=kv_req,
-        kv_per_request_bytes_per_gpu=per_req_gpu,
-        max_concurrency=conc,
-        ttft=ttft,
-        slo=slo,
-        tpot=tpot,
-        tpot_effective_s=tpot_eff,
-        throughput=thr,
-        cost=cost,
-        fleet=fleet,
-        quality=quality,
-        price_usd_per_hour=gpu.price_usd_per_hour,
-        price_source=gpu.price_source.url,
-        price_date=gpu.price_source.date,
-        feasible=feasible,
-        reasons=reasons,
-        notes=notes,
-        warnings=warnings,
+        model_id=model.id, model_name=model.name, gpu_id=gpu.id, gpu_name=gpu.name, deployment=deployment,
+        workload=workload, profile_mode=profile.mode, profile_gpu_id=profile.gpu_id,
+        profile_engine_version=profile.engine_version, profile_created=profile.created,
+        memory=budget, kv_per_request=kv_req, kv_per_request_bytes_per_gpu=per_req_gpu, max_concurrency=conc,
+        ttft=ttft, slo=slo, tpot=tpot, tpot_effective_s=tpot_eff, throughput=thr, cost=cost, fleet=fleet,
+        quality=quality, price_usd_per_hour=gpu.price_usd_per_hour, price_source=gpu.price_source.url,
+        price_date=gpu.price_source.date, feasible=feasible, reasons=reasons, notes=notes, warnings=warnings,
         bands={"ttft": band(profile, model, deployment, prefill_regime(workload.prompt_tokens)),
                "tpot": band(profile, model, deployment, "decode"),
                "kv_capacity": band(profile, model, deployment, "kv_capacity")},

@@ -4,18 +4,19 @@ percentiles, cost, quality and where every number comes from — as Markdown, HT
 :func:`plan_report` is pure (no files, no network; the simulation is seeded): ``planner report`` writes its
 three texts, and the dashboard can offer them for download::
 
-    from planner.fleet import plan_for_demand
+    from planner.cli.flags import PlanFlags
+    from planner.cli.plan import plan_from_flags
     from planner.plan_report import plan_report
 
-    report, fleet = plan_for_demand(model, gpu, deployment, workload, profile, users=160)
-    pr = plan_report(model, gpu, report, fleet, profile, calibration_note=mode_line)
+    fp = plan_from_flags(PlanFlags(model="llama-3.1-70b", gpu="h200-sxm", users=160, ttft_slo_ms=1000))
+    pr = plan_report(fp.model, fp.gpu, fp.report, fp.fleet, fp.profile, calibration_note=fp.mode_line)
     pr.markdown(), pr.html(), pr.csv_text()      # str each; pr.as_dict() for JSON
 
 What it holds: model, GPU, TP/PP, dtypes, the ``vllm serve`` command of one replica
 (:func:`planner.deploy.serve_command`, vLLM 0.26 flags), the demand (users and think time, or the rate), the
-fleet (replicas, GPUs, $/hour, $/month, the band's range: :mod:`planner.fleet`), TTFT and TPOT p50/p99 from the
-simulator (one replica under Poisson arrivals at the fleet's rate ÷ replicas; :func:`planner.serving.simulate`,
-the first 10 % of requests left out as warm-up) with the error bands of :mod:`planner.bands`, the planned
+fleet engine's answer (replicas, GPUs, $/hour, $/month, the band's range, the basis: :mod:`planner.fleet`), the
+knee and the TTFT and TPOT tails at the operating rate from the simulator (the same trials that sized the
+fleet) with the error bands of :mod:`planner.bands`, the planned
 steady-state latencies, all-in $ per million output tokens (the ranking key, :mod:`planner.ranking`), quality,
 and the calibration mode with its source.  The raw sweep CSV (:func:`planner.report.write_csv`) is another file.
 """
@@ -28,7 +29,7 @@ import io
 import math
 from dataclasses import dataclass, field
 
-from planner.fleet import HOURS_PER_MONTH, FleetAnswer
+from planner.fleet import HOURS_PER_MONTH, FleetPlan
 from planner.profile import CalibrationProfile
 from planner.quoting import csv_cell, md_code_block, md_text
 from planner.ranking import RANK_DEFINITION
@@ -36,12 +37,8 @@ from planner.report import SizingReport
 from planner.specs import GpuSpec, ModelSpec
 from planner.units import MS, GiB
 
-__all__ = ["PlanReport", "plan_report", "simulated_percentiles"]
+__all__ = ["PlanReport", "plan_report"]
 
-#: Requests a report simulates per replica: max(this, rate × SIM_SECONDS), at most SIM_MAX_REQUESTS.
-SIM_MIN_REQUESTS = 1000
-SIM_SECONDS = 120.0
-SIM_MAX_REQUESTS = 5000
 
 
 @dataclass(frozen=True)
@@ -155,28 +152,6 @@ def _cell(v, plain: bool = False) -> str:
     return str(v)
 
 
-def simulated_percentiles(model: ModelSpec, gpu: GpuSpec, report: SizingReport, profile: CalibrationProfile,
-                          rate_per_replica_s: float, *, seed: int = 0) -> dict:
-    """TTFT / TPOT / E2E p50 and p99 (s) of one replica under Poisson arrivals at ``rate_per_replica_s``
-    (:func:`planner.serving.simulate`, fixed seed; the first 10 % by arrival left out as warm-up), with the
-    number of requests simulated."""
-    from planner.serving import engine_setup, percentiles, simulate
-    from planner.serving.load import measured_window
-    from planner.serving.workloads import synthetic
-
-    w = report.workload
-    n = int(min(SIM_MAX_REQUESTS, max(SIM_MIN_REQUESTS, math.ceil(rate_per_replica_s * SIM_SECONDS))))
-    cost, cfg = engine_setup(model, gpu, report.deployment, profile)
-    res = simulate(synthetic(n, w.prompt_tokens, w.output_tokens, rate_per_s=rate_per_replica_s, seed=seed), cost, cfg)
-    idx = measured_window(res)
-    done = idx[res.completed[idx]]
-    out = {"num_requests": n, "rate_per_replica_s": rate_per_replica_s, "seed": seed}
-    for key, arr in (("ttft", res.ttft_s), ("tpot", res.tpot_s), ("e2e", res.e2e_s)):
-        p = percentiles(arr[done]) if done.size else {"p50": math.nan, "p99": math.nan}
-        out[f"{key}_p50_s"], out[f"{key}_p99_s"] = p["p50"], p["p99"]
-    return out
-
-
 def _calibration_source(profile: CalibrationProfile) -> str:
     if profile.mode == "ideal":
         return "datasheet roofline, no measurement"
@@ -187,15 +162,14 @@ def _calibration_source(profile: CalibrationProfile) -> str:
     return f"measured on {profile.gpu_id} ({src})"
 
 
-def plan_report(model: ModelSpec, gpu: GpuSpec, report: SizingReport, fleet: FleetAnswer,
-                profile: CalibrationProfile, *, calibration_note: str = "", chosen: str | None = None,
-                seed: int = 0, simulate_latency: bool = True) -> PlanReport:
-    """The :class:`PlanReport` of ``report`` (one replica's plan) and ``fleet`` (its demand; module docstring).
-    ``chosen``: how the configuration was chosen (e.g. :meth:`planner.choose.Choice.sentence`).
-    ``simulate_latency=False`` leaves the simulated percentiles out (no simulation is run)."""
+def plan_report(model: ModelSpec, gpu: GpuSpec, report: SizingReport, fleet: FleetPlan,
+                profile: CalibrationProfile, *, calibration_note: str = "") -> PlanReport:
+    """The :class:`PlanReport` of the fleet engine's answer ``fleet`` (:func:`planner.fleet.plan_fleet`; its
+    best candidate) and ``report``, that candidate's replica at the steady state (the explanation)."""
     from planner.deploy import serve_command
 
     d, w, q, c = report.deployment, report.workload, report.quality, report.cost
+    best, fq = fleet.best, fleet.question
     bands = {k: (b.text() if b is not None else "no band") for k, b in
              ((k, report.bands.get(k)) for k in ("ttft", "tpot", "kv_capacity"))}
     serve = serve_command(model, gpu, d, max_model_len=w.context_tokens, profile=profile)
@@ -214,48 +188,47 @@ def plan_report(model: ModelSpec, gpu: GpuSpec, report: SizingReport, fleet: Fle
     add(cfg, "gpu_memory_utilization", d.gpu_memory_utilization)
     add(cfg, "max_num_seqs", d.max_num_seqs, "sequences")
     add(cfg, "max_num_batched_tokens", d.max_num_batched_tokens, "tokens")
-    if chosen:
-        add(cfg, "chosen", chosen)
+    add(cfg, "chosen", fleet.sentence())
 
     dem = "Demand"
-    if fleet.users is not None:
-        add(dem, "users", fleet.users)
-        add(dem, "think time", fleet.think_time_s, "s")
-    add(dem, "request rate", fleet.request_rate_per_s, "req/s",
-        "what the users send: users / (think time + E2E)" if fleet.users is not None else "")
+    if fq.users is not None:
+        add(dem, "users", fq.users)
+        add(dem, "think time", fq.think_time_s, "s")
+    add(dem, "request rate", best.demand_rate_per_s if best else fq.rate_per_s, "req/s",
+        "what the users send: users / (think time + E2E)" if fq.users is not None else "")
     add(dem, "prompt tokens", w.prompt_tokens, "tokens")
     add(dem, "output tokens", w.output_tokens, "tokens")
-    add(dem, "TTFT target", None if w.ttft_slo_s is None else w.ttft_slo_s / MS, "ms")
-    add(dem, "TPOT target", None if w.tpot_slo_s is None else w.tpot_slo_s / MS, "ms")
+    add(dem, f"TTFT target ({fq.tail})", None if fq.ttft_slo_s is None else fq.ttft_slo_s / MS, "ms")
+    add(dem, f"TPOT target ({fq.tail})", None if fq.tpot_slo_s is None else fq.tpot_slo_s / MS, "ms")
 
-    fl = "Fleet"
-    add(fl, "replicas", fleet.replicas, "", fleet.band_text())
-    add(fl, "GPUs", fleet.num_gpus)
-    add(fl, "cost per hour", round(fleet.usd_per_hour, 2), "USD")
-    add(fl, "cost per month", round(fleet.usd_per_month), "USD", f"{HOURS_PER_MONTH:g} hours")
-    add(fl, "requests in flight per replica", report.batch_size, "requests")
-    add(fl, "capacity per replica", fleet.requests_per_s_per_replica, "req/s")
-    add(fl, "utilisation", None if fleet.utilization is None else round(100 * fleet.utilization, 1), "%")
-
-    lat = "Latency, simulated"
-    rate = (fleet.request_rate_per_s / fleet.replicas if fleet.request_rate_per_s
-            else fleet.requests_per_s_per_replica)
-    if simulate_latency and report.batch_size and rate > 0:
-        sim = simulated_percentiles(model, gpu, report, profile, rate, seed=seed)
-        how = (f"one replica, Poisson at {rate:,.3g} req/s, {sim['num_requests']:,} requests (seed {seed}), "
-               f"first 10 % left out")
-        for key, name in (("ttft", "TTFT"), ("tpot", "TPOT")):
-            for pq in ("p50", "p99"):
-                v = _finite_or_none(sim[f"{key}_{pq}_s"])  # no TPOT when each request makes one token
-                add(lat, f"{name} {pq}", None if v is None else v / MS, "ms",
-                    bands[key] if v is not None else "none: one output token per request has no time per output token")
-        add(lat, "E2E p50", sim["e2e_p50_s"], "s")
-        add(lat, "E2E p99", sim["e2e_p99_s"], "s", how)
-        ok = all(t is None or _finite_or_none(sim[f"{k}_p99_s"]) is None or sim[f"{k}_p99_s"] <= t
-                 for k, t in (("ttft", w.ttft_slo_s), ("tpot", w.tpot_slo_s)))
-        add(lat, "p99 meets the targets", ok, "", "" if ok else (
-            "the fleet is sized on the steady-state latencies; under Poisson arrivals p99 misses a target: "
-            "`planner slo-search` finds the rate each replica holds at p99"))
+    if best is not None:
+        k = best.knee
+        fl = "Fleet"
+        band = (f"±{best.band_pct:.0f} %: up to {best.replicas_high:,} replicas" if best.replicas_high is not None
+                else f"no error band: {best.band_basis}")
+        add(fl, "replicas", best.replicas, "", band + ("; N+1" if fq.n_plus_one else ""))
+        add(fl, "GPUs", best.num_gpus)
+        add(fl, "cost per hour", round(best.usd_per_hour, 2), "USD")
+        add(fl, "cost per month", round(best.usd_per_month), "USD", f"{HOURS_PER_MONTH:g} hours")
+        add(fl, "confidence", best.confidence, "", best.band_basis)
+        alt = fleet.best_measured
+        if alt is not None:
+            add(fl, "cheapest measured alternative", f"{alt.replicas:,} × {alt.layout()}", "",
+                f"{alt.num_gpus:,} GPUs, {round(alt.usd_per_month):,} USD/month")
+        lat = f"Latency, simulated at the {fq.tail}"
+        how = f"one replica under Poisson arrivals, steady state ({k.trial_requests:,}-request trials)"
+        add(lat, "knee (per replica)", k.knee_rate_per_s, "req/s", f"highest rate holding the targets ({k.confidence})")
+        add(lat, "operating rate (per replica)", k.usable_rate_per_s, "req/s", f"{fq.headroom:.0%} below the knee")
+        add(lat, f"TTFT {fq.tail}", k.ttft_tail_s / MS, "ms", bands["ttft"])
+        one = report.workload.output_tokens <= 1  # no time per output token
+        no_tpot = "none: one output token per request has no time per output token"
+        add(lat, f"TPOT {fq.tail}", None if one else k.tpot_tail_s / MS, "ms", no_tpot if one else bands["tpot"])
+        add(lat, "TTFT p50", k.ttft_p50_s / MS, "ms")
+        add(lat, "TPOT p50", None if one else k.tpot_p50_s / MS, "ms", no_tpot if one else "")
+        add(lat, "E2E mean", k.e2e_mean_s, "s", how)
+        add(lat, "requests in flight per replica", k.in_flight, "requests")
+        ok = all(t is None or v <= t for v, t in ((k.ttft_tail_s, fq.ttft_slo_s), (k.tpot_tail_s, fq.tpot_slo_s)))
+        add(lat, f"{fq.tail} meets the targets", ok, "", "at the operating rate")
     steady = "Latency, planned steady state"
     add(steady, "TTFT joining the batch", report.slo.ttft_s / MS if report.batch_size else None, "ms", bands["ttft"])
     add(steady, "TPOT (mean)", report.tpot_effective_s / MS if report.batch_size else None, "ms", bands["tpot"])
@@ -263,8 +236,11 @@ def plan_report(model: ModelSpec, gpu: GpuSpec, report: SizingReport, fleet: Fle
     add(steady, "KV pool per GPU", round(report.memory.kv_pool_bytes / GiB, 2), "GiB")
 
     cost = "Cost"
-    add(cost, "$ per million output tokens (all-in)", float(c.usd_per_million_output_tokens_all_in), "USD",
-        RANK_DEFINITION.split(";")[0])
+    if best is not None and best.usd_per_million_output_tokens is not None:
+        add(cost, "$ per million output tokens", best.usd_per_million_output_tokens, "USD",
+            "all GPU time at the operating rate over the generated tokens")
+    add(cost, "$ per million output tokens (steady state, all-in)", float(c.usd_per_million_output_tokens_all_in),
+        "USD", RANK_DEFINITION.split(";")[0])
     add(cost, "price per GPU-hour", report.price_usd_per_hour, "USD", f"{report.price_source}, {report.price_date}")
 
     qual = "Quality"
@@ -279,8 +255,10 @@ def plan_report(model: ModelSpec, gpu: GpuSpec, report: SizingReport, fleet: Fle
     add(cal, "source", _calibration_source(profile))
 
     title = f"Plan: {model.name} on {gpu.name}"
-    headline = (fleet.lines() if report.feasible else
+    feasible = best is not None
+    headline = (fleet.lines() if feasible else
                 [f"No fleet: {model.name} on {gpu.name} cannot serve this plan (the reasons below)"])
     return PlanReport(title=title, headline=headline, rows=rows, serve_command=serve.shell(),
-                      feasible=report.feasible, reasons=list(report.reasons), warnings=list(report.warnings),
+                      feasible=feasible, reasons=[] if feasible else [fleet.sentence()],
+                      warnings=list(report.warnings),
                       notes=list(report.notes) + list(serve.notes))

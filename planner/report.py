@@ -329,7 +329,8 @@ def report_text(r: SizingReport, mode_line: str = "") -> str:
     s = r.slo
     limit_text = {"memory": "memory (max concurrency)", "max_num_seqs": "--max-num-seqs",
                   "concurrency": "the requests in flight (--users)", "tpot": "TPOT target", "ttft": "TTFT target",
-                  "tpot+ttft": "TPOT and TTFT targets", "none": "nothing fits"}.get(s.binding, s.binding)
+                  "tpot+ttft": "TPOT and TTFT targets", "none": "nothing fits",
+                  "throughput": "the best throughput (a larger batch serves less)"}.get(s.binding, s.binding)
     lines.append(f"  Batch (requests in flight)       {s.batch_size:>12,}   limited by {limit_text}")
     if s.batch_size:
         lines.append(f"  TTFT joining {max(s.batch_size - 1, 0):<6,} running seqs {fmt_ms(s.ttft_s):>11}")

@@ -15,6 +15,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from planner.dtypes import WEIGHT_COMPUTE_DTYPES, ComputeDtype, KvDtype, WeightDtype
+from planner.prices import PriceEntry, check_table
 from planner.quoting import refuse_control_characters
 from planner.units import BILLION, GiB
 
@@ -78,19 +79,15 @@ class GpuSpec(FrozenSpec):
     )
     interconnect_latency_s: Positive = Field(5e-6, description="latency of one small collective, s")
     max_gpus_per_node: PositiveInt = Field(description="GPUs that share the fast interconnect in one node")
-    price_usd_per_hour: Positive = Field(description="reference on-demand price per GPU-hour, USD")
+    price_usd_per_hour: Positive = Field(description="default on-demand price per GPU-hour, USD (one of prices)")
+    prices: tuple[PriceEntry, ...] = Field((), description="sourced prices by provider and basis (planner.prices)")
     sources: dict[str, Source] = Field(
         description="source per field: memory_bytes, hbm_bandwidth_bytes_per_s, peak_flops_per_s, "
         "interconnect_bandwidth_bytes_per_s, price_usd_per_hour"
     )
 
-    REQUIRED_SOURCES: ClassVar[tuple[str, ...]] = (
-        "memory_bytes",
-        "hbm_bandwidth_bytes_per_s",
-        "peak_flops_per_s",
-        "interconnect_bandwidth_bytes_per_s",
-        "price_usd_per_hour",
-    )
+    REQUIRED_SOURCES: ClassVar[tuple[str, ...]] = ("memory_bytes", "hbm_bandwidth_bytes_per_s", "peak_flops_per_s",
+                                                   "interconnect_bandwidth_bytes_per_s", "price_usd_per_hour")
 
     @field_validator("peak_flops_per_s")
     @classmethod
@@ -105,15 +102,14 @@ class GpuSpec(FrozenSpec):
         lo, hi, unit = PLAUSIBLE_GPU[info.field_name]
         for x in (v.values() if isinstance(v, dict) else [v]):
             if not lo <= x <= hi:
-                raise ValueError(f"{x:g} is outside the plausible {lo:g} to {hi:g}; is it in the wrong unit? "
-                                 f"expected {unit}")
+                raise ValueError(f"{x:g} is outside the plausible {lo:g} to {hi:g}; wrong unit? expected {unit}")
         return v
 
     @model_validator(mode="after")
     def _sources_cover_values(self) -> GpuSpec:
-        missing = [k for k in self.REQUIRED_SOURCES if k not in self.sources]
-        if missing:
+        if missing := [k for k in self.REQUIRED_SOURCES if k not in self.sources]:
             raise ValueError(f"sources: missing a source for {', '.join(missing)}")
+        check_table(self.price_usd_per_hour, self.prices)
         return self
 
     def peak_flops_for(self, dtype: str) -> tuple[str, float]:
@@ -377,12 +373,16 @@ class Workload(FrozenSpec):
         return self.prompt_tokens + self.output_tokens
 
 
+#: vLLM 0.26's (max_num_batched_tokens, max_num_seqs) defaults (engine/arg_utils.py): `vllm serve` on >= 70 GiB GPUs
+#: but the A100 (Deployment's), on the rest; the ``LLM`` class's, which calibration's probe engines run with.
+SERVE_LIMITS_LARGE_GPU, SERVE_LIMITS_SMALL_GPU, LLM_CLASS_LIMITS = (8192, 1024), (2048, 256), (16384, 1024)
+
+
 def vllm_serve_defaults(gpu: GpuSpec) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) that vLLM 0.26 ``vllm serve`` picks on this GPU: 8,192 tokens and 1,024
-    sequences on GPUs of >= 70 GiB other than the A100, else 2,048 and 256 (vllm/engine/arg_utils.py)."""
-    if gpu.memory_bytes >= 70 * GiB and "a100" not in gpu.id and "a100" not in gpu.name.lower():
-        return 8192, 1024
-    return 2048, 256
+    """``vllm serve``'s (max_num_batched_tokens, max_num_seqs) on this GPU: 8,192 tokens and 1,024 sequences on GPUs
+    of >= 70 GiB other than the A100, else 2,048 and 256 (:data:`SERVE_LIMITS_LARGE_GPU`, ...)."""
+    large = gpu.memory_bytes >= 70 * GiB and "a100" not in gpu.id and "a100" not in gpu.name.lower()
+    return SERVE_LIMITS_LARGE_GPU if large else SERVE_LIMITS_SMALL_GPU
 
 
 DEFAULT_TENSOR_PARALLELS: tuple[int, ...] = (1, 2, 4, 8)  #: tensor-parallel sizes tried when none are asked for
@@ -406,10 +406,10 @@ class Deployment(FrozenSpec):
     kv_cache_dtype: KvDtype = "bf16"
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = Field(
         0.92, description="fraction of total GPU memory vLLM may use (vLLM 0.26 default 0.92)")
-    max_num_batched_tokens: PositiveInt = Field(
-        8192, description="chunked-prefill token budget per step (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)")
-    max_num_seqs: PositiveInt = Field(
-        1024, description="sequences scheduled at once (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)")
+    max_num_batched_tokens: PositiveInt = Field(SERVE_LIMITS_LARGE_GPU[0], description=(
+        "chunked-prefill token budget per step (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)"))
+    max_num_seqs: PositiveInt = Field(SERVE_LIMITS_LARGE_GPU[1], description=(
+        "sequences scheduled at once (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)"))
     block_size_tokens: PositiveInt = Field(16, description="paged KV block size")
 
     @classmethod

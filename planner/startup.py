@@ -91,8 +91,8 @@ def startup_check(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, max_mo
             f"{max_model_len:,} tokens exceeds the model's {model.max_context_tokens:,}-token limit"), "context"))
     if deployment.max_num_batched_tokens < deployment.max_num_seqs:
         problems.append(StartupProblem("max_num_batched_tokens", (
-            f"max_num_batched_tokens {deployment.max_num_batched_tokens:,} is below max_num_seqs "
-            f"{deployment.max_num_seqs:,} (vLLM requires max_num_batched_tokens >= max_num_seqs)")))
+            f"{deployment.max_num_batched_tokens:,} is below max_num_seqs {deployment.max_num_seqs:,} "
+            f"(vLLM requires max_num_batched_tokens >= max_num_seqs)")))
     if budget is None:
         budget = memory_budget(model, gpu, deployment, profile)
     if not budget.fits:  # a KV pool given in tokens does not make the weights fit

@@ -76,6 +76,17 @@ def _finite(x: float) -> bool:
     return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
 
 
+def positive_number(name: str, x, *, allow_zero: bool = False) -> float:
+    """``x`` as a float when it is a finite real number > 0 (≥ 0 with ``allow_zero``), else ValueError naming
+    ``name``: ``rate: must be a finite number > 0, got 0``.  The one check of the arrival rate and the demand
+    curve's numbers (the CLI's flags have :func:`planner.cli.common.finite`, which reads the same)."""
+    real = isinstance(x, (int, float, np.integer, np.floating))
+    if not (real and math.isfinite(x) and (x > 0 or (allow_zero and x == 0))):
+        raise ValueError(f"{name}: must be a finite number {'≥' if allow_zero else '>'} 0, "
+                         f"got {format(x, 'g') if real else repr(x)}")
+    return float(x)
+
+
 def fmt_gb(num_bytes: float, digits: int = 1) -> str:
     """Bytes as decimal gigabytes, e.g. '14.5 GB' (1 GB = 1e9 bytes)."""
     return f"{num_bytes / GB:,.{digits}f} GB" if _finite(num_bytes) else "—"

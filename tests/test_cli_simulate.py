@@ -74,18 +74,19 @@ def test_cli_slo_search_csv_and_json():
     r = _cli(*args, "--csv", "-")
     assert r.exit_code == 0, r.output
     lines = r.stdout.strip().splitlines()
-    assert lines[0].startswith("model,gpu,weight_dtype") and len(lines) == 3
+    assert lines[0].startswith("gpu_id,gpu,vendor,tensor_parallel") and len(lines) > 3  # every TP of both GPUs
     j = _cli(*args, "--json")
     d = json.loads(j.stdout)
-    best = d["candidates"][0]
-    assert best["gpu"] == "h200-sxm" and best["fits"] and best["replicas_for_target"] >= 1
-    assert best["ttft_p99_s"] <= 0.5 and best["tpot_p99_s"] <= 0.05
+    best = d["candidates"][0]  # ranked by the whole fleet's $/month (planner.fleet)
+    assert best["feasible"] and best["replicas"] >= 1 and d["fleet"] == best
+    assert best["ttft_tail_at_knee_s"] <= 0.5 and best["tpot_tail_at_knee_s"] <= 0.05
+    assert all(c["usd_per_month"] >= best["usd_per_month"] for c in d["candidates"] if c["feasible"])
     r = _cli("slo-search", "--model", "llama-3.1-70b", "--gpu", "l4", "--tp", "1", "--profile", "none",
              "--prompt-tokens", "512", "--output-tokens", "128",
              "--ttft-slo-ms", "500", "--tpot-slo-ms", "50", "-n", "50", "--json")
     row = json.loads(r.stdout)["candidates"][0]
     # no candidate meets the targets: the rows are printed, then exit 1 with one line
-    assert r.exit_code == 1 and row["fits"] is False and "does not fit" in row["note"]
+    assert r.exit_code == 1 and row["feasible"] is False and "does not fit" in row["note"]
     assert r.stderr.strip().startswith("error: infeasible: ")
     bad = _cli("slo-search", "--model", "mistral-7b-v0.3", "--ttft-slo-ms", "-1", "--tpot-slo-ms", "50")
     assert bad.exit_code == 2 and "--ttft-slo-ms" in bad.output

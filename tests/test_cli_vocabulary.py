@@ -62,8 +62,8 @@ def test_one_name_and_one_default_per_concept():
         assert {"--rate", "--users", "--think-time-s"} <= set(opts[cmd]), cmd
 
 
-@pytest.mark.parametrize(("cmd", "checked"), [("size", "steady-state"), ("sweep", "steady-state"),
-                                              ("report", "steady-state"), ("deploy", "steady-state"),
+@pytest.mark.parametrize(("cmd", "checked"), [("size", "simulated requests"), ("sweep", "steady-state"),
+                                              ("report", "simulated requests"), ("deploy", "simulated requests"),
                                               ("slo-search", "p99 over the simulated"), ("verify", "p99 of the requests")])
 def test_latency_target_help_says_which_percentile_is_checked(cmd, checked):
     o = options()[cmd]
@@ -127,7 +127,7 @@ def test_bad_input_exits_2_with_one_line_naming_the_flag(args, field):
 
 
 @pytest.mark.parametrize("args", [
-    ("size", "-m", "llama-3.1-70b", "-g", "l4"),
+    ("size", "-m", "llama-3.1-70b", "-g", "l4", "--tp", "1"),  # without --tp the fleet engine picks TP 8
     ("size", "-m", MODEL, "--tpot-slo-ms", "0.5"),  # no GPU of the catalog meets it
     ("report", "-m", MODEL, "-g", GPU, "--tpot-slo-ms", "0.5"),
     ("sweep", "-m", MODEL, "-g", GPU, "--tp", "1", "--tpot-slo-ms", "0.5"),

@@ -1,6 +1,8 @@
-"""One answer everywhere (issue #13): for a dashboard scenario (its URL), the Cost view's cheapest configuration,
-the plan report, the sweep CSV's rank 1 and the CLI (`planner sweep`'s table, `planner size` without --gpu)
-name the same configuration: GPU, TP, weight dtype, KV dtype and batch per replica.
+"""One answer everywhere (issue #13, #19): for a dashboard scenario (its URL), the Cost view's cheapest
+configuration, the sweep CSV's rank 1 and `planner sweep`'s table name the same configuration (GPU, TP, weight
+dtype, KV dtype and batch per replica); `planner size`, `planner report` (without --gpu) and the dashboard's
+headline name the same cheapest whole fleet (planner.fleet; tests/test_fleet.py checks every surface over
+random scenarios).
 
 Each surface asks the same question — every catalog GPU × TP at the scenario's dtypes, every batch up to the
 users, the scenario's targets — and ranks with planner.ranking."""
@@ -15,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from planner.io import catalog
-from planner.dashboard import views
-from planner.choose import question_command
+from planner.dashboard import headline, views
+from planner.dashboard.choose import question_command
 from planner.cli.app import app
 from planner.ranking import config_key
 from planner.dashboard.scenario import Scenario, scenario_gpu, scenario_profile
@@ -61,7 +63,7 @@ def cost_view_cheapest(sc: Scenario) -> tuple:
 
 
 def question_flags(sc: Scenario) -> list[str]:
-    """The flags of planner.choose.question_command (what the dashboard can show beside its Cost view)."""
+    """The flags of planner.dashboard.choose.question_command (what the dashboard can show beside its Cost view)."""
     cmd = question_command("sweep", sc.model_key, prompt_tokens=sc.prompt_tokens, output_tokens=sc.output_tokens,
                            ttft_slo_s=sc.ttft_slo_s, tpot_slo_s=sc.tpot_slo_s, users=sc.target_users,
                            weight_dtype=sc.weight_dtype, kv_dtype=sc.kv_cache_dtype, calibrated=sc.calibrated)
@@ -90,17 +92,16 @@ def test_cost_view_report_sweep_csv_and_cli_name_the_same_configuration(url, tmp
     first = next(line.split() for line in table if line.startswith("1 "))
     assert (first[1], int(first[4]), first[2], first[3], int(first[5].replace(",", "")), int(first[6])) == want
 
-    # `planner size` without --gpu: the configuration it chose, and the plan it printed for it
-    d = json.loads(invoke("size", *flags, "--json").stdout)
-    chosen = d["choice"]["chosen"]
-    assert tuple(chosen.values()) == want
-    assert (d["gpu_id"], d["tensor_parallel"], d["weight_dtype"], d["kv_cache_dtype"], d["prompt_tokens"],
-            d["batch_size"]) == want
-
-    # `planner report` without --gpu: the plan report names it too
-    rep = json.loads(invoke("report", *flags, "--json").stdout)
+    # `planner size` and `planner report` without --gpu answer the fleet question (planner.fleet, issue #19): the
+    # cheapest whole fleet for the scenario's users, the same one the dashboard's headline shows across GPUs
+    size_flags = [*flags, "--users", str(sc.target_users)] if "--users" not in flags else flags
+    d = json.loads(invoke("size", *size_flags, "--json").stdout)["fleet"]
+    demand = headline.Demand("users + think time", active_users=sc.target_users, think_s=0.0)
+    dash = headline.scenario_fleet(sc, demand).best
+    assert (d["gpu_id"], d["tensor_parallel"], d["weight_dtype"], d["replicas"], d["num_gpus"]) == (
+        dash.gpu_id, dash.tensor_parallel, dash.weight_dtype, dash.replicas, dash.num_gpus)
+    rep = json.loads(invoke("report", *size_flags, "--json").stdout)
     rows = {r["quantity"]: r["value"] for r in rep["rows"]}
-    gpu = catalog.gpu(want[0])
-    assert rows["GPU"] == f"{gpu.name} ({gpu.id})"
-    assert (rows["tensor parallel"], rows["weights"], rows["KV cache"], rows["prompt tokens"],
-            rows["requests in flight per replica"]) == want[1:]
+    gpu = catalog.gpu(dash.gpu_id)
+    assert rows["GPU"] == f"{gpu.name} ({gpu.id})" and rows["replicas"] == dash.replicas
+    assert rows["tensor parallel"] == dash.tensor_parallel and rep["fleet"]["usd_per_month"] == dash.usd_per_month

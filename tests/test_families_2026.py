@@ -63,8 +63,8 @@ def test_graph_capture_limit_is_what_the_engines_recorded():
     recs = [json.loads(line) for name in RAW for line in (DATA / name).read_text().splitlines()]
     for r in (r for r in recs if r.get("type") == "engine"):
         m = catalog.model(r["model"])
-        d = Deployment(gpu_id="h200-sxm", max_num_seqs=r["max_num_seqs"],
-                       max_num_batched_tokens=r["max_num_batched_tokens"])
+        d = Deployment.for_gpu(catalog.gpu("h200-sxm"), max_num_seqs=r["max_num_seqs"],
+                               max_num_batched_tokens=r["max_num_batched_tokens"])
         assert cudagraph_max_tokens(d, m) == r["max_cudagraph_capture_size"] == graph_capture_limit(m)
 
 

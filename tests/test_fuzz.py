@@ -35,6 +35,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from fleet_helpers import fleet_plan_report
+
 from planner.io import catalog
 from planner.cli.app import app
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
@@ -631,8 +633,6 @@ def test_fuzz_names_reach_generated_files_only_quoted(name, repo, gpu_name):
     import yaml
 
     from planner.deploy import deployment_bundle
-    from planner.fleet import plan_for_demand
-    from planner.plan_report import plan_report
     from planner.profile import IDEAL_PROFILE
     from planner.quoting import FORMULA_PREFIXES
     from planner.specs import Deployment, Workload
@@ -669,8 +669,7 @@ def test_fuzz_names_reach_generated_files_only_quoted(name, repo, gpu_name):
     assert json.loads(b.files["predictions.json"])["serve_argv"][2] == m.hf_repo
     raw_html = re.compile(r"<(script|/script|img|b)\b", re.I)
     assert not any(raw_html.search(x) for x in _outside_fences(b.files["README.md"]))
-    report, fleet = plan_for_demand(m, g, Deployment.for_gpu(g), wl, IDEAL_PROFILE)
-    pr = plan_report(m, g, report, fleet, IDEAL_PROFILE, simulate_latency=False)
+    pr = fleet_plan_report(m, g, wl, IDEAL_PROFILE)
     assert not any(raw_html.search(x) for x in _outside_fences(pr.markdown()))
     for row in csv_mod.reader(io.StringIO(pr.csv_text())):
         for cell in row:

@@ -132,7 +132,7 @@ def test_a_profile_date_that_is_no_date_names_the_field(tmp_path):
 def test_max_num_batched_tokens_below_max_num_seqs_names_it():
     r = run("report", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--max-num-batched-tokens", "1")
     assert r.exit_code == 1
-    assert one_error_line(r).startswith("error: infeasible: max_num_batched_tokens 1 is below max_num_seqs 1,024")
+    assert one_error_line(r).startswith("error: infeasible: max_num_batched_tokens: 1 is below max_num_seqs 1,024")
 
 
 def test_validate_json_with_an_extreme_measurement(tmp_path):

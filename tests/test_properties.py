@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import make_gpu, make_model, mistral_7b
+from conftest import make_deployment, make_gpu, make_model, mistral_7b
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -90,7 +90,7 @@ tps = st.sampled_from([1, 2, 4, 8])
 
 
 def _dep(tp=1, **kw) -> Deployment:
-    return Deployment(gpu_id="test-gpu", num_gpus=tp, tensor_parallel=tp, **kw)
+    return make_deployment(num_gpus=tp, tensor_parallel=tp, **kw)
 
 
 # ------------------------------------------------------------------------------------- concurrency

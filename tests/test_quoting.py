@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from planner.cli.app import app
 from planner.deploy import deployment_bundle
-from planner.fleet import plan_for_demand
+from fleet_helpers import fleet_plan_report
 from planner.io import catalog
 from planner.io.catalog import SpecError
 from planner.plan_report import plan_report
@@ -134,12 +134,8 @@ def test_deploy_predictions_json_round_trips_the_name():
 
 def _plan_report(name):
     m, g = _hostile_specs(name=name, gpu_name="<img src=x onerror=alert(1)>")
-    dep = Deployment.for_gpu(g)
-    report, fleet = plan_for_demand(m, g, dep, Workload(prompt_tokens=1024, output_tokens=128,
-                                                        request_rate_per_s=2.0), catalog.profile_for(g.id) or
-                                    __import__("planner.profile").profile.IDEAL_PROFILE)
-    return plan_report(m, g, report, fleet, __import__("planner.profile").profile.IDEAL_PROFILE,
-                       simulate_latency=False)
+    return fleet_plan_report(m, g, Workload(prompt_tokens=1024, output_tokens=128),
+                             catalog.profile_for(g.id) or __import__("planner.profile").profile.IDEAL_PROFILE)
 
 
 def test_plan_markdown_and_csv_escape_names():

@@ -115,19 +115,16 @@ def test_deployment_is_built_one_way():
     assert not found, found
 
 
-#: Repeated blocks ``duplicates`` still finds in planner/, each removed by the issue named: (file, file, why).
-#: Remove a line when its issue lands; a pair not listed here fails the test.
+#: Repeated blocks ``duplicates`` still finds in planner/ and why each stays (data, or a shape with no shared
+#: logic): (file, file, why).  A pair not listed here fails the test; remove a line when its pair goes.
 KNOWN_DUPLICATES: tuple[tuple[str, str, str], ...] = (
-    ("cli/report.py", "cli/size.py", "#19: one PlanFlags model for size/report/deploy"),
-    ("cli/deploy.py", "cli/report.py", "#19: one PlanFlags model for size/report/deploy"),
-    ("cli/deploy.py", "cli/size.py", "#19: one PlanFlags model for size/report/deploy"),
-    ("cli/size.py", "cli/size.py", "#19: one PlanFlags model for size/report/deploy"),
-    ("cli/simulate.py", "cli/size.py", "#19: the shared flag imports of size and simulate"),
-    ("fleet.py", "quality.py", "#19: fleet.py is rewritten there (a same-shape result dataclass)"),
-    ("plan.py", "plan.py", "#19: plan.py's SizingReport constructor (keyword lines of one shape)"),
     ("dashboard/presets.py", "dashboard/presets.py", "data, not logic: the three Preset records share their fields"),
-    ("capacity/plan.py", "capacity/schedule.py", "#22: capacity's keyword-shaped blocks (merged after #18)"),
-    ("capacity/demand.py", "serving/workloads.py", "#22: capacity's demand curve beside the arrival processes"),
+    ("capacity/plan.py", "capacity/schedule.py", "shape only: the tails of two frozen records' field lists, each "
+     "followed by a one-line @property reading a part (CapacityPlan.knee, Schedule.hours); no shared logic"),
+    ("quality.py", "steady_fleet.py", "shape only: one-line @property accessors (a quality estimate's retention and "
+     "score; a fleet's GPUs and $/hour); the fleet's $/month formula is one method, WholeFleet.usd_per_month_of"),
+    ("capacity/demand.py", "serving/workloads.py", "shape only: one-line @property reductions (a demand curve's peak "
+     "and mean rate; a request set's token totals); their positive-number check is one, units.positive_number"),
 )
 
 

@@ -478,8 +478,9 @@ def test_preset_state_sets_the_context_and_numbers_as_floats():
 
 
 def test_the_headline_fleet_is_planner_size_for_the_demand():
-    """The dashboard's fleet is `planner size --rate` / `--users --think-time-s` for the scenario's replica: the
-    command it prints gives the same replicas, GPUs and $/month."""
+    """The dashboard's headline fleet is the fleet engine's across GPUs (planner.fleet), what `planner size
+    --rate` / `--users --think-time-s` prints: the command it shows gives the same layout, replicas, GPUs and
+    $/month."""
     import shlex
 
     from typer.testing import CliRunner
@@ -490,13 +491,14 @@ def test_the_headline_fleet_is_planner_size_for_the_demand():
     p = planned(sc)
     for demand in (headline.Demand("requests/s", rate_per_s=10.0),
                    headline.Demand("users + think time", active_users=2000, think_s=30.0)):
-        fa = headline.demand_fleet(p, demand).fleet
+        fa = headline.demand_fleet(p, demand, sc).across.best
         res = CliRunner().invoke(cli, [*shlex.split(headline.fleet_command(sc, MODEL, demand))[1:], "--json"])
         assert res.exit_code == 0, res.output
         cli_fleet = json.loads(res.output)["fleet"]
-        assert (cli_fleet["replicas"], cli_fleet["num_gpus"]) == (fa.replicas, fa.num_gpus)
+        assert (cli_fleet["gpu_id"], cli_fleet["tensor_parallel"], cli_fleet["replicas"], cli_fleet["num_gpus"]) == (
+            fa.gpu_id, fa.tensor_parallel, fa.replicas, fa.num_gpus)
         assert cli_fleet["usd_per_month"] == pytest.approx(fa.usd_per_month)
-        assert fa.usd_per_month == pytest.approx(fa.num_gpus * p.gpu.price_usd_per_hour * 730)
+        assert fa.usd_per_month == pytest.approx(fa.num_gpus * fa.price_usd_per_gpu_hour * 730)
 
 
 def test_fleet_from_users_and_think_time_is_littles_law():
@@ -562,19 +564,31 @@ def test_pinned_scenarios_round_trip_through_the_url_token():
     assert back._replace(tpot_slo_s=0, ttft_slo_s=0) == sc._replace(tpot_slo_s=0, ttft_slo_s=0)
     assert back.tpot_slo_s == pytest.approx(sc.tpot_slo_s) and back.ttft_slo_s == pytest.approx(sc.ttft_slo_s)
     assert compare.decode("garbage") is None and compare.decode(token.replace("~1~", "~x~", 1)) is None
+    assert compare.decode_demand(token) is None  # a pin of an older URL: no demand of its own
+
+
+def test_a_pin_keeps_its_own_demand():
+    """Issue #19: pinned scenarios keep their own demand (a rate, or users and think time) in the token."""
+    sc = scenario()
+    for demand in (headline.Demand("requests/s", rate_per_s=12.5),
+                   headline.Demand("users + think time", active_users=300, think_s=7.5)):
+        token = compare.encode(sc, demand)
+        assert compare.decode(token) == compare.decode(compare.encode(sc)) and compare.decode_demand(token) == demand
+    assert compare.decode_demand(compare.encode(sc) + "~u~-3~1") is None
 
 
 def test_compare_frame_one_column_per_scenario():
     a, b = planned(scenario()), planned(scenario(kv_cache_dtype="fp8"))
     d = headline.Demand("requests/s", 10.0)
-    items = [(n, p, headline.demand_fleet(p, d).fleet, "calibrated profile") for n, p in (("now", a), ("1. fp8", b))]
+    items = [(n, p, headline.demand_fleet(p, d, sc), "calibrated profile")
+             for n, p, sc in (("now", a, scenario()), ("1. fp8", b, scenario(kv_cache_dtype="fp8")))]
     df = compare.compare_frame(items)
     assert list(df.columns) == ["quantity", "now", "1. fp8"]
     q = df.set_index("quantity")
     assert q.loc["weights / KV cache", "1. fp8"] == "bf16 / fp8"
     users = {c: int(q.loc["max concurrent users (deployment)", c].replace(",", "")) for c in ("now", "1. fp8")}
     assert users["1. fp8"] > 1.9 * users["now"]
-    assert q.loc["fleet $ / month", "now"].startswith("$")
+    assert q.loc["fleet $ / month", "now"].startswith("$") and q.loc["demand", "now"] == "10 requests/s"
 
 
 def test_deploy_panel_is_planner_deploys_bundle_for_the_chosen_plan():
@@ -600,9 +614,10 @@ def test_deploy_panel_refuses_in_a_sentence():
 
 def test_plan_report_is_planner_reports_for_the_scenario_and_its_demand():
     p = planned(scenario())
-    da = headline.demand_fleet(p, headline.Demand("requests/s", 10.0))
-    md = deploy_view.plan_report_markdown(p, da)
-    assert md.startswith("# Plan: Mistral 7B") and f"{da.fleet.num_gpus:,} × " in md and "/month" in md
+    sc = scenario()
+    da = headline.demand_fleet(p, headline.Demand("requests/s", 10.0), sc)
+    md = deploy_view.plan_report_markdown(p, da)  # the engine's fleet on the sidebar's GPU and TP
+    assert md.startswith("# Plan: Mistral 7B") and f"{da.own.best.num_gpus:,} × " in md and "/month" in md
     assert "vllm serve" in md and "## Fleet" in md
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from planner.fleet import HOURS_PER_MONTH
 from planner.io.files import csv_rows, read_text
+from planner.units import positive_number
 from planner.validate import _num as csv_number
 
 __all__ = ["MAX_HOURS", "SHAPES", "DemandCurve", "demand_from_csv", "demand_from_shape", "with_growth"]
@@ -105,13 +106,6 @@ class DemandCurve:
                 **{k: v for k, v in self.description.items() if k not in ("hours", "source")}}
 
 
-def _positive(name: str, x: float, allow_zero: bool = False) -> float:
-    x = float(x)
-    if not math.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
-        raise ValueError(f"{name}: must be a finite number {'≥' if allow_zero else '>'} 0, got {x:g}")
-    return x
-
-
 def _shape_day(shape: str, peak: float, trough: float, peak_hour: float, open_hour: float, close_hour: float,
                ramp_hours: float) -> np.ndarray:
     """One day's 24 hourly means of a shape (each hour's value at its midpoint, h + 0.5)."""
@@ -130,8 +124,8 @@ def demand_from_shape(peak_rate_per_s: float, trough_rate_per_s: float = 0.0, *,
                       ramp_hours: float = 2.0, weekend_factor: float = 1.0,
                       growth_per_month: float = 0.0) -> DemandCurve:
     """``days`` × 24 hourly rates of ``shape`` (module docstring) between the trough and the peak."""
-    peak = _positive("--peak-rate", peak_rate_per_s)
-    trough = _positive("--trough-rate", trough_rate_per_s, allow_zero=True)
+    peak = positive_number("--peak-rate", peak_rate_per_s)
+    trough = positive_number("--trough-rate", trough_rate_per_s, allow_zero=True)
     if trough > peak:
         raise ValueError(f"--trough-rate: {trough:g} req/s is above the peak ({peak:g} req/s)")
     if shape not in SHAPES:
@@ -151,7 +145,7 @@ def demand_from_shape(peak_rate_per_s: float, trough_rate_per_s: float = 0.0, *,
         if close_hour - open_hour < 2 * ramp:
             raise ValueError(f"--close-hour: the day ({open_hour:g}–{close_hour:g} h) is shorter than its two "
                              f"ramps of {ramp:g} h")
-    wf = _positive("--weekend-factor", weekend_factor, allow_zero=True)
+    wf = positive_number("--weekend-factor", weekend_factor, allow_zero=True)
     day = _shape_day(shape, peak, trough, peak_hour, open_hour, close_hour, ramp)
     weekday = np.arange(days) % 7
     factor = np.where(weekday >= 5, wf, 1.0)

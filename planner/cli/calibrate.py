@@ -18,10 +18,11 @@ from planner.cli.options import (
     GpuOpt,
     ModelOpt,
     TpOpt,
-    tpot_help,
-    ttft_help,
+    slo_options,
 )
 from planner.units import MS, GiB
+
+MeasuredTtftOpt, MeasuredTpotOpt = slo_options(P99_MEASURED, required=True)
 
 
 @cli_errors
@@ -127,10 +128,8 @@ def validate_cmd(
 def verify_cmd(
     model: ModelOpt,
     gpu: GpuOpt,
-    ttft_slo_ms: Annotated[float, typer.Option("--ttft-slo-ms", callback=finite("--ttft-slo-ms"),
-                                               help=ttft_help(P99_MEASURED))],
-    tpot_slo_ms: Annotated[float, typer.Option("--tpot-slo-ms", callback=finite("--tpot-slo-ms"),
-                                               help=tpot_help(P99_MEASURED))],
+    ttft_slo_ms: MeasuredTtftOpt,
+    tpot_slo_ms: MeasuredTpotOpt,
     tp: TpOpt = 1,
     weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="bf16 or fp8 (online).")] = "bf16",
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="bf16 or fp8.")] = "bf16",

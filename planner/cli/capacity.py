@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.common import JsonOpt, cli_errors, emit_json, error_exit, finite, table, today
+from planner.cli.common import JsonOpt, cli_errors, emit_json, error_exit, table, today
 from planner.cli.options import (
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
@@ -25,15 +25,15 @@ from planner.cli.options import (
     ProfileOpt,
     SeedOpt,
     make_dir,
+    slo_options,
     split_list,
-    tpot_help,
-    ttft_help,
 )
 from planner.capacity.engine import DEFAULT_HEADROOM
 from planner.capacity.mixed import DEFAULT_RESERVED_DISCOUNT, DEFAULT_SPOT_DISCOUNT, Prices
 from planner.units import MS
 
 P99 = "the p99 over the simulated requests of one replica (the knee search), checked hour by hour in the replay"
+TtftOpt, TpotOpt = slo_options(P99, required=True)
 FILES = ("hourly.csv", "keda-scaledobject.yaml", "hpa.yaml", "summary.html", "summary.pdf", "capacity.json")
 
 
@@ -106,8 +106,8 @@ def _write(out: Path, plan, files: dict[str, str | bytes], force: bool) -> list[
 @cli_errors
 def capacity_cmd(
     model: ModelOpt,
-    ttft_slo_ms: Annotated[float, typer.Option("--ttft-slo-ms", callback=finite("--ttft-slo-ms"), help=ttft_help(P99))],
-    tpot_slo_ms: Annotated[float, typer.Option("--tpot-slo-ms", callback=finite("--tpot-slo-ms"), help=tpot_help(P99))],
+    ttft_slo_ms: TtftOpt,
+    tpot_slo_ms: TpotOpt,
     gpu: Annotated[list[str] | None, typer.Option("--gpu", "-g", callback=_gpus, help=(
         f"GPU types to plan and mix; repeat it or give a comma-separated list (default: {', '.join(DEFAULT_GPUS)})."
     ))] = None,

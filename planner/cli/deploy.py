@@ -6,6 +6,7 @@ Registered by :mod:`planner.cli.app`; the work is :func:`planner.deploy.deployme
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 from pathlib import Path
@@ -14,58 +15,20 @@ from typing import Annotated
 import typer
 
 from planner.cli.common import FLAG_OF_FIELD, JsonOpt, build, cli_errors, emit_json, error_exit, finite
-from planner.cli.options import (
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    DEFAULT_OUTPUT_TOKENS,
-    DEFAULT_PROMPT_TOKENS,
-    STEADY,
-    GpuMemoryUtilizationOpt,
-    GpuOpt,
-    KvDtypeOpt,
-    MaxNumBatchedTokensOpt,
-    MaxNumSeqsOpt,
-    ModelOpt,
-    OutputTokensOpt,
-    ProfileOpt,
-    PromptTokensOpt,
-    RateOpt,
-    ThinkTimeOpt,
-    UsersOpt,
-    make_dir,
-    tpot_help,
-    ttft_help,
-)
+from planner.cli.flags import plan_flags
+from planner.cli.options import make_dir
+from planner.cli.size import fleet_json
 from planner.units import GBIT_PER_S, MS, fmt_gb, fmt_gib, fmt_ms, fmt_usd
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 @cli_errors
+@plan_flags
 def deploy_cmd(
-    model: ModelOpt,
-    gpu: GpuOpt,
-    tp: Annotated[int | None, typer.Option("--tp", min=1, help="Tensor-parallel GPUs per replica (default: chosen "
-                                           "with --pp: the smallest layout that starts and meets the SLO).")] = None,
-    pp: Annotated[int | None, typer.Option("--pp", min=1, help="Pipeline stages per replica (nodes, for a replica "
-                                           "larger than a node).")] = None,
-    weight_dtype: Annotated[str | None, typer.Option("--weight-dtype", help="bf16, fp16, fp8, int8, int4, nf4, mxfp4 "
-                                                     "(default: the checkpoint's own dtype).")] = None,
-    kv_dtype: KvDtypeOpt = "bf16",
-    prompt_tokens: PromptTokensOpt = DEFAULT_PROMPT_TOKENS,
-    output_tokens: OutputTokensOpt = DEFAULT_OUTPUT_TOKENS,
+    flags,
     max_model_len: Annotated[int | None, typer.Option("--max-model-len", min=1, help="vLLM --max-model-len (default: "
-                                                      "--prompt-tokens + --output-tokens).")] = None,
-    ttft_slo_ms: Annotated[float | None, typer.Option("--ttft-slo-ms", callback=finite("--ttft-slo-ms"),
-                                                      help=ttft_help(STEADY))] = None,
-    tpot_slo_ms: Annotated[float | None, typer.Option("--tpot-slo-ms", callback=finite("--tpot-slo-ms"),
-                                                      help=tpot_help(STEADY))] = None,
-    rate: RateOpt = None,
-    users: UsersOpt = None,
-    think_time_s: ThinkTimeOpt = 0.0,
-    gpu_memory_utilization: GpuMemoryUtilizationOpt = DEFAULT_GPU_MEMORY_UTILIZATION,
-    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
-    max_num_seqs: MaxNumSeqsOpt = None,
-    profile: ProfileOpt = "auto",
+                                                      "the workload's prompt + output tokens).")] = None,
     prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching",
                                                  help="vLLM automatic prefix caching (off: --no-enable-prefix-caching)."
                                                  )] = True,
@@ -109,60 +72,37 @@ def deploy_cmd(
 
     README.md: what each file is, the predictions, how to apply them.
     """
-    from planner.io import catalog
-    from planner.cli.plan import check_demand
+    from planner.cli.plan import infeasible_reason, plan_from_flags
     from planner.deploy import DeployRefused, deployment_bundle
-    from planner.specs import Deployment, Workload
+    from planner.specs import Workload
 
     if namespace is not None and not _DNS_LABEL.match(namespace):
         raise error_exit("--namespace", f"'{namespace}' is not a DNS-1123 label (lowercase letters, digits, '-')")
-    m = catalog.model(model)
-    g = catalog.gpu(gpu)
-    auto = tp is None and pp is None
-    t, p = tp or 1, pp or 1
-    base = build(functools.partial(Deployment.for_gpu, g), {
-        "num_gpus": t * p, "tensor_parallel": t, "pipeline_parallel": p,
-        "weight_dtype": weight_dtype or m.native_dtype, "kv_cache_dtype": kv_dtype,
-        "gpu_memory_utilization": gpu_memory_utilization,
-        **({"max_num_batched_tokens": max_num_batched_tokens} if max_num_batched_tokens is not None else {}),
-        **({"max_num_seqs": max_num_seqs} if max_num_seqs is not None else {}),
-    }, "--tp")
-    check_demand(rate, users, think_time_s)
-    wl = build(Workload, {
-        "prompt_tokens": prompt_tokens, "output_tokens": output_tokens, "concurrency": users,
-        "request_rate_per_s": rate,
-        "ttft_slo_s": ttft_slo_ms * MS if ttft_slo_ms is not None else None,
-        "tpot_slo_s": tpot_slo_ms * MS if tpot_slo_ms is not None else None,
-    }, "--prompt-tokens")
-    prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
-
-    def bundle(workload):
-        try:
-            return deployment_bundle(m, g, base, workload, profile=prof, calibration_note=mode_line, auto_layout=auto,
-                                     max_model_len=max_model_len, enable_prefix_caching=prefix_caching,
-                                     spec_preset=spec_preset, spec_model=spec_model, model_path=model_path,
-                                     namespace=namespace, name=name, disaggregated=disaggregated,
-                                     network_bytes_per_s_per_gpu=network_gbps * GBIT_PER_S)
-        except DeployRefused as e:  # startup_check names fields (tensor_parallel); say the flag (--tp)
-            flag = e.field if e.field.startswith("--") else FLAG_OF_FIELD.get(e.field, "--" + e.field.replace("_", "-"))
-            raise error_exit("infeasible", f"{flag}: {e.reason}", code=1) from None
-
-    b = bundle(wl)
-    if users is not None and think_time_s and b.report.batch_size:  # users who think: the rate and in flight they make
-        from planner.fleet import e2e_s, users_rate_per_s
-
-        e2e = e2e_s(b.report)
-        u_rate = users_rate_per_s(users, think_time_s, e2e)
-        b = bundle(Workload(**{**wl.model_dump(), "request_rate_per_s": u_rate,
-                               "concurrency": max(1, min(users, math.ceil(u_rate * e2e - 1e-9)))}))
+    mml = {"max_model_len": max_model_len} if max_model_len is not None else {}
+    fp = plan_from_flags(flags, **mml)  # the fleet engine: layout and replicas, as `planner size` answers
+    if fp.best is None:
+        raise error_exit("infeasible", infeasible_reason(fp.fleet), code=1)
+    best = fp.best
+    wl = build(Workload, {"prompt_tokens": flags.prompt_tokens, "output_tokens": flags.output_tokens,
+                          "request_rate_per_s": best.demand_rate_per_s}, "--prompt-tokens")
+    try:
+        b = deployment_bundle(fp.model, fp.gpu, fp.deployment, wl, profile=fp.profile, calibration_note=fp.mode_line,
+                              auto_layout=False, max_model_len=max_model_len, enable_prefix_caching=prefix_caching,
+                              spec_preset=spec_preset, spec_model=spec_model, model_path=model_path,
+                              namespace=namespace, name=name, disaggregated=disaggregated,
+                              network_bytes_per_s_per_gpu=network_gbps * GBIT_PER_S, replicas=best.replicas)
+    except DeployRefused as e:  # startup_check names fields (tensor_parallel); say the flag (--tp)
+        flag = e.field if e.field.startswith("--") else FLAG_OF_FIELD.get(e.field, "--" + e.field.replace("_", "-"))
+        raise error_exit("infeasible", f"{flag}: {e.reason}", code=1) from None
     written = b.write(make_dir(out)) if out is not None else []
     if json_out:
         d = b.to_dict()
         d["out_dir"] = str(out) if out is not None else None
         d["file_texts"] = dict(b.files)
+        d.update(fleet_json(fp))
         emit_json(d)
         return
-    typer.echo(_text(b, out, written))
+    typer.echo("\n".join(fp.fleet.lines()) + "\n\n" + _text(b, out, written))
 
 
 def _text(b, out: Path | None, written: list[Path]) -> str:

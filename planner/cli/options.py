@@ -144,6 +144,27 @@ CsvOpt = Annotated[Path | None, typer.Option("--csv", help=(
 NumRequestsOpt = Annotated[int, typer.Option("--num-requests", "-n", min=1, help="Requests to simulate.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed of arrivals and lengths.")]
 
+
+def longest_request(reqs) -> int:
+    """Tokens of the longest request (prompt + output): the max_model_len vLLM must be started with."""
+    return int((reqs.prompt_tokens + reqs.output_tokens).max())
+
+
+def _price_basis(value: str) -> str:
+    from planner.prices import PRICE_BASES
+
+    if value not in PRICE_BASES:
+        raise typer.BadParameter(f"expected one of {', '.join(PRICE_BASES)}, got '{value}'", param_hint="--price-basis")
+    return value
+
+
+PriceBasisOpt = Annotated[str, typer.Option("--price-basis", callback=_price_basis, help=(
+    "The one price basis every GPU is priced on: on-demand, reserved-1y, reserved-3y or spot; a GPU with no sourced "
+    "price of that basis (hardware/*.yaml prices:) is left out, and said so."))]
+PriceProviderOpt = Annotated[str | None, typer.Option("--price-provider", help=(
+    "Price every GPU at this provider's price of the basis (e.g. Lambda, AWS), or 'cheapest' of any provider "
+    "(default: the catalog's on-demand price; the cheapest entry for the other bases)."))]
+
 #: Which percentile each command checks its latency targets at (the help of --ttft-slo-ms / --tpot-slo-ms).
 STEADY = ("the steady-state value at the planned batch (no queueing: a new request joining the batch, the mean "
           "TPOT with other prompts' prefills mixed in)")
@@ -151,12 +172,14 @@ P99_SIMULATED = "the p99 over the simulated requests (Poisson arrivals, queueing
 P99_MEASURED = "the p99 of the requests measured on this GPU (vllm bench serve); the knee predicted at p99"
 
 
-def ttft_help(checked: str) -> str:
-    return f"Time-to-first-token target, ms; checked against {checked}."
-
-
-def tpot_help(checked: str) -> str:
-    return f"Time-per-output-token target, ms; checked against {checked}."
+def slo_options(checked: str, *, required: bool = False) -> tuple:
+    """The ``--ttft-slo-ms`` and ``--tpot-slo-ms`` option types of a command whose targets are checked against
+    ``checked`` (:data:`STEADY`, :data:`P99_SIMULATED`, ...); ``required``: the command has no default for them."""
+    kind = float if required else float | None
+    targets = (("--ttft-slo-ms", "Time-to-first-token"), ("--tpot-slo-ms", "Time-per-output-token"))
+    return tuple(Annotated[kind, typer.Option(flag, callback=finite(flag),
+                                              help=f"{what} target, ms; checked against {checked}.")]
+                 for flag, what in targets)
 
 
 # ------------------------------------------------------------------------------------------- output

@@ -1,6 +1,7 @@
-"""What ``planner size`` and ``planner report`` share: their flags turned into a planned deployment for a demand.
+"""What ``planner size``, ``report`` and ``deploy`` share: their :class:`planner.cli.flags.PlanFlags` turned
+into the fleet engine's answer (:func:`planner.fleet.plan_fleet`) and the chosen replica's explanation.
 
-No command here; :mod:`planner.cli.size` and :mod:`planner.cli.report` call :func:`plan_from_flags`.
+No command here; the commands call :func:`plan_from_flags`.
 """
 
 from __future__ import annotations
@@ -9,22 +10,27 @@ import functools
 from dataclasses import dataclass
 
 from planner.cli.common import build, error_exit, today
-from planner.units import MS
 
 
 @dataclass(frozen=True)
 class FlagPlan:
-    """The specs the flags named (or the choice made for them), the plan and its fleet answer."""
+    """The fleet plan for the flags, and for its best candidate: the specs, the steady-state report (the first
+    guess and explanation of one replica) and the calibration sentence.  ``best`` None: nothing meets the
+    targets (``gpu``, ``deployment`` and ``report`` are then None)."""
 
+    flags: object  # PlanFlags
     model: object  # ModelSpec
-    gpu: object  # GpuSpec (with a --price-usd-per-hour override applied)
-    profile: object  # CalibrationProfile
+    fleet: object  # planner.fleet.FleetPlan
+    best: object | None  # planner.fleet.FleetCandidate
+    gpu: object | None  # GpuSpec, the price the fleet used applied
+    deployment: object | None  # one replica's Deployment
+    profile: object | None
     mode_line: str
-    report: object  # SizingReport
-    fleet: object  # FleetAnswer
-    choice: object | None  # planner.choose.Choice when no --gpu was given
-    users: int | None
-    think_time_s: float
+    report: object | None  # SizingReport of one replica at the steady state
+
+    @property
+    def replicas(self) -> int:
+        return self.best.replicas if self.best else 0
 
 
 def check_demand(rate: float | None, users: int | None, think_time_s: float) -> None:
@@ -35,63 +41,66 @@ def check_demand(rate: float | None, users: int | None, think_time_s: float) -> 
         raise error_exit("--think-time-s", "a think time needs --users")
 
 
-def _check_dtypes(weight_dtype: str, kv_dtype: str) -> None:
-    from planner.dtypes import KV_BYTES, WEIGHT_BITS
+def infeasible_reason(fleet) -> str:
+    """The first reason no fleet serves, naming the flag that makes it impossible (``--tp: TP 3 does not …``,
+    ``--tpot-slo-ms: … misses the TPOT target …``), for ``error: infeasible: <flag>: <reason>``."""
+    from planner.cli.common import FLAG_OF_FIELD
 
-    if weight_dtype not in WEIGHT_BITS:
-        raise error_exit("--weight-dtype", f"unknown dtype '{weight_dtype}'; known: {', '.join(WEIGHT_BITS)}")
-    if kv_dtype not in KV_BYTES:
-        raise error_exit("--kv-dtype", f"unknown dtype '{kv_dtype}'; known: {', '.join(KV_BYTES)}")
+    reason = fleet.reasons()[0]
+    field, _, rest = reason.partition(": ")
+    if rest and (field in FLAG_OF_FIELD or field == "max_model_len"):
+        return f"{FLAG_OF_FIELD.get(field, '--max-model-len')}: {rest}"
+    for target, flag in (("TPOT target", "--tpot-slo-ms"), ("TTFT target", "--ttft-slo-ms")):
+        if target in reason:
+            return f"{flag}: {reason}"
+    return reason
 
 
-def plan_from_flags(*, model: str, gpu: str | None, num_gpus: int | None, tp: int | None, pp: int,
-                    weight_dtype: str, kv_dtype: str, prompt_tokens: int, output_tokens: int,
-                    ttft_slo_ms: float | None, tpot_slo_ms: float | None, rate: float | None, users: int | None,
-                    think_time_s: float, gpu_memory_utilization: float, max_num_batched_tokens: int | None,
-                    max_num_seqs: int | None, price_usd_per_hour: float | None, profile: str) -> FlagPlan:
-    """Plan ``model`` for the flags' demand.  Without ``gpu`` the configuration (GPU × TP, the dtypes as given)
-    is :func:`planner.choose.choose_configuration`'s; the returned plan's ``choice.row`` is None when no
-    configuration meets every target (``report`` and ``fleet`` are then None)."""
+def plan_from_flags(flags, **question) -> FlagPlan:
+    """The fleet engine's answer for ``flags`` (``question``: engine fields the command adds, e.g. deploy's
+    ``max_model_len``) and its best candidate's replica, explained."""
     from planner.io import catalog
-    from planner.choose import choose_configuration
     from planner.cost import with_price
-    from planner.fleet import plan_for_demand
+    from planner.fleet import plan_fleet
+    from planner.plan import plan
     from planner.specs import Deployment, Source, Workload
 
-    check_demand(rate, users, think_time_s)
-    m = catalog.model(model)
-    _check_dtypes(weight_dtype, kv_dtype)
-    wl = build(Workload, {
-        "prompt_tokens": prompt_tokens, "output_tokens": output_tokens, "concurrency": users,
-        "ttft_slo_s": ttft_slo_ms * MS if ttft_slo_ms is not None else None,
-        "tpot_slo_s": tpot_slo_ms * MS if tpot_slo_ms is not None else None,
-    }, "--prompt-tokens")
-    sched = {**({"max_num_batched_tokens": max_num_batched_tokens} if max_num_batched_tokens is not None else {}),
-             **({"max_num_seqs": max_num_seqs} if max_num_seqs is not None else {})}
-    choice = None
-    if gpu is None:
-        for flag, given in (("--pp", pp > 1), ("--num-gpus", num_gpus is not None),
-                            ("--price-usd-per-hour", price_usd_per_hour is not None)):
-            if given:
-                raise error_exit(flag, "give --gpu with it (without --gpu the cheapest GPU × TP is chosen)")
-        choice = choose_configuration(
-            m, wl, weight_dtypes=[weight_dtype], kv_dtypes=[kv_dtype], tensor_parallels=[tp] if tp else None,
-            profile_for=lambda g: catalog.resolve_profile(profile, g, field="--profile")[0],
-            deployment_defaults={"gpu_memory_utilization": gpu_memory_utilization, **sched})
-        if choice.row is None:
-            return FlagPlan(m, None, None, "", None, None, choice, users, think_time_s)
-        gpu, tp = str(choice.row["gpu_id"]), int(choice.row["tensor_parallel"])
-    tp = tp or 1
-    g = catalog.gpu(gpu)
-    if price_usd_per_hour is not None:
-        g = with_price(g, price_usd_per_hour, Source(url="--price-usd-per-hour (command line)", date=today(),
-                                                     note="user override"))
+    m = catalog.model(flags.model)
+    if flags.gpu is not None:
+        catalog.gpu(flags.gpu)  # an unknown id exits 2 naming it
+    catalog.resolve_profile(flags.profile, flags.gpu or "h200-sxm", field="--profile")  # a bad path: exit 2
+    if flags.num_gpus is not None and flags.tp and flags.num_gpus < flags.tp * (flags.pp or 1):
+        raise error_exit("--num-gpus", f"{flags.num_gpus} GPUs hold no replica of TP {flags.tp} × PP {flags.pp or 1}")
+    fp = plan_fleet(flags.question(**question))
+    best = fp.best
+    if best is None:
+        return FlagPlan(flags, m, fp, None, None, None, None, "", None)
+    g = catalog.gpu(best.gpu_id)
+    if abs(best.price_usd_per_gpu_hour - g.price_usd_per_hour) > 1e-12:
+        g = with_price(g, best.price_usd_per_gpu_hour, Source(
+            url=best.price_source or "command line", date=today(),
+            note="--price-basis, --price-provider, --price-usd-per-hour or --discount-pct"))
+    sched = {k: v for k, v in (("gpu_memory_utilization", flags.gpu_memory_utilization),
+                               ("max_num_batched_tokens", flags.max_num_batched_tokens),
+                               ("max_num_seqs", flags.max_num_seqs)) if v is not None}
     dep = build(functools.partial(Deployment.for_gpu, g), {
-        "num_gpus": num_gpus if num_gpus is not None else tp * pp, "tensor_parallel": tp,
-        "pipeline_parallel": pp, "weight_dtype": weight_dtype, "kv_cache_dtype": kv_dtype,
-        "gpu_memory_utilization": gpu_memory_utilization, **sched,
-    }, "--num-gpus")
-    prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
-    report, fleet = plan_for_demand(m, g, dep, wl, prof, rate_per_s=rate, users=users, think_time_s=think_time_s,
-                                    size_deployment=num_gpus is None)
-    return FlagPlan(m, g, prof, mode_line, report, fleet, choice, users, think_time_s)
+        "num_gpus": best.gpus_per_replica, "tensor_parallel": best.tensor_parallel,
+        "pipeline_parallel": best.pipeline_parallel, "weight_dtype": best.weight_dtype,
+        "kv_cache_dtype": best.kv_cache_dtype, **sched}, "--tp")
+    prof, mode_line = catalog.resolve_profile(flags.profile, g.id, field="--profile")
+    wl = build(Workload, {"prompt_tokens": flags.prompt_tokens, "output_tokens": flags.output_tokens,
+                          "ttft_slo_s": fp.question.ttft_slo_s, "tpot_slo_s": fp.question.tpot_slo_s},
+               "--prompt-tokens")
+    return FlagPlan(flags, m, fp, best, g, dep, prof, mode_line, plan(m, g, dep, wl, prof))
+
+
+def gpus_given_note(fp: FlagPlan) -> str | None:
+    """With --num-gpus: whether the GPUs given hold the fleet the demand needs (a warning when they do not)."""
+    n = fp.flags.num_gpus
+    if n is None or fp.best is None:
+        return None
+    held = n // fp.best.gpus_per_replica
+    if held >= fp.best.replicas:
+        return None
+    return (f"--num-gpus {n:,} holds {held:,} replica(s) of {fp.best.gpus_per_replica} GPU(s); the demand needs "
+            f"{fp.best.replicas:,} ({fp.best.num_gpus:,} GPUs)")

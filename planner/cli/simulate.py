@@ -35,6 +35,8 @@ from planner.cli.options import (
     GpuOpt,
     KvDtypeOpt,
     ModelOpt,
+    PriceBasisOpt,
+    PriceProviderOpt,
     ProfileOpt,
     SeedOpt,
     TpListOpt,
@@ -43,8 +45,8 @@ from planner.cli.options import (
     WeightDtypeOpt,
     infeasible_exit,
     int_list,
-    tpot_help,
-    ttft_help,
+    longest_request,
+    slo_options,
     write_csv_out,
     writes_stdout,
 )
@@ -223,7 +225,7 @@ def simulate_cmd(
                                burstiness_cv=burstiness_cv, seed=seed)
         reqs = make(rate, concurrency)
     # vLLM started with max_model_len = the longest request: would it start at all? (exit 1 if not)
-    check = startup_check(m, g, dep, _longest_request(reqs), prof, kv_capacity_tokens=kv_capacity_tokens)
+    check = startup_check(m, g, dep, longest_request(reqs), prof, kv_capacity_tokens=kv_capacity_tokens)
     refuse_unless_starts(check,
                          {"max_model_len": _length_flag(trace, workload, {
                              "--prompt-tokens": prompt_tokens, "--shared-prefix-tokens": shared_prefix_tokens,
@@ -304,15 +306,7 @@ def _print_sim(d: dict, mode_line: str, cfg) -> None:
 # --------------------------------------------------------------------------------------- slo-search
 
 
-TtftP99Opt = Annotated[float, typer.Option("--ttft-slo-ms", callback=finite("--ttft-slo-ms"),
-                                           help=ttft_help(P99_SIMULATED))]
-TpotP99Opt = Annotated[float, typer.Option("--tpot-slo-ms", callback=finite("--tpot-slo-ms"),
-                                           help=tpot_help(P99_SIMULATED))]
-
-
-def _longest_request(reqs) -> int:
-    """Tokens of the longest request (prompt + output): the max_model_len vLLM must be started with."""
-    return int((reqs.prompt_tokens + reqs.output_tokens).max())
+TtftP99Opt, TpotP99Opt = slo_options(P99_SIMULATED, required=True)
 
 
 def _length_flag(trace, workload, sizes: dict[str, int]) -> str:
@@ -351,71 +345,102 @@ def slo_search_cmd(
         "--max-num-batched-tokens", min=1, help="Default: vLLM serve's for each GPU (8192, or 2048).")] = None,
     seed: SeedOpt = 0,
     profile: ProfileOpt = "auto",
+    price_basis: PriceBasisOpt = "on-demand",
+    price_provider: PriceProviderOpt = None,
+    tail: Annotated[str, typer.Option("--tail", help="The percentile the targets hold at: p99, p95 or p50.")] = "p99",
+    headroom_pct: Annotated[float, typer.Option("--headroom-pct", callback=finite("--headroom-pct", allow_zero=True),
+                                                help="Run each replica this far below its knee, %.")] = 20.0,
+    n_plus_one: Annotated[bool, typer.Option("--n-plus-one", help="One replica more than the rate needs.")] = False,
     csv: CsvOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Highest request rate per GPU meeting p99 TTFT and p99 TPOT, per GPU/dtype/TP, with $/Mtok.
+    """The fleet engine's candidates, every one simulated: per GPU × dtype × TP × PP the highest request rate
+    per replica holding the targets at --tail, the replicas and $/month --rate needs, ranked by that fleet's
+    cost (the same engine and answer as `planner size`).
 
     --tp left out: for each GPU and dtype the smallest of 1, 2, 4, 8 that fits.  A candidate vLLM would not
     start (max_model_len = the longest request of the workload) is listed with fits = false and the reason in
     its note.  Exits 1 (after printing) when no candidate meets the targets at any rate."""
     from planner.io import catalog
-    from planner.serving import FLEET_COLUMNS, fleet_candidates
+    from planner.fleet import FleetQuestion, plan_fleet
     from planner.serving.load import MAX_TRIAL_REQUESTS
 
     if workload == "batch":
         raise error_exit("--workload", "slo-search needs arrivals at a rate; 'batch' has none")
+    if tail not in ("p50", "p95", "p99"):
+        raise error_exit("--tail", f"expected one of p50, p95, p99, got '{tail}'")
+    if not 0 <= headroom_pct < 100:
+        raise error_exit("--headroom-pct", f"must be in [0, 100), got {headroom_pct:g}")
     make = _workload_maker(workload=workload, num_requests=num_requests, prompt_tokens=prompt_tokens,
                            output_tokens=output_tokens, shared_prefix_tokens=shared_prefix_tokens,
                            burstiness_cv=burstiness_cv, seed=seed)
+    plain = workload is None and not shared_prefix_tokens and burstiness_cv == 1.0
+    if plain:
+        make = None  # the fleet engine's own stream: the same requests, cached with size's and report's
+    else:
+        make.cache_key = ("slo-search", workload, prompt_tokens, output_tokens, shared_prefix_tokens, burstiness_cv,
+                          seed, num_requests)
     if writes_stdout(csv) and json_out:
         raise error_exit("--csv", "it and --json would both write standard output; give one")
     m = catalog.model(model)
     gs = [catalog.gpu(x) for x in dict.fromkeys(gpu or sorted(catalog.gpus()))]  # each value once, in order
-    dtypes = list(dict.fromkeys(weight_dtype or ["bf16"]))
+    dtypes = list(dict.fromkeys(weight_dtype or [m.native_dtype]))
     tps = None if tp in (None, ["auto"]) else int_list(tp, "--tp")
     if max_num_batched_tokens and max_num_seqs and max_num_batched_tokens < max_num_seqs:
         raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({max_num_seqs}), as vLLM requires")
     longest = (shared_prefix_tokens + prompt_tokens + output_tokens if workload is None
-               else _longest_request(make(1.0, None, MAX_TRIAL_REQUESTS)))  # the longest any trial can draw
-    rows = fleet_candidates(m, [(g, catalog.resolve_profile(profile, g.id, field="--profile")[0]) for g in gs], dtypes,
-                            kv_dtype, tps, make, ttft_slo_ms * MS, tpot_slo_ms * MS, target_rate_per_s=rate,
-                            enable_prefix_caching=prefix_caching, max_num_seqs=max_num_seqs,
-                            max_num_batched_tokens=max_num_batched_tokens, max_model_len=longest)
-    met = any(r["fits"] and r["max_rate_per_gpu_per_s"] for r in rows)
+               else longest_request(make(1.0, None, MAX_TRIAL_REQUESTS)))  # the longest any trial can draw
+    plans = []
+    for dt in dtypes:
+        q = build(FleetQuestion, {
+            "model_id": m.id, "rate_per_s": rate, "prompt_tokens": prompt_tokens, "max_model_len": longest,
+            "output_tokens": output_tokens, "ttft_slo_s": ttft_slo_ms * MS, "tpot_slo_s": tpot_slo_ms * MS,
+            "tail": tail, "headroom": headroom_pct / 100, "n_plus_one": n_plus_one,
+            "gpu_ids": tuple(g.id for g in gs), "tensor_parallels": tuple(tps) if tps else None,
+            "weight_dtype": dt, "kv_cache_dtype": kv_dtype, "max_num_seqs": max_num_seqs,
+            "max_num_batched_tokens": max_num_batched_tokens, "profile": profile, "seed": seed, "price_basis":
+            price_basis, "price_provider": price_provider,
+            "enable_prefix_caching": prefix_caching, "search_all": True}, "--rate")
+        plans.append(plan_fleet(q, make_requests=make))
+    rows = sorted((c for p in plans for c in p.candidates), key=lambda c: (not c.feasible, c.usd_per_month
+                                                                           if c.feasible else 0.0, c.num_gpus))
+    best = rows[0] if rows and rows[0].feasible else None
+    out_rows = [c.as_dict() for c in rows]
     if csv is not None:
         buf = io.StringIO()
-        w = csv_mod.DictWriter(buf, fieldnames=FLEET_COLUMNS, lineterminator="\n")
+        cols = list(out_rows[0]) if out_rows else []
+        w = csv_mod.DictWriter(buf, fieldnames=cols, lineterminator="\n")
         w.writeheader()
-        for r in rows:
-            w.writerow({k: ("" if r.get(k) is None else csv_cell(r.get(k))) for k in FLEET_COLUMNS})
+        for r in out_rows:
+            w.writerow({k: ("" if r.get(k) is None else csv_cell(r.get(k))) for k in cols})
         write_csv_out(buf.getvalue(), csv)
     if json_out:
-        emit_json({"model": m.id, "ttft_p99_s": ttft_slo_ms * MS, "tpot_p99_s": tpot_slo_ms * MS,
-                    "target_rate_per_s": rate, "candidates": rows})
+        emit_json({"model": m.id, "tail": tail, "ttft_slo_s": ttft_slo_ms * MS, "tpot_slo_s": tpot_slo_ms * MS,
+                   "target_rate_per_s": rate, "fleet": best.as_dict() if best else None,
+                   "sentence": plans[0].sentence() if plans else "", "candidates": out_rows})
     elif not writes_stdout(csv):
-        _print_search(m.id, rows, ttft_slo_ms, tpot_slo_ms, seed)
-    if not met:
-        raise infeasible_exit(["no candidate meets p99 TTFT and p99 TPOT at any request rate"])
+        _print_search(m.id, rows, ttft_slo_ms, tpot_slo_ms, seed, tail, headroom_pct)
+    if best is None:
+        raise infeasible_exit([f"no candidate meets {tail} TTFT and {tail} TPOT at any request rate"])
 
 
-def _print_search(model_id: str, rows: list[dict], ttft_slo_ms: float, tpot_slo_ms: float, seed: int) -> None:
-    typer.echo(f"{model_id}: highest request rate meeting p99 TTFT ≤ {ttft_slo_ms:g} ms and p99 TPOT ≤ "
-               f"{tpot_slo_ms:g} ms (trials of max(rate × 120 s, 2,000) requests after warm-up, seed {seed})")
-    table(["gpu", "weights", "TP", "req/s per GPU", "saturation", "confidence", "concurrency", "p99 TTFT ms",
-           "p99 TPOT ms", "out tok/s", "$/Mtok out", "replicas", "$/hour", "note"],
-          [[r["gpu"], r["weight_dtype"], r["tensor_parallel"],
-            "—" if not r["fits"] else f"{r['max_rate_per_gpu_per_s']:,.2f}",
-            "—" if not r["fits"] else f"{r['saturation_rate_per_s'] / r['tensor_parallel']:,.2f}",
-            "—" if not r["fits"] else r["confidence"],
-            "—" if not r["fits"] else f"{r['concurrency_mean']:,.1f}",
-            "—" if r["ttft_p99_s"] is None else f"{r['ttft_p99_s'] / MS:,.0f}",
-            "—" if r["tpot_p99_s"] is None else f"{r['tpot_p99_s'] / MS:,.1f}",
-            "—" if not r["fits"] else f"{r['output_tokens_per_s']:,.0f}",
-            fmt_usd(r["usd_per_million_output_tokens"]) if r["usd_per_million_output_tokens"] is not None else "—",
-            "—" if r["replicas_for_target"] is None else r["replicas_for_target"],
-            "—" if r["usd_per_hour_for_target"] is None else fmt_usd(r["usd_per_hour_for_target"]), r["note"]]
-           for r in rows])
-    typer.echo("req/s per GPU stays below the steady-state saturation (per GPU) by construction; confidence: the "
-               "winning trial's p99 TTFT was stable (high) or still rising (low) across its measured window")
-
+def _print_search(model_id: str, rows, ttft_slo_ms: float, tpot_slo_ms: float, seed: int, tail: str,
+                  headroom_pct: float) -> None:
+    typer.echo(f"{model_id}: the highest request rate per replica (the knee) holding {tail} TTFT ≤ {ttft_slo_ms:g} ms "
+               f"and {tail} TPOT ≤ {tpot_slo_ms:g} ms (trials of max(rate × 120 s, 2,000) requests after warm-up, "
+               f"seed {seed}); each replica run {headroom_pct:g} % below it; ranked by the whole fleet's $/month")
+    table(["gpu", "weights", "TP", "PP", "knee req/s", "per GPU", "saturation", "confidence", f"{tail} TTFT ms",
+           f"{tail} TPOT ms", "$/Mtok out", "replicas", "GPUs", "$/month", "basis", "note"],
+          [[c.gpu_id, c.weight_dtype, c.tensor_parallel, c.pipeline_parallel,
+            "—" if not c.knee else f"{c.knee.knee_rate_per_s:,.2f}",
+            "—" if not c.knee else f"{c.knee.knee_rate_per_s / c.gpus_per_replica:,.2f}",
+            "—" if not c.saturation_rate_per_s else f"{c.saturation_rate_per_s:,.2f}",
+            "—" if not c.knee else c.knee.confidence,
+            "—" if not c.feasible else f"{c.knee.ttft_tail_s / MS:,.0f}",
+            "—" if not c.feasible else f"{c.knee.tpot_tail_s / MS:,.1f}",
+            fmt_usd(c.usd_per_million_output_tokens) if c.usd_per_million_output_tokens else "—",
+            c.replicas if c.feasible else "—", c.num_gpus if c.feasible else "—",
+            fmt_usd(c.usd_per_month, 0) if c.feasible else "—", c.confidence, c.note or c.status]
+           for c in rows])
+    typer.echo(f"the knee stays below the replica's steady-state saturation by construction; the {tail} latencies are "
+               "at the operating rate; confidence: the knee trial's p99 TTFT was stable (high) or still rising (low)")

@@ -16,38 +16,25 @@ from planner.cli.options import (
     DEFAULT_PROMPT_TOKENS,
     STEADY,
     CsvOpt,
-    GpuChoiceOpt,
     GpuListOpt,
     GpuMemoryUtilizationOpt,
     KvDtypeListOpt,
-    KvDtypeOpt,
-    MaxNumBatchedTokensOpt,
-    MaxNumSeqsOpt,
     ModelOpt,
-    NumGpusOpt,
     OutputTokensOpt,
-    PpOpt,
     ProfileAutoNoneOpt,
-    ProfileOpt,
     PromptTokensListOpt,
-    PromptTokensOpt,
-    RateOpt,
-    ThinkTimeOpt,
     TpListOpt,
-    UsersOpt,
     WeightDtypeListOpt,
-    WeightDtypeOpt,
     infeasible_exit,
     int_list,
-    tpot_help,
-    ttft_help,
+    slo_options,
     write_csv_out,
     writes_stdout,
 )
-from planner.units import MS
+from planner.cli.flags import plan_flags
+from planner.units import MS, fmt_usd
 
-TtftOpt = Annotated[float | None, typer.Option("--ttft-slo-ms", callback=finite("--ttft-slo-ms"), help=ttft_help(STEADY))]
-TpotOpt = Annotated[float | None, typer.Option("--tpot-slo-ms", callback=finite("--tpot-slo-ms"), help=tpot_help(STEADY))]
+TtftOpt, TpotOpt = slo_options(STEADY)
 SizeTpOpt = Annotated[int | None, typer.Option("--tp", min=1, help=(
     "Tensor-parallel GPUs per replica (default 1; without --gpu, left out: every TP of 1, 2, 4, 8 is a candidate)."))]
 PriceOpt = Annotated[float | None, typer.Option("--price-usd-per-hour", callback=finite("--price-usd-per-hour"),
@@ -56,78 +43,64 @@ PriceOpt = Annotated[float | None, typer.Option("--price-usd-per-hour", callback
 # -------------------------------------------------------------------------------------------- size
 
 
-def choice_dict(choice) -> dict | None:
-    """How a configuration was chosen without --gpu (None when --gpu was given), JSON-safe."""
-    from planner.ranking import RANK_DEFINITION, RANK_KEY, config_key
+def candidates_table(plan, top: int = 12) -> None:
+    """The fleet engine's candidates in ranking order: the whole fleet each needs, its knee and its band."""
+    rows = []
+    for c in plan.candidates[:top]:
+        k = c.knee
+        sized = c.feasible
+        rows.append([c.gpu_id, c.weight_dtype, c.tensor_parallel, c.pipeline_parallel, c.status,
+                     f"{k.knee_rate_per_s:,.3g}" if k and k.knee_rate_per_s else "—",
+                     f"{c.replicas:,}" if sized else "—", f"{c.num_gpus:,}" if sized else "—",
+                     fmt_usd(c.usd_per_month, 0) if sized else (f"≥ {fmt_usd(c.lower_bound_usd_per_month, 0)}"
+                                                                if c.status == "pruned" else "—"),
+                     fmt_usd(c.usd_per_million_output_tokens, 3) if c.usd_per_million_output_tokens else "—",
+                     f"±{c.band_pct:.0f} %" if c.band_pct is not None else "none", c.confidence])
+    table(["gpu", "w", "TP", "PP", "status", "knee req/s", "replicas", "GPUs", "$/month", "$/Mtok", "band", "basis"],
+          rows)
+    if len(plan.candidates) > top:
+        typer.echo(f"  … {len(plan.candidates) - top} more candidate(s) (--json lists all)")
 
-    if choice is None:
-        return None
-    row = choice.row
-    return {"chosen": None if row is None else dict(zip(("gpu_id", "tensor_parallel", "weight_dtype",
-                                                         "kv_cache_dtype", "prompt_tokens", "batch_size"),
-                                                        config_key(row))),
-            "configurations": choice.configurations, "rows_meeting_every_target": choice.meeting,
-            "ranking_key": RANK_KEY, "ranking": RANK_DEFINITION, "sentence": choice.sentence()}
+
+def fleet_json(fp) -> dict:
+    """The fleet answer every command emits the same way: the best fleet (replicas, GPUs, $/month, …), the
+    best measured alternative, the engine's question and every candidate."""
+    return {"fleet": fp.fleet.best.as_dict() if fp.fleet.best else None, "fleet_plan": fp.fleet.as_dict()}
 
 
 @cli_errors
-def size_cmd(
-    model: ModelOpt,
-    gpu: GpuChoiceOpt = None,
-    num_gpus: NumGpusOpt = None,
-    tp: SizeTpOpt = None,
-    pp: PpOpt = 1,
-    weight_dtype: WeightDtypeOpt = "bf16",
-    kv_dtype: KvDtypeOpt = "bf16",
-    prompt_tokens: PromptTokensOpt = DEFAULT_PROMPT_TOKENS,
-    output_tokens: OutputTokensOpt = DEFAULT_OUTPUT_TOKENS,
-    ttft_slo_ms: TtftOpt = None,
-    tpot_slo_ms: TpotOpt = None,
-    rate: RateOpt = None,
-    users: UsersOpt = None,
-    think_time_s: ThinkTimeOpt = 0.0,
-    gpu_memory_utilization: GpuMemoryUtilizationOpt = DEFAULT_GPU_MEMORY_UTILIZATION,
-    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
-    max_num_seqs: MaxNumSeqsOpt = None,
-    price_usd_per_hour: PriceOpt = None,
-    profile: ProfileOpt = "auto",
-    json_out: JsonOpt = False,
-) -> None:
-    """The fleet a demand needs (replicas, GPUs, $/hour, $/month with the error band), then one replica:
-    memory breakdown, max concurrency, TTFT, TPOT, throughput, $/Mtok, bound.
+@plan_flags
+def size_cmd(flags, json_out: JsonOpt = False) -> None:
+    """The cheapest whole fleet for a demand, then one replica explained.
 
-    Without --gpu the configuration is chosen: the cheapest GPU × TP of the catalog (the dtypes as given)
-    that meets every target, by all-in $ per million output tokens.  An infeasible plan exits 1 after
-    printing it, with one line `error: infeasible: <reason>` on stderr.
+    For every GPU × weight format (the checkpoint's native one by default) × TP × PP that vLLM would start,
+    the serving simulator finds the knee: the highest request rate one replica serves with the TTFT and TPOT
+    targets held at --tail (p99 by default).  Each replica runs --headroom-pct below its knee (20 %);
+    replicas = ceil(demand / that rate) (+1 with --n-plus-one); the fleets are ranked by $/month (ties: fewer
+    GPUs).  The steady-state batch formula is the first guess and the explanation of one replica.  An
+    infeasible plan exits 1 after printing it, with one line `error: infeasible: <reason>` on stderr.
     """
-    from planner.cli.plan import plan_from_flags
-    from planner.ranking import RANK_DEFINITION, RANK_KEY
+    from planner.cli.plan import gpus_given_note, plan_from_flags
     from planner.report import report_text
 
-    fp = plan_from_flags(model=model, gpu=gpu, num_gpus=num_gpus, tp=tp, pp=pp, weight_dtype=weight_dtype,
-                         kv_dtype=kv_dtype, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                         ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, rate=rate, users=users,
-                         think_time_s=think_time_s, gpu_memory_utilization=gpu_memory_utilization,
-                         max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-                         price_usd_per_hour=price_usd_per_hour, profile=profile)
-    if fp.report is None:  # no configuration meets every target
-        if json_out:
-            emit_json({"fleet": None, "choice": choice_dict(fp.choice), "feasible": False})
-        else:
-            typer.echo(f"{fp.model.name}: {fp.choice.sentence()}")
-        raise infeasible_exit([fp.choice.sentence()])
+    fp = plan_from_flags(flags)
     r = fp.report
-    if json_out:
-        emit_json({"fleet": fp.fleet.as_dict(), "choice": choice_dict(fp.choice), **r.to_dict(),
-                   "calibration_note": fp.mode_line, "ranking_key": RANK_KEY, "ranking": RANK_DEFINITION})
+    warn = gpus_given_note(fp)
+    if json_out:  # the replica's report at the top level (as before the fleet engine), the fleet beside it
+        rd = r.to_dict() if r is not None else {}
+        rd.pop("fleet", None)  # the steady-state fleet of one replica: the engine's fleet replaces it
+        emit_json({**fleet_json(fp), **rd, "feasible": fp.best is not None,
+                   "reasons": fp.fleet.reasons(), "calibration_note": fp.mode_line,
+                   "fleet_warnings": [warn] if warn else []})
     else:
-        head = fp.fleet.lines() if r.feasible else []
-        if fp.choice is not None:
-            head.append(f"  {fp.choice.sentence()}")
-        head += [f"  warning: {w}" for w in r.warnings]
-        typer.echo("\n".join(head + ([""] if head else []) + [report_text(r, fp.mode_line)]))
-    if not r.feasible:
-        raise infeasible_exit(r.reasons)
+        typer.echo("\n".join(fp.fleet.lines() + ([f"  warning: {warn}"] if warn else [])))
+        typer.echo("")
+        candidates_table(fp.fleet)
+        if r is not None:
+            typer.echo("\nOne replica at the steady state (the first guess and its explanation):")
+            typer.echo(report_text(r, fp.mode_line))
+    if fp.best is None:
+        raise infeasible_exit(fp.fleet.reasons())
 
 
 # ------------------------------------------------------------------------------------------- sweep

@@ -1,5 +1,6 @@
-"""Side-by-side comparison of pinned scenarios: a scenario as one URL-safe token (so pins travel in the share
-URL as repeated ``pin`` parameters) and the table of what each one answers.
+"""Side-by-side comparison of pinned scenarios: a scenario and its demand as one URL-safe token (so pins travel in
+the share URL as repeated ``pin`` parameters; a pin keeps its own demand) and the table of what each one answers,
+its fleet the fleet engine's (:func:`planner.fleet.plan_fleet` on the pin's GPU and TP).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from planner.fleet import FleetAnswer
+from planner.dashboard.headline import DEMAND_MODES, Demand, DemandAnswer
 from planner.dashboard.scenario import Planned, Scenario
 from planner.units import MS, fmt_gib, fmt_int, fmt_ms, fmt_usd
 
@@ -22,8 +23,9 @@ _FIELDS = (("model_key", str), ("gpu_id", str), ("num_gpus", int), ("tensor_para
            ("calibrated", bool))
 
 
-def encode(sc: Scenario) -> str:
-    """``sc`` as one token: its fields joined by '~' (times in ms, ``calibrated`` as 1/0)."""
+def encode(sc: Scenario, demand: Demand | None = None) -> str:
+    """``sc`` as one token: its fields joined by '~' (times in ms, ``calibrated`` as 1/0), then ``demand``'s
+    (``r`` and a rate, or ``u``, users and think time) so the pin keeps its own demand."""
     vals = []
     for name, kind in _FIELDS:
         v = getattr(sc, name)
@@ -34,12 +36,33 @@ def encode(sc: Scenario) -> str:
         elif kind is float:
             v = f"{v:g}"
         vals.append(str(v))
+    if demand is not None:
+        vals += (["u", f"{int(demand.active_users)}", f"{demand.think_s:g}"] if demand.by_users
+                 else ["r", f"{demand.rate_per_s:g}", "0"])
     return _SEP.join(vals)
+
+
+def decode_demand(token: str) -> Demand | None:
+    """The demand a pin was made with (None: a pin of an older URL, without one, or malformed)."""
+    parts = token.split(_SEP)[len(_FIELDS):]
+    if len(parts) != 3 or parts[0] not in ("r", "u"):
+        return None
+    try:
+        a, b = float(parts[1]), float(parts[2])
+    except ValueError:
+        return None
+    if not (math.isfinite(a) and math.isfinite(b) and a > 0 and b >= 0):
+        return None
+    if parts[0] == "u":
+        return Demand(DEMAND_MODES[1], active_users=int(a), think_s=b)
+    return Demand(DEMAND_MODES[0], rate_per_s=a)
 
 
 def decode(token: str) -> Scenario | None:
     """The scenario of :func:`encode`'s token; None if the token is malformed (a hand-edited URL)."""
     parts = token.split(_SEP)
+    if len(parts) == len(_FIELDS) + 3 and decode_demand(token) is not None:
+        parts = parts[:len(_FIELDS)]
     if len(parts) != len(_FIELDS) or any(_SEP in p for p in parts):
         return None
     out = {}
@@ -73,9 +96,10 @@ def read_pins(tokens: Sequence[str]) -> tuple[list[str], str | None]:
 
 
 def pinned_items(pins: Sequence[str], planned: Callable[[Scenario], Planned],
-                 fleet: Callable[[Scenario], FleetAnswer], label: Callable[[Planned], str]
+                 fleet: Callable[[Scenario, str], object], label: Callable[[Planned], str]
                  ) -> tuple[list[tuple[str, Planned, FleetAnswer, str]], list[str]]:
-    """(:func:`compare_frame`'s items for the pins that can be planned, a sentence for each that cannot).
+    """(:func:`compare_frame`'s items for the pins that can be planned, a sentence for each that cannot);
+    ``fleet(pin, token)`` answers the pin's own demand (the token carries it).
     Each pin is planned on its own: one whose model left the catalog, whose layout vLLM refuses or whose
     planning fails is named with its reason, and the others are still compared."""
     from planner.dashboard.scenario import scenario_problems
@@ -88,7 +112,7 @@ def pinned_items(pins: Sequence[str], planned: Callable[[Scenario], Planned],
             why = ["it could not be read"] if pin is None else scenario_problems(pin)
             if not why:
                 p = planned(pin)
-                items.append((name, p, fleet(pin), label(p)))
+                items.append((name, p, fleet(pin, token), label(p)))
         except Exception as err:  # noqa: BLE001 - any failure of one pin is that pin's, said beside the others
             why = [" ".join(str(err).split())[:300] or type(err).__name__]
         if why:
@@ -107,9 +131,9 @@ def _band(r, key: str) -> str:
     return "" if b is None else f" ({b.text()})"
 
 
-def compare_frame(items: Sequence[tuple[str, Planned, FleetAnswer, str]]) -> pd.DataFrame:
-    """One column per scenario (name, its planner objects, its fleet for the current demand, its latency
-    model's label), one row per quantity; formatted with units."""
+def compare_frame(items: Sequence[tuple[str, Planned, DemandAnswer, str]]) -> pd.DataFrame:
+    """One column per scenario (name, its planner objects, its demand's answer — the fleet engine's fleet on its
+    GPU and TP — and its latency model's label), one row per quantity; formatted with units."""
     rows: dict[str, list[str]] = {}
 
     def add(label: str, values: list[str]) -> None:
@@ -117,7 +141,8 @@ def compare_frame(items: Sequence[tuple[str, Planned, FleetAnswer, str]]) -> pd.
 
     cols = [name for name, *_ in items]
     ps = [p for _, p, _, _ in items]
-    fl = [f for _, _, f, _ in items]
+    das = [d for _, _, d, _ in items]
+    fl = [d.own.best if d.own is not None else None for d in das]
     add("model", [p.model.name for p in ps])
     add("GPUs (TP)", [f"{p.deployment.num_gpus} × {p.gpu.name} (TP {p.deployment.tensor_parallel})" for p in ps])
     add("weights / KV cache", [f"{p.deployment.weight_dtype} / {p.deployment.kv_cache_dtype}" for p in ps])
@@ -135,9 +160,11 @@ def compare_frame(items: Sequence[tuple[str, Planned, FleetAnswer, str]]) -> pd.
     add("$ / M output tokens (all-in)",
         [fmt_usd(float(p.report.cost.usd_per_million_output_tokens_all_in), 3) if p.report.batch_size else "—"
          for p in ps])
-    add("fleet for the demand", [f"{f.replicas:,} replicas = {f.num_gpus:,} GPUs" if f.batch_size_per_replica
-                                 else "none: no batch meets the targets" for f in fl])
-    add("fleet $ / month", [fmt_usd(f.usd_per_month, 0) if f.batch_size_per_replica else "—" for f in fl])
+    add("demand", [d.demand.describe() for d in das])
+    add("fleet for the demand", [f"{f.replicas:,} replicas = {f.num_gpus:,} GPUs" if f is not None
+                                 else "none: no replica meets the targets" for f in fl])
+    add("fleet $ / month", [fmt_usd(f.usd_per_month, 0) if f is not None else "—" for f in fl])
+    add("fleet basis", [f"{f.confidence} ({f.band_basis})" if f is not None else "—" for f in fl])
     add("quality (approx.)", [f"{p.report.quality.score:.1f}" if math.isfinite(p.report.quality.score) else "—"
                               for p in ps])
     add("latency model", [label for *_, label in items])

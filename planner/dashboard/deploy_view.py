@@ -28,14 +28,15 @@ class DeployPanel:
     refusal: str | None = None
 
 
-def deploy_panel(p: Planned, rate_per_s: float | None) -> DeployPanel:
-    """``planner deploy`` for the scenario as chosen (its TP and dtypes; the fleet sized for ``rate_per_s``)."""
+def deploy_panel(p: Planned, rate_per_s: float | None, replicas: int | None = None) -> DeployPanel:
+    """``planner deploy`` for the scenario as chosen (its TP and dtypes; ``replicas`` the fleet engine's for
+    ``rate_per_s``)."""
     w = p.workload
     wl = Workload(prompt_tokens=w.prompt_tokens, output_tokens=w.output_tokens, ttft_slo_s=w.ttft_slo_s,
                   tpot_slo_s=w.tpot_slo_s, request_rate_per_s=rate_per_s if rate_per_s and rate_per_s > 0 else None)
     try:
         b = deployment_bundle(p.model, p.gpu, p.deployment, wl, profile=p.profile, calibration_note=_note(p),
-                              auto_layout=False)
+                              auto_layout=False, replicas=replicas)
     except DeployRefused as e:
         return DeployPanel(None, f"vLLM would not start this plan as chosen ({e.field}): {e.reason}.")
     except ValueError as e:
@@ -72,10 +73,12 @@ def files_zip(files: dict[str, str], folder: str = "deploy") -> bytes:
     return buf.getvalue()
 
 
-def plan_report_markdown(p: Planned, answer: DemandAnswer, chosen: str | None = None) -> str:
-    """The plan report of the scenario's replica for its demand, as ``planner report`` writes it (Markdown)."""
-    return plan_report(p.model, p.gpu, answer.report, answer.fleet, p.profile, calibration_note=_note(p),
-                       chosen=chosen).markdown()
+def plan_report_markdown(p: Planned, answer: DemandAnswer) -> str:
+    """The plan report of the scenario's fleet for its demand (the fleet engine's, on the sidebar's GPU and TP),
+    as ``planner report --gpu … --tp …`` writes it (Markdown)."""
+    if answer.own is None or answer.own.best is None:
+        return f"# No fleet\n\n{answer.own.sentence() if answer.own else 'No demand given.'}\n"
+    return plan_report(p.model, p.gpu, answer.report, answer.own, p.profile, calibration_note=_note(p)).markdown()
 
 
 def _note(p: Planned) -> str:

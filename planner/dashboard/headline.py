@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from planner.fleet import HOURS_PER_MONTH, FleetAnswer, plan_for_demand
+from planner.fleet import DEFAULT_HEADROOM, FleetPlan, FleetQuestion, demand_line, plan_fleet
+from planner.steady_fleet import HOURS_PER_MONTH, FleetAnswer, plan_for_demand
 from planner.memory import kv_pool_concurrency, memory_budget, request_kv_bytes_per_gpu
 from planner.profile import CalibrationProfile
 from planner.report import SizingReport
@@ -53,23 +54,117 @@ class DemandAnswer:
 
     demand: Demand
     report: SizingReport
-    fleet: FleetAnswer
+    fleet: FleetAnswer  # the steady-state first guess for the scenario's replica (its explanation)
+    own: FleetPlan | None = None  # the fleet engine: the sidebar's GPU and TP
+    across: FleetPlan | None = None  # the fleet engine: every GPU (the headline)
 
 
-def demand_fleet(p: Planned, demand: Demand) -> DemandAnswer:
-    """``planner size``'s answer (:func:`planner.fleet.plan_for_demand`) for the scenario's replica and ``demand``."""
+def demand_fleet(p: Planned, demand: Demand, sc: Scenario | None = None) -> DemandAnswer:
+    """The scenario's replica for ``demand`` at the steady state (:func:`planner.steady_fleet.plan_for_demand`),
+    and, given the scenario ``sc``, the fleet engine's answers for its own GPU and across every GPU."""
     wl = p.workload.model_copy(update={"concurrency": None, "request_rate_per_s": None})
     if demand.by_users:
         r, f = plan_for_demand(p.model, p.gpu, p.deployment, wl, p.profile, users=int(demand.active_users),
                                think_time_s=float(demand.think_s))
     else:
         r, f = plan_for_demand(p.model, p.gpu, p.deployment, wl, p.profile, rate_per_s=float(demand.rate_per_s))
-    return DemandAnswer(demand, r, f)
+    if sc is None or not (demand.active_users if demand.by_users else demand.rate_per_s):
+        return DemandAnswer(demand, r, f)
+    spec = p.model if sc.model_key.startswith("upload:") else None  # an upload is not in the catalog
+    return DemandAnswer(demand, r, f, scenario_fleet(sc, demand, across_gpus=False, model=spec),
+                        scenario_fleet(sc, demand, model=spec))
+
+
+def best_fleet_for(model_id: str, gpu_ids: tuple[str, ...] | None, demand: Demand, *, prompt_tokens: int,
+                   model: ModelSpec | None = None,
+                   output_tokens: int, ttft_slo_s: float | None, tpot_slo_s: float | None, tail: str = "p99",
+                   headroom: float = DEFAULT_HEADROOM, n_plus_one: bool = False, weight_dtype: str | None = None,
+                   kv_cache_dtype: str = "bf16", gpu_memory_utilization: float | None = None,
+                   tensor_parallels: tuple[int, ...] | None = None, price_usd_per_gpu_hour: float | None = None,
+                   calibrated: bool = True, rank_by: str = "expected", price_basis: str = "on-demand") -> FleetPlan:
+    """The dashboard's headline: the fleet engine's answer (:func:`planner.fleet.plan_fleet`, what ``planner
+    size`` prints) for ``demand`` across ``gpu_ids`` (None: every catalog GPU); ``model``: a spec that is not in
+    the catalog (an upload)."""
+    by_users = demand.by_users
+    q = FleetQuestion(
+        model_id=model_id, rate_per_s=None if by_users else float(demand.rate_per_s),
+        users=int(demand.active_users) if by_users else None, think_time_s=float(demand.think_s) if by_users else 0.0,
+        prompt_tokens=prompt_tokens, output_tokens=output_tokens, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
+        tail=tail, headroom=headroom, n_plus_one=n_plus_one, gpu_ids=gpu_ids, tensor_parallels=tensor_parallels,
+        weight_dtype=weight_dtype, kv_cache_dtype=kv_cache_dtype, gpu_memory_utilization=gpu_memory_utilization,
+        price_usd_per_gpu_hour=price_usd_per_gpu_hour, profile="auto" if calibrated else "none", rank_by=rank_by,
+        price_basis=price_basis)
+    return plan_fleet(q, model=model)
+
+
+def scenario_fleet(sc: Scenario, demand: Demand, *, across_gpus: bool = True, tail: str = "p99",
+                   headroom: float = DEFAULT_HEADROOM, n_plus_one: bool = False,
+                   model: ModelSpec | None = None) -> FleetPlan:
+    """:func:`best_fleet_for` the sidebar's scenario: across every GPU (the first screen), or the sidebar's GPU
+    at its TP (the scenario's own fleet)."""
+    gmu = None if abs(sc.gpu_memory_utilization - Deployment.model_fields["gpu_memory_utilization"].default) < 1e-12 \
+        else sc.gpu_memory_utilization
+    return best_fleet_for(
+        sc.model_key, None if across_gpus else (sc.gpu_id,), demand, prompt_tokens=sc.prompt_tokens,
+        output_tokens=sc.output_tokens, ttft_slo_s=sc.ttft_slo_s, tpot_slo_s=sc.tpot_slo_s, tail=tail,
+        headroom=headroom, n_plus_one=n_plus_one, weight_dtype=sc.weight_dtype, kv_cache_dtype=sc.kv_cache_dtype,
+        gpu_memory_utilization=gmu, tensor_parallels=None if across_gpus else (sc.tensor_parallel,),
+        price_usd_per_gpu_hour=sc.price_usd_per_hour if (sc.price_usd_per_hour > 0 and not across_gpus) else None,
+        calibrated=sc.calibrated, model=model, price_basis=sc.price_basis)
+
+
+def options_frame(plan: FleetPlan) -> pd.DataFrame:
+    """One row per GPU: its cheapest whole fleet (layout, replicas, GPUs, $/month, $/Mtok, band, basis), in the
+    engine's ranking order — the headline's "best fleet for this demand" across GPUs."""
+    rows, seen = [], set()
+    for c in plan.candidates:
+        if c.gpu_id in seen or c.status not in ("sized", "pruned"):
+            continue
+        seen.add(c.gpu_id)
+        rows.append({"GPU": c.gpu_name, "layout": c.layout(), "replicas": c.replicas if c.feasible else None,
+                     "GPUs": c.num_gpus if c.feasible else None,
+                     "$/month": round(c.usd_per_month) if c.feasible else None,
+                     "$/month at least": None if c.feasible else round(c.lower_bound_usd_per_month),
+                     "$/Mtok": c.usd_per_million_output_tokens, "band %": c.band_pct, "basis": c.confidence,
+                     "status": c.status})
+    return pd.DataFrame(rows)
+
+
+def best_fleet_caption(plan: FleetPlan, demand: Demand) -> str:
+    """The headline's sentence under the best fleet's metrics (or why there is none)."""
+    if plan.best is None:
+        why = "; ".join(plan.reasons()[:2])
+        return f"**No fleet can be sized for {demand.describe()}**: {why}."
+    b = plan.best
+    alt = plan.best_measured
+    basis = "" if b.confidence == "measured" else (
+        f" No measured basis ({b.confidence})" + (f"; the cheapest measured: {alt.replicas:,} × {alt.layout()}, "
+                                                  f"{fmt_usd(alt.usd_per_month, 0)}/month." if alt else "."))
+    band = (f" ±{b.band_pct:.0f} % throughput band: up to {b.replicas_high:,} replica(s)." if b.replicas_high
+            is not None else f" No throughput band: {b.band_basis}.")
+    return f"{demand_line(plan.question, b, detail=False)}.{band}{basis}"
+
+
+def best_fleet_metrics(plan: FleetPlan) -> list[tuple[str, str, str]]:
+    """The headline's row for the engine's best fleet: (label, value, help)."""
+    b = plan.best
+    if b is None:
+        return [("Fleet", "none", plan.sentence())]
+    k = b.knee
+    why = (f"⌈{b.demand_rate_per_s or 0:,.2f} req/s ÷ {k.usable_rate_per_s:,.3f} per replica⌉ "
+           f"({plan.question.headroom:.0%} below the knee {k.knee_rate_per_s:,.3f} req/s at {plan.question.tail}); "
+           f"at that rate {plan.question.tail} TTFT {k.ttft_tail_s * 1e3:,.0f} ms, TPOT {k.tpot_tail_s * 1e3:,.1f} ms, "
+           f"{k.in_flight:,.1f} in flight")
+    return [("Best fleet", b.layout(), f"{plan.sentence()}. Basis: {b.confidence} ({b.band_basis})"),
+            ("Replicas", f"{b.replicas:,}", why),
+            ("GPUs", f"{b.num_gpus:,}", f"replicas × {b.gpus_per_replica}"),
+            ("$ / month", fmt_usd(b.usd_per_month, 0), f"{fmt_usd(b.price_usd_per_gpu_hour)}/GPU-hour × "
+                                                       f"{HOURS_PER_MONTH:g} h ({b.price_source})")]
 
 
 def fleet_command(sc: Scenario, model_id: str, demand: Demand) -> str:
-    """The ``planner size`` call that prints the same fleet (same replica, targets and demand)."""
-    first = (f"planner size -m {model_id} --gpu {sc.gpu_id} --tp {sc.tensor_parallel} --weight-dtype "
+    """The ``planner size`` call that prints the same best fleet across GPUs (same targets and demand)."""
+    first = (f"planner size -m {model_id} --weight-dtype "
              f"{sc.weight_dtype} --kv-dtype {sc.kv_cache_dtype} --prompt-tokens {sc.prompt_tokens} --output-tokens "
              f"{sc.output_tokens} --ttft-slo-ms {sc.ttft_slo_s / MS:g} --tpot-slo-ms {sc.tpot_slo_s / MS:g}")
     parts = [first]
@@ -79,8 +174,6 @@ def fleet_command(sc: Scenario, model_id: str, demand: Demand) -> str:
         parts.append(f"--rate {demand.rate_per_s:g}")
     if abs(sc.gpu_memory_utilization - Deployment.default("gpu_memory_utilization")) > 1e-9:
         parts.append(f"--gpu-memory-utilization {sc.gpu_memory_utilization:g}")
-    if sc.price_usd_per_hour > 0:
-        parts.append(f"--price-usd-per-hour {sc.price_usd_per_hour:g}")
     parts.append(f"--profile {'auto' if sc.calibrated else 'none'}")
     return " ".join(parts)
 

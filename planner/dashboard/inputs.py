@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from planner.prices import PRICE_BASES  # noqa: F401 - the price-basis selectbox's choices (app.py)
 from planner.specs import PLAUSIBLE_GPU, Deployment
 from planner.units import MS
 
@@ -64,7 +65,7 @@ def tp_choices(gpus) -> list[int]:
 CALIB_CHOICES = ["ideal roofline", "calibrated profile"]
 #: The choices a bare URL opens (the numbers' defaults are in :data:`NUMBERS`).
 DEFAULTS = {"model": "mistral-7b-v0.3", "gpu": "h200-sxm", "tp": 1, "wdtype": "bf16", "kvdtype": "bf16",
-            "calib": CALIB_CHOICES[1], "demand": "requests/s", "view": "Memory", "cost_same_dtypes": True,
+            "calib": CALIB_CHOICES[1], "basis": "on-demand", "demand": "requests/s", "view": "Memory", "cost_same_dtypes": True,
             "report_only_slo": False}
 
 #: The float sliders (bound to the URL by streamlit, which drops a value outside the range).

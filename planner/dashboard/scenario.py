@@ -40,6 +40,7 @@ class Scenario(NamedTuple):
     tpot_slo_s: float
     price_usd_per_hour: float  # 0 = catalog price
     calibrated: bool
+    price_basis: str = "on-demand"  # the one basis the headline prices every GPU on (planner.prices)
 
     @property
     def context_tokens(self) -> int:

@@ -16,7 +16,7 @@ from planner import batching, memory, phases, ranking, roofline, serving
 from planner import cost as cost_mod
 from planner.bands import band, prefill_regime
 from planner.dashboard.charts import pareto_mask, thin_cloud
-from planner.choose import question_command
+from planner.dashboard.choose import question_command
 from planner.profile import CalibrationProfile
 from planner.report import SizingReport
 from planner.dashboard.scenario import Planned, Scenario

@@ -12,12 +12,12 @@
 from planner.deploy.bundle import DeployBundle, DeployRefused, deployment_bundle
 from planner.deploy.command import (
     KV_CACHE_DTYPE_FLAG,
-    MULTICAST_OFF_ENV,
     ONLINE_QUANTIZATION,
     PREQUANTIZED,
     ServeCommand,
     serve_command,
 )
+from planner.deploy.vendor import AMD, MULTICAST_OFF_ENV, NVIDIA, runtime_for
 from planner.startup import MIN_HEADROOM_BYTES, StartupCheck, StartupProblem, startup_check
 
 __all__ = [
@@ -26,12 +26,15 @@ __all__ = [
     "MULTICAST_OFF_ENV",
     "ONLINE_QUANTIZATION",
     "PREQUANTIZED",
+    "AMD",
+    "NVIDIA",
     "DeployBundle",
     "DeployRefused",
     "ServeCommand",
     "StartupCheck",
     "StartupProblem",
     "deployment_bundle",
+    "runtime_for",
     "serve_command",
     "startup_check",
 ]

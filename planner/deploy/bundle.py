@@ -26,10 +26,13 @@ would not start, with the :func:`planner.startup.startup_check` problem that say
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from planner.deploy.vendor import helm_values_for, retarget, runtime_for
 from planner.deploy.bundle_text import bundle_readme, serve_script
 from planner.deploy.command import ServeCommand, serve_command
 from planner.deploy.disagg import NETWORK_BYTES_PER_S_PER_GPU, DisaggPlan, plan_disaggregated
@@ -222,17 +225,23 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
                       enable_prefix_caching: bool = True, spec_preset: str | None = None,
                       spec_model: str | None = None, model_path: str | None = None, namespace: str | None = None,
                       name: str | None = None, image: str = DEFAULT_IMAGE, disaggregated: bool = False,
-                      network_bytes_per_s_per_gpu: float = NETWORK_BYTES_PER_S_PER_GPU) -> DeployBundle:
+                      network_bytes_per_s_per_gpu: float = NETWORK_BYTES_PER_S_PER_GPU,
+                      replicas: int | None = None) -> DeployBundle:
     """The deployable form of a plan: ``base`` gives dtypes, memory utilisation and scheduler limits; its TP/PP
     are used as given when ``auto_layout`` is False, else the smallest layout that starts and meets the SLO
     is chosen (TP inside a node; beyond a node TP = the node's GPUs, PP = nodes).  ``max_model_len``
-    defaults to the workload's prompt + output tokens.  Nothing is written to disk (see :meth:`DeployBundle.write`)."""
+    defaults to the workload's prompt + output tokens.  ``replicas``: the fleet engine's replica count
+    (:func:`planner.fleet.plan_fleet`), which the manifests deploy instead of the steady-state report's.
+    Nothing is written to disk (see :meth:`DeployBundle.write`)."""
     mml = int(max_model_len) if max_model_len is not None else workload.context_tokens
     if mml < workload.context_tokens:
         raise ValueError(f"--max-model-len: {mml:,} is below the workload's prompt + output = "
                          f"{workload.context_tokens:,} tokens")
     spec_cfg = _spec_config(spec_preset, spec_model)
     layout, dep, report = _choose(model, gpu, base, workload, mml, profile, auto_layout)
+    if replicas is not None:
+        report = dataclasses.replace(report, fleet=dataclasses.replace(
+            report.fleet, replicas_for_rate=int(replicas), replicas_for_concurrency=0))
     if disaggregated and layout.multi_node:
         raise ValueError("--disaggregated: replicas spanning nodes are not written for disaggregated serving "
                          f"(TP {layout.tensor_parallel} × PP {layout.pipeline_parallel} > {gpu.max_gpus_per_node} GPUs)")
@@ -255,6 +264,7 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
     ann = _annotations(cmd, report)
     files: dict[str, str] = {"serve.sh": serve_script(model, gpu, layout, cmd, report, mml)}
     replicas = report.fleet.replicas
+    rt = runtime_for(gpu)  # AMD: amd.com/gpu, the ROCm image, RCCL settings (planner.deploy.vendor)
     if layout.multi_node:
         objs = []
         backends = []
@@ -264,17 +274,17 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
             objs.append(service(rc, namespace, inst, "engine", sel=head_service_selector(rc)))
             backends.append(f"http://{rc}:8000")
         objs.append(service(inst, namespace, inst, "engine"))
-        files["k8s-raycluster.yaml"] = to_yaml(objs, _header(model, gpu, layout, replicas, "KubeRay RayCluster"))
+        files["k8s-raycluster.yaml"] = to_yaml(retarget(objs, rt), _header(model, gpu, layout, replicas, "KubeRay RayCluster"))
         values = production_stack_router_values(backends=backends, model_name=model.id)
     else:
         c = engine_container(cmd, layout.gpus, probes, image=image)
         objs = [deployment(inst, namespace, inst, "engine", replicas, c, layout.gpus, ckpt, probes, ann),
                 service(inst, namespace, inst, "engine")]
-        files["k8s-deployment.yaml"] = to_yaml(objs, _header(model, gpu, layout, replicas, "Deployment + Service"))
+        files["k8s-deployment.yaml"] = to_yaml(retarget(objs, rt), _header(model, gpu, layout, replicas, "Deployment + Service"))
         values = production_stack_values(name=inst, cmd=cmd, replicas=replicas, gpus=layout.gpus, probes=probes,
                                          cache_size=cache_size(ckpt), prefix_caching=enable_prefix_caching)
     files["helm-values-production-stack.yaml"] = to_yaml(
-        [values], _header(model, gpu, layout, replicas, "vLLM production-stack Helm values"))
+        [helm_values_for(values, rt)], _header(model, gpu, layout, replicas, "vLLM production-stack Helm values"))
     pd_cmds = None
     if disagg is not None:
         pd_cmds = {role: serve_command(model, gpu, dep, kv_transfer_config=nixl_kv_transfer_config(role), **common)
@@ -283,7 +293,7 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
             parse_serve_args(c.serve_args())
         objs = disaggregated_objects(f"{inst}-pd", namespace, pd_cmds, layout.gpus, probes, ckpt,
                                      disagg.prefill.replicas, disagg.decode.replicas, image=image, annotations=ann)
-        files["k8s-disaggregated.yaml"] = to_yaml(objs, _header(model, gpu, layout, disagg.disaggregated.replicas,
+        files["k8s-disaggregated.yaml"] = to_yaml(retarget(objs, rt), _header(model, gpu, layout, disagg.disaggregated.replicas,
                                                                 "disaggregated prefill/decode (NixlConnector), NOT measured"))
     files["README.md"] = files["predictions.json"] = ""  # listed in predictions' "files"; filled below
     bundle = DeployBundle(model, gpu, layout, cmd, report, mml, probes, disagg, calibration_note, tuple(notes), files,

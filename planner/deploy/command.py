@@ -11,6 +11,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from planner.deploy.vendor import multi_gpu_env
 from planner.startup import StartupCheck, startup_check
 from planner.memory import request_kv_bytes_per_gpu
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
@@ -25,10 +26,6 @@ ONLINE_QUANTIZATION = {"fp8": "fp8"}
 PREQUANTIZED = {"int4": "a GPTQ/AWQ int4 checkpoint", "int8": "a GPTQ int8 or W8A8 checkpoint",
                 "nf4": "a bitsandbytes nf4 checkpoint", "mxfp4": "an MXFP4 checkpoint (e.g. gpt-oss)"}
 
-#: NVLink multicast off for engines on more than one GPU (NCCL NVLS, PyTorch symmetric memory, NVSHMEM):
-#: on shared hosts a program that uses it can take the GPUs out of service.  The same table as
-#: ``calibration.probes.MULTICAST_OFF``, which our GPU runs used.
-MULTICAST_OFF_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 #: vLLM's OpenAI server port when ``--port`` is not given (vLLM 0.26).
 DEFAULT_PORT = 8000
@@ -106,7 +103,8 @@ def serve_command(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, *, max
         argv += ["--distributed-executor-backend", distributed_executor_backend]
     argv += ["--port", str(int(port))]
     argv += list(extra_args)
-    env = dict(MULTICAST_OFF_ENV) if deployment.tensor_parallel * deployment.pipeline_parallel > 1 else {}
+    # the collective library's settings for the GPU's vendor (planner.deploy.vendor)
+    env = multi_gpu_env(gpu) if deployment.tensor_parallel * deployment.pipeline_parallel > 1 else {}
     per_req = request_kv_bytes_per_gpu(model, deployment, max_model_len) if max_model_len > 0 else 0.0
     conc = int(check.kv_pool_bytes_per_gpu // per_req) if check.ok and per_req > 0 else 0
     return ServeCommand(tuple(argv), env, check, tuple(notes), check.kv_pool_bytes_per_gpu,

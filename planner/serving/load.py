@@ -38,6 +38,19 @@ MAX_TRIAL_REQUESTS = 20000
 WARMUP_FRACTION = 0.1
 #: p99 TTFT of the trial's second half over its first: above this the queue was still growing (low confidence)
 STABLE_P99_RATIO = 1.25
+#: The tails a latency target can be stated at (percent of requests at or below the target).
+TAILS = {"p50": 50.0, "p95": 95.0, "p99": 99.0}
+DEFAULT_TAIL = "p99"
+
+
+def tail_of(x: np.ndarray, tail: str = DEFAULT_TAIL) -> float | None:
+    """The ``tail`` percentile (:data:`TAILS`) of the finite values of ``x`` (numpy's linear interpolation),
+    None if there are none."""
+    if tail not in TAILS:
+        raise ValueError(f"tail: expected one of {', '.join(TAILS)}, got '{tail}'")
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, TAILS[tail])) if x.size else None
 
 
 @dataclass(frozen=True)
@@ -86,6 +99,17 @@ class SloPoint:
         return math.ceil(target_rate_per_s / self.max_rate_per_s - 1e-9)
 
 
+def trial_requests(rate_per_s: float, min_trial_s: float = MIN_TRIAL_S) -> int:
+    """Requests a trial at ``rate_per_s`` simulates: ``max(rate × min_trial_s, 2,000)``, at most 20,000."""
+    return int(min(MAX_TRIAL_REQUESTS, max(MIN_TRIAL_REQUESTS, math.ceil(rate_per_s * min_trial_s))))
+
+
+def run_trial(make_requests, cost: StepCost, config: EngineConfig, rate_per_s: float,
+              min_trial_s: float = MIN_TRIAL_S) -> SimResult:
+    """One trial at ``rate_per_s``: :func:`trial_requests` requests of ``make_requests`` (fixed seed)."""
+    return simulate(_make(make_requests, rate_per_s, trial_requests(rate_per_s, min_trial_s)), cost, config)
+
+
 def measured_window(res: SimResult, warmup_fraction: float = WARMUP_FRACTION) -> np.ndarray:
     """Indices of the requests measured in a trial: all but the first ``warmup_fraction`` by arrival."""
     order = np.argsort(res.arrival_s, kind="stable")
@@ -93,17 +117,17 @@ def measured_window(res: SimResult, warmup_fraction: float = WARMUP_FRACTION) ->
 
 
 def meets_slo(res: SimResult, ttft_p99_s: float, tpot_p99_s: float,
-              warmup_fraction: float = 0.0) -> tuple[bool, float, float]:
-    """(whether the run meets both p99 targets with nothing rejected, p99 TTFT, p99 TPOT), over the requests
-    after the warm-up."""
+              warmup_fraction: float = 0.0, tail: str = DEFAULT_TAIL) -> tuple[bool, float, float]:
+    """(whether the run meets both targets at ``tail`` (p99 by default) with nothing rejected, that tail's TTFT,
+    that tail's TPOT), over the requests after the warm-up."""
     if res.num_rejected:
         return False, INF, INF
     idx = measured_window(res, warmup_fraction)
     done = idx[res.completed[idx]]
     if not done.size:
         return False, INF, INF
-    t = percentiles(res.ttft_s[done])["p99"]
-    p = percentiles(res.tpot_s[done])["p99"]
+    t = tail_of(res.ttft_s[done], tail)
+    p = tail_of(res.tpot_s[done], tail)
     t = INF if t is None else t
     p = 0.0 if p is None else p
     return (t <= ttft_p99_s and p <= tpot_p99_s), t, p
@@ -149,6 +173,8 @@ def max_rate_under_slo(
     rel_tol: float = 0.02,
     max_iter: int = 20,
     min_trial_s: float = MIN_TRIAL_S,
+    tail: str = DEFAULT_TAIL,
+    saturation_rate_per_s: float | None = None,
 ) -> SloPoint:
     """The highest request rate whose p99 TTFT and p99 TPOT meet the targets, right by construction:
 
@@ -160,11 +186,42 @@ def max_rate_under_slo(
     * bisection to ``rel_tol``; the answer carries its confidence (:class:`SloPoint`).
 
     ``make_requests(rate)`` must return the workload at a rate with a *fixed seed* (the same arrival
-    pattern scaled in time), so the search is deterministic.
+    pattern scaled in time), so the search is deterministic.  ``tail``: the percentile the targets are
+    stated at (p99, p95 or p50; the ``*_p99_*`` names are kept for the p99 default).
+    ``saturation_rate_per_s``: :func:`steady_saturation`'s answer when the caller has it already.
+    :func:`knee_search` is the same search one trial at a time.
+
+    **Monotone in the targets by construction**: a trial at a rate does not depend on the targets (its
+    length and seed depend on the rate only), so a looser target (or a lower tail) passes every trial a
+    tighter one passes; two searches test the same rates until the first trial where they disagree, where
+    the looser one moves its lower bracket up to that rate and the tighter one its upper bracket down to it
+    — the looser knee is never below the tighter one.
     """
+    search = knee_search(make_requests, cost, config, ttft_p99_s, tpot_p99_s,
+                         price_usd_per_gpu_hour=price_usd_per_gpu_hour, gpus_per_replica=gpus_per_replica,
+                         rel_tol=rel_tol, max_iter=max_iter, min_trial_s=min_trial_s, tail=tail,
+                         saturation_rate_per_s=saturation_rate_per_s)
+    while True:
+        try:
+            next(search)
+        except StopIteration as done:
+            return done.value
+
+
+def knee_search(make_requests, cost: StepCost, config: EngineConfig, ttft_p99_s: float, tpot_p99_s: float, *,
+                price_usd_per_gpu_hour: float = 0.0, gpus_per_replica: int = 1, rel_tol: float = 0.02,
+                max_iter: int = 20, min_trial_s: float = MIN_TRIAL_S, tail: str = DEFAULT_TAIL,
+                saturation_rate_per_s: float | None = None, trials: dict | None = None):
+    """:func:`max_rate_under_slo` as a generator: before each trial it yields an upper bound of the knee
+    (the upper bracket, requests/s), and it returns the :class:`SloPoint`.  A caller searching many replicas
+    can advance the one whose bound still matters (:mod:`planner.fleet`).  ``trials``: a dict of earlier
+    trials of this replica and workload by rate (read and filled), so another target's search reuses them."""
     if not (ttft_p99_s > 0 and tpot_p99_s > 0):
         raise ValueError("ttft_p99_ms/tpot_p99_ms: SLO targets must be > 0")
-    cap = steady_saturation(make_requests, cost, config, MIN_TRIAL_REQUESTS)
+    if tail not in TAILS:
+        raise ValueError(f"tail: expected one of {', '.join(TAILS)}, got '{tail}'")
+    cap = (steady_saturation(make_requests, cost, config, MIN_TRIAL_REQUESTS) if saturation_rate_per_s is None
+           else saturation_rate_per_s)
     if cap <= 0:
         return SloPoint(0.0, INF, INF, 0.0, 0.0, 0.0, gpus_per_replica, price_usd_per_gpu_hour, 1, 0.0)
     it = 0
@@ -172,27 +229,35 @@ def max_rate_under_slo(
     def trial(rate):
         nonlocal it
         it += 1
-        n = int(min(MAX_TRIAL_REQUESTS, max(MIN_TRIAL_REQUESTS, math.ceil(rate * min_trial_s))))
-        res = simulate(_make(make_requests, rate, n), cost, config)
-        ok, t, p = meets_slo(res, ttft_p99_s, tpot_p99_s, WARMUP_FRACTION)
+        res = trials.get((rate, min_trial_s)) if trials is not None else None
+        if res is None:
+            res = run_trial(make_requests, cost, config, rate, min_trial_s)
+            if trials is not None:
+                trials[(rate, min_trial_s)] = res
+        ok, t, p = meets_slo(res, ttft_p99_s, tpot_p99_s, WARMUP_FRACTION, tail)
         return ok, (rate, res, t, p)
 
     lo, hi = cap * LOWER_BRACKET, cap * UPPER_BRACKET
+    yield hi
     ok, best = trial(hi)
     at_limit = ok
     if not ok:
+        yield hi
         ok, best = trial(lo)
-        if not ok:
+        if not ok:  # the answer is 0; the light-load tails say which target it misses
+            light = best
             best = None
         while best is not None and it < max_iter and (hi - lo) > rel_tol * hi:
             mid = 0.5 * (lo + hi)
+            yield hi
             ok, cand = trial(mid)
             if ok:
                 lo, best = mid, cand
             else:
                 hi = mid
     if best is None:
-        return SloPoint(0.0, INF, INF, 0.0, 0.0, 0.0, gpus_per_replica, price_usd_per_gpu_hour, it, cap)
+        t, p = (light[2], light[3]) if not at_limit and it >= 2 else (INF, INF)
+        return SloPoint(0.0, t, p, 0.0, 0.0, 0.0, gpus_per_replica, price_usd_per_gpu_hour, it, cap)
     rate, res, t, p = best
     ratio = p99_half_ratio(res)
     confidence = "high" if math.isfinite(ratio) and ratio <= STABLE_P99_RATIO else "low"

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from planner.units import positive_number
+
 #: Most requests one workload may hold: a simulation of 1,000,000 takes about 15 s and 1 GB (10,000,000 took
 #: 3 minutes and 8.8 GB with nothing on screen), so more is refused by name rather than run.
 MAX_REQUESTS = 1_000_000
@@ -163,7 +165,7 @@ def _rng(seed) -> np.random.Generator:
 def poisson_arrivals(n: int, rate_per_s: float, seed=0) -> np.ndarray:
     """Arrival times of a Poisson process at ``rate_per_s``: cumulative exponential gaps of mean 1/λ.
     The first request arrives after one gap (not at 0), as vLLM's benchmark_serving does."""
-    _check_rate(rate_per_s)
+    positive_number("rate", rate_per_s)
     return _rng(seed).exponential(1.0, int(n)).cumsum() / rate_per_s
 
 
@@ -171,16 +173,11 @@ def gamma_arrivals(n: int, rate_per_s: float, cv: float = 1.0, seed=0) -> np.nda
     """Bursty arrivals: gamma-distributed gaps of mean 1/λ and coefficient of variation ``cv``
     (shape k = 1/cv², scale 1/k; cv = 1 is Poisson, cv > 1 clusters requests in bursts).
     vLLM's benchmark_serving uses the same family (``--burstiness`` = k)."""
-    _check_rate(rate_per_s)
+    positive_number("rate", rate_per_s)
     if not (math.isfinite(cv) and 0 < cv <= MAX_BURSTINESS_CV):
         raise ValueError(f"burstiness_cv: must be a number in (0, {MAX_BURSTINESS_CV:g}], got {cv}")
     k = 1.0 / (cv * cv)
     return _rng(seed).gamma(k, 1.0 / k, int(n)).cumsum() / rate_per_s
-
-
-def _check_rate(rate: float) -> None:
-    if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
-        raise ValueError(f"rate: must be a finite number > 0, got {rate!r}")
 
 
 def arrivals(n: int, *, rate_per_s: float | None = None, cv: float = 1.0, seed=0) -> np.ndarray:

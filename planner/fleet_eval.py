@@ -1,0 +1,283 @@
+"""The fleet engine's per-candidate work (:mod:`planner.fleet` ranks and sizes; this simulates and caches).
+
+* :func:`candidate_layouts` — the GPU × TP × PP layouts of one GPU that vLLM would start (the others listed
+  with their reasons);
+* :func:`first_guess` — the steady-state batch formula (:func:`planner.plan.plan`): the first guess, the
+  explanation and the error band;
+* :func:`saturation_bound` — the replica's simulated saturation (a burst), the upper bound of its knee;
+* :class:`KneeRun` — the knee at the stated tail and the operating point below it (:class:`Evaluated`).
+
+Simulations are cached per process, keyed by everything they depend on (model, GPU datasheet, deployment,
+profile, request lengths and seed; the knee also by the targets, tail and headroom) — not by the demand
+or the price, which do not change them.  So every surface asking the same question pays once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from planner.serving.load import (
+    MIN_TRIAL_REQUESTS,
+    WARMUP_FRACTION,
+    knee_search,
+    measured_window,
+    meets_slo,
+    run_trial,
+    steady_saturation,
+)
+from planner.specs import Deployment, tensor_parallel_candidates
+from planner.startup import startup_check
+
+__all__ = ["Evaluated", "KneeRun", "candidate_layouts", "clear_cache", "first_guess", "gpu_price", "resolve",
+           "saturation_bound"]
+
+#: Pipeline stages tried (TP = the node) when no single-node layout starts.
+PIPELINE_STAGES = (2, 3, 4, 6, 8)
+CONFIDENCE = {"calibrated": "measured", "transferred": "transferred", "ideal": "none"}
+_CACHE: dict = {}
+_CACHE_MAX = 512  # entries: engines, saturations, knees, and per replica its trials (SimResults) by rate
+
+
+def clear_cache() -> None:
+    _CACHE.clear()
+
+
+def _remember(key, compute):
+    if key not in _CACHE:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = compute()
+    return _CACHE[key]
+
+
+def _digest(*parts) -> str:
+    return hashlib.sha1("\x1f".join(str(p) for p in parts).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One layout that starts: its specs, its simulator cost and config, and the cache key of its replica."""
+
+    model: object
+    gpu: object
+    deployment: Deployment
+    profile: object
+    key: str
+    prefix_caching: bool = True
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """A replica's knee at the tail and its operating point (the usable rate), from the simulator (SI)."""
+
+    knee_rate_per_s: float
+    usable_rate_per_s: float
+    confidence: str  # the knee search's: high | low | none
+    ttft_tail_at_knee_s: float
+    tpot_tail_at_knee_s: float
+    ttft_tail_s: float  # at the operating rate
+    tpot_tail_s: float
+    ttft_p50_s: float
+    tpot_p50_s: float
+    e2e_mean_s: float
+    in_flight: float  # requests in the replica at the operating rate (Little's law)
+    output_tokens_per_s: float
+    iterations: int
+    trial_requests: int
+
+
+def resolve(q, model, gpus, profile_for, make_requests):
+    """The question's specs: (model, GPUs, profile_for, make_requests), the catalog's unless given."""
+    from planner.io import catalog
+    from planner.serving import workloads as wl
+
+    m = model if model is not None else catalog.model(q.model_id)
+    if gpus is None:
+        gpus = [catalog.gpu(x) for x in (q.gpu_ids or sorted(catalog.gpus()))]
+    if profile_for is None:
+        def profile_for(gid):
+            return catalog.resolve_profile(q.profile, gid, field="profile")[0]
+    if make_requests is None:
+        def make_requests(rate=None, num_requests=MIN_TRIAL_REQUESTS):
+            return wl.synthetic(num_requests, q.prompt_tokens, q.output_tokens, rate_per_s=rate, seed=q.seed)
+        make_requests.cache_key = ("synthetic", q.prompt_tokens, q.output_tokens, q.seed)
+    return m, list(gpus), profile_for, make_requests
+
+
+def gpu_price(q, g) -> tuple[float | None, str]:
+    """``(USD per GPU-hour after the discount, where it comes from)`` for GPU ``g`` on the question's price basis
+    (:func:`planner.prices.price_for`): ``--price-usd-per-hour`` overrides; ``(None, why)`` when ``g`` has no price
+    of that basis (it is then left out of the comparison, not priced on another basis)."""
+    from planner.prices import describe, price_for
+
+    if q.price_usd_per_gpu_hour is not None:
+        base, where = q.price_usd_per_gpu_hour, "--price-usd-per-hour (command line)"
+    else:
+        entry, why = price_for(g, q.price_basis, q.price_provider)
+        if entry is None:
+            return None, why
+        base, where = entry.usd_per_hour, describe(entry)
+    if q.discount_pct:
+        where += f", less {q.discount_pct:g} %"
+    return base * (1 - q.discount_pct / 100), where
+
+
+def _deployment(q, g, tp: int, pp: int, dtype: str) -> Deployment:
+    extra = {k: v for k, v in (("gpu_memory_utilization", q.gpu_memory_utilization),
+                               ("max_num_seqs", q.max_num_seqs),
+                               ("max_num_batched_tokens", q.max_num_batched_tokens)) if v is not None}
+    return Deployment.for_gpu(g, num_gpus=tp * pp, tensor_parallel=tp, pipeline_parallel=pp, weight_dtype=dtype,
+                              kv_cache_dtype=q.kv_cache_dtype, **extra)
+
+
+def candidate_layouts(q, m, g, prof, FleetCandidate):
+    """``[(FleetCandidate, Setup | None)]`` for GPU ``g``: every TP × PP asked (default: TP 1, 2, 4, 8 within
+    the node at PP 1, and — TP and PP both left to the engine — the first PP of :data:`PIPELINE_STAGES` at the
+    node's TP that starts when none does);
+    Setup None for a layout vLLM would not start (its reasons in the note); ``FleetCandidate`` the class
+    (:class:`planner.fleet.FleetCandidate`, passed in: this module does not import the engine)."""
+
+    dtype = q.weight_dtype or m.native_dtype
+    price, where = gpu_price(q, g)
+    # TPs asked are tried as asked (the start-up rule says why one cannot run); the default: those a node can run
+    tps = list(q.tensor_parallels) if q.tensor_parallels else tensor_parallel_candidates(m, g)
+    pps = q.pipeline_parallels or (1,)
+    longest = q.max_model_len or q.prompt_tokens + q.output_tokens
+    mkey = _digest(q.enable_prefix_caching, m.model_dump_json(), prof.model_dump_json(),
+                   g.model_dump_json(exclude={"price_usd_per_hour", "sources"}))
+    out = []
+
+    def one(tp, pp):
+        dep = _deployment(q, g, tp, pp, dtype)
+        base = FleetCandidate(
+            gpu_id=g.id, gpu_name=g.name, vendor=getattr(g, "vendor", ""), tensor_parallel=tp, pipeline_parallel=pp,
+            weight_dtype=dtype, kv_cache_dtype=q.kv_cache_dtype, price_usd_per_gpu_hour=price, price_source=where,
+            status="does not start", note="", calibration_mode=prof.mode, confidence=CONFIDENCE.get(prof.mode, "none"),
+            band_pct=None, band_basis="")
+        check = startup_check(m, g, dep, longest, prof)
+        if not check.ok:
+            return replace(base, note="does not start: " + "; ".join(check.reasons())), None
+        return replace(base, status="sized"), Setup(m, g, dep, prof, _digest(mkey, dep.model_dump_json()),
+                                                 q.enable_prefix_caching)
+
+    for pp in pps:
+        for tp in tps:
+            out.append(one(tp, pp))
+    if (q.pipeline_parallels is None and q.tensor_parallels is None and any(t <= g.max_gpus_per_node for t in tps)
+            and not any(s for _, s in out)):
+        for pp in PIPELINE_STAGES:
+            if pp <= m.num_layers:
+                out.append(one(max(t for t in tps if t <= g.max_gpus_per_node), pp))
+                if out[-1][1] is not None:
+                    break
+    if not tps:
+        c = FleetCandidate(
+            gpu_id=g.id, gpu_name=g.name, vendor=getattr(g, "vendor", ""), tensor_parallel=1, pipeline_parallel=1,
+            weight_dtype=dtype, kv_cache_dtype=q.kv_cache_dtype, price_usd_per_gpu_hour=price, price_source=where,
+            status="does not start", note="does not start: no TP asked divides the attention heads within a node",
+            calibration_mode=prof.mode, confidence=CONFIDENCE.get(prof.mode, "none"), band_pct=None, band_basis="")
+        out.append((c, None))
+    return out
+
+
+def first_guess(q, m, c, setup: Setup):
+    """``c`` with the steady-state formula's batch and requests/s per replica (the first guess) and its band."""
+    from planner.plan import plan
+    from planner.specs import Workload
+    from planner.steady_fleet import throughput_band
+
+    def compute():
+        wl = Workload(prompt_tokens=q.prompt_tokens, output_tokens=q.output_tokens, ttft_slo_s=q.ttft_slo_s,
+                      tpot_slo_s=q.tpot_slo_s)
+        r = plan(m, setup.gpu, setup.deployment, wl, setup.profile)
+        pct, basis = throughput_band(r)
+        return r.batch_size, float(r.fleet.requests_per_s_per_replica or 0.0), pct, basis
+
+    batch, rate, pct, basis = _remember(("guess", setup.key, q.prompt_tokens, q.output_tokens, q.ttft_slo_s,
+                                         q.tpot_slo_s), compute)
+    if pct is not None and c.confidence == "transferred":
+        basis = f"transferred calibration; {basis}"
+    # measured: calibrated on this GPU *and* a band with a measured basis; a calibrated GPU whose band has none
+    # (e.g. a weight format never measured) is 'none' like the ideal roofline
+    confidence = "none" if (pct is None and c.confidence == "measured") else c.confidence
+    return replace(c, first_guess_batch=int(batch), first_guess_rate_per_s=rate, band_pct=pct, band_basis=basis,
+                   confidence=confidence)
+
+
+def _engine(setup: Setup):
+    from planner.serving.config import engine_setup
+
+    return _remember(("engine", setup.key), lambda: engine_setup(setup.model, setup.gpu, setup.deployment,
+                                                                  setup.profile,
+                                                                  enable_prefix_caching=setup.prefix_caching))
+
+
+def _make_key(make) -> object:
+    return getattr(make, "cache_key", None) or id(make)
+
+
+def saturation_bound(q, m, setup: Setup, make) -> float:
+    """The replica's simulated saturation, requests/s (:func:`planner.serving.load.steady_saturation`)."""
+    cost, cfg = _engine(setup)
+    return _remember(("sat", setup.key, _make_key(make)),
+                     lambda: float(steady_saturation(make, cost, cfg, MIN_TRIAL_REQUESTS)))
+
+
+class KneeRun:
+    """The knee search of one replica, one trial at a time (:func:`planner.serving.load.knee_search`):
+    ``bound`` is an upper bound of its knee until ``result`` (an :class:`Evaluated`) is set; cached when done."""
+
+    def __init__(self, q, setup: Setup, make):
+        self.q, self.make, self.setup = q, make, setup
+        self.cost, self.cfg = _engine(setup)
+        self.ttft = q.ttft_slo_s if q.ttft_slo_s is not None else math.inf
+        self.tpot = q.tpot_slo_s if q.tpot_slo_s is not None else math.inf
+        self.key = ("knee", setup.key, _make_key(make), self.ttft, self.tpot, q.tail, q.headroom)
+        self.result: Evaluated | None = _CACHE.get(self.key)
+        self.saturation = _CACHE.get(("sat", setup.key, _make_key(make)))
+        self.bound = self.result.knee_rate_per_s if self.result else math.inf  # nothing known before saturation
+        self._gen = None
+
+    def step(self) -> None:
+        """Advance by one simulation: the saturation burst first, then one trial of the knee search, then the
+        operating point's trial (and the result is cached)."""
+        if self.result is not None:
+            return
+        if self._gen is None:
+            self.saturation = saturation_bound(self.q, None, self.setup, self.make)
+            if self.saturation <= 0:
+                self.result = Evaluated(0.0, 0.0, "none", *(math.inf,) * 7, 0.0, 0.0, 0, 0)
+                self.bound = 0.0
+                return
+            trials = _remember(("trials", self.setup.key, _make_key(self.make)), dict)
+            self._gen = knee_search(self.make, self.cost, self.cfg, self.ttft, self.tpot, tail=self.q.tail,
+                                    saturation_rate_per_s=self.saturation, trials=trials)
+        try:
+            self.bound = next(self._gen)
+        except StopIteration as done:
+            self.result = _remember(self.key, lambda: self._finish(done.value))
+            self.bound = self.result.knee_rate_per_s
+
+    def run(self) -> Evaluated:
+        while self.result is None:
+            self.step()
+        return self.result
+
+    def _finish(self, pt) -> Evaluated:
+        if pt.max_rate_per_s <= 0:  # the tails at light load, for the sentence saying which target it misses
+            return Evaluated(0.0, 0.0, pt.confidence, pt.ttft_p99_s, pt.tpot_p99_s, math.inf, math.inf, math.inf,
+                             math.inf, math.inf, 0.0, 0.0, pt.iterations, pt.trial_requests)
+        usable = (1 - self.q.headroom) * pt.max_rate_per_s
+        res = run_trial(self.make, self.cost, self.cfg, usable)
+        _, t, p = meets_slo(res, math.inf, math.inf, WARMUP_FRACTION, self.q.tail)
+        _, t50, p50 = meets_slo(res, math.inf, math.inf, WARMUP_FRACTION, "p50")
+        idx = measured_window(res)
+        done = idx[res.completed[idx]]
+        e2e = float(np.mean(res.e2e_s[done])) if done.size else math.inf
+        per_request = float(res.output_tokens_per_s) / max(float(res.requests_per_s), 1e-12)
+        return Evaluated(pt.max_rate_per_s, usable, pt.confidence, pt.ttft_p99_s, pt.tpot_p99_s, t, p, t50, p50,
+                         e2e, usable * e2e, usable * per_request, pt.iterations, pt.trial_requests)
