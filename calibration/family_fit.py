@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.families import MOE, error_bands, family_of, fit_stage, regime_of
+from calibration.families import MOE_VARIANT, error_bands, family_of, fit_stage, regime_of
 from calibration.fit import points_from_records, profile_to_yaml
 from calibration.probes import PROBE_MAX_NUM_BATCHED_TOKENS, PROBE_MAX_NUM_SEQS
 from calibration.records import parse_engine_log, read_records, sha256_file
@@ -137,8 +137,8 @@ def fit_new_families(profile: CalibrationProfile, points) -> CalibrationProfile:
         if fam.startswith("moe-"):
             v = fam[4:]
             data.setdefault("moe_variants", {})[v] = dict(base_moe, kernel=KERNELS[v], fitted_on=[model],
-                                                          expert_touch_fraction=0.5)
-            params = [p._replace(path=f"moe_variants.{v}.{p.path[4:]}") for p in MOE]
+                                                          expert_touch_fraction=0.5, eager_layer_launch_s=0.0)
+            params = [p._replace(path=f"moe_variants.{v}.{p.path[4:]}") for p in MOE_VARIANT]
             params.append(FitParam(f"moe_variants.{v}.expert_touch_fraction", 0.02, 1.0, 0.5))
             params.append(FitParam(f"moe_variants.{v}.seq_layer_overhead_s", 0.0, 1e-5, 1e-6))
             data = fit_stage(pts, params, data)

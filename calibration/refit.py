@@ -16,7 +16,8 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | fp8 KV cache | Mistral-7B | Mistral-7B (another start, other grid), Llama-3.1-8B |
 | fp8 weights (W8A8) | Llama-3.1-8B | Qwen2.5-32B |
 | int4 weights (W4A16) | Llama-3.1-8B | none measured (see the README: published numbers) |
-| MoE | Qwen3-30B-A3B (128 experts, top-8) | Mixtral-8x7B (8 experts, top-2), from its serving runs |
+| MoE | Qwen3-30B-A3B (128 experts, top-8; probes + mixed steps) | Mixtral-8x7B (8 experts, top-2), from its serving runs |
+| mixed steps under vllm serve's settings | Qwen3-30B-A3B (MoE eager launch floor) | Llama-3.1-8B (dense) |
 | TP 2 | Llama-3.1-8B | none: the Qwen2.5-32B TP 2 boot's requests failed (HTTP 400) |
 | MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrid, V1-runner MoE memory | see calibration/family_fit.py | |
 """
@@ -28,6 +29,7 @@ import sys
 from pathlib import Path
 
 from calibration.family_fit import fit_new_families, load_points
+from calibration.mixed_points import mixed_points
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
@@ -49,6 +51,9 @@ RAW: dict[str, str | None] = {
     f"{CAMPAIGN}/h200x2-fp8kv-fit.jsonl": "validate",  # measured with the fit grid, held out of the fp8-KV fit
     f"{CAMPAIGN}/h200x2-allreduce.jsonl": None,
 }
+#: mixed engine steps (calibration/mixed_probe.py, vllm serve's scheduler settings) and each model's role: the MoE
+#: eager launch floor is fitted on Qwen3-30B-A3B's cells; Llama-3.1-8B's (dense) are held out
+MIXED = {"h200-2026-12-01-moe-mixed/mixed.jsonl": {"qwen3-30b-a3b": "fit", "llama-3.1-8b": "validate"}}
 #: serving runs whose idle-engine requests give held-out points (serve_bench records + vllm bench serve JSON)
 SERVING = {f"{CAMPAIGN}/serve-mixtral-8x7b": "mixtral-8x7b"}
 #: the light-load HTTP run the OpenAI server's per-request overhead is fitted on (the other runs validate it)
@@ -68,6 +73,8 @@ def inputs(excluded: list[str] | None = None) -> tuple[list[dict], list, list]:
             excluded += [f"{path.name}:{k}: {why}" for k, why in skipped]
         records += recs
         points += points_from_records(recs, f"calibration/data/{name}", role=role, excluded=excluded)
+    for name, roles in MIXED.items():
+        points += mixed_points(DATA / name, roles, f"calibration/data/{name}", excluded)
     extra = [p for folder, model in SERVING.items() for p in serving_points(DATA / folder, model)]
     return records, points, extra
 
@@ -89,7 +96,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def refit(comparison_out: Path | None = None):
     """(the refitted profile with its HTTP, transfer and provenance fields; the points; the held-out rows);
     the public comparison CSV is written to ``comparison_out`` when given."""
-    paths = {DATA / name: role for name, role in RAW.items()}
+    paths = {**{DATA / name: role for name, role in RAW.items()}, **{DATA / name: None for name in MIXED}}
     excluded: list[str] = []
     records, points, extra = inputs(excluded)
     prof, points = fit_profile(records, points=points, extra_validation=extra, excluded=excluded)

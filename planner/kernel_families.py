@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from planner.specs import Deployment, ModelSpec
 from planner.units import cdiv
 
@@ -123,3 +125,20 @@ def cudagraph_max_tokens(deployment: Deployment, model: ModelSpec | None = None)
     """vLLM 0.26's largest CUDA-graph capture size: min(2 × max_num_seqs, 512 — 1,024 for gpt-oss), capped at
     max_num_batched_tokens (config/vllm.py); bigger steps run their kernels without graphs."""
     return min(2 * deployment.max_num_seqs, graph_capture_limit(model), deployment.max_num_batched_tokens)
+
+
+def allreduce_s(mc, hw, tokens, xp=np):
+    """All-reduce time of one step: 2 per layer under TP, each latency + 2(n−1)/n × message / bandwidth (a
+    ring's bytes per link), vLLM's custom all-reduce for messages up to its limit and NCCL above (``mc``, ``hw``:
+    :class:`planner.roofline.ModelCosts` and :class:`~planner.roofline.HwCoeffs`)."""
+    if xp is np:
+        tokens = np.asarray(tokens, dtype=float)
+    if not mc.allreduces_per_step:
+        return tokens * 0.0
+    n = mc.tensor_parallel
+    msg = tokens * mc.allreduce_bytes_per_token
+    ring = 2.0 * (n - 1) / n * msg
+    custom = hw.allreduce_latency_s + ring / hw.link_bandwidth_bytes_per_s
+    nccl = hw.nccl_latency_s + ring / hw.nccl_bandwidth_bytes_per_s
+    one = xp.where(msg <= hw.allreduce_custom_max_bytes, custom, nccl)
+    return xp.where(tokens > 0, mc.allreduces_per_step * one, 0.0)

@@ -61,6 +61,9 @@ class MoeCoeffs(FrozenSpec):
     matmul_half_tokens: HalfTokens = 0.0
     layer_overhead_s: Overhead = Field(0.0, description="per MoE layer per step (routing, align, scatter)")
     eager_layer_overhead_s: Overhead = Field(0.0, description="per MoE layer for steps above the CUDA-graph size")
+    eager_layer_launch_s: Overhead = Field(
+        0.0, description="CPU launch time per MoE layer of a step above the CUDA-graph size, on top of the dense "
+        "per-layer launch: the step's CPU floor (it takes max(GPU work, floor) + overheads)")
     seq_layer_overhead_s: Overhead = Field(0.0, description="per decoding sequence per layer per step (the MoE "
                                            "families' decode cost that grows with the batch beyond the weights)")
     expert_touch_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
@@ -167,6 +170,10 @@ class CalibrationProfile(FrozenSpec):
     eager_layer_overhead_s: Overhead = Field(
         0.0, description="extra per layer for a step above the largest CUDA-graph size (no graphs: every "
         "kernel is launched from the CPU)"
+    )
+    eager_layer_launch_s: Overhead = Field(
+        0.0, description="CPU launch time per layer of a step above the largest CUDA-graph size: the step's CPU "
+        "floor, which the GPU work hides under (the step takes max(GPU work, floor) + overheads)"
     )
     per_seq_overhead_s: Overhead = 0.0
     per_token_overhead_s: Overhead = 0.0

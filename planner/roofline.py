@@ -9,6 +9,9 @@ A step is a sum of kernels, each limited by its own roof:
     attention max(attention FLOPs / (peak × eff_a), KV bytes read / (bandwidth × eff_kv,dtype))
     comm      2 all-reduces per layer under tensor parallel: vLLM's custom all-reduce below 8 MiB, NCCL above
     overhead  step + per sequence + per token (launches, scheduling, sampling) + per layer outside CUDA graphs
+    launch    a step above the largest CUDA graph (eager) launches every kernel from the CPU while the GPU runs
+              them: the step takes max(GPU work, CPU launch floor) + overhead, the floor = layers × per-layer
+              launch + MoE layers × per-MoE-layer launch (fused MoE launches routing, align, two grouped GEMMs)
 
 The kernel families' efficiencies and overheads come from a :class:`CalibrationProfile` (ideal roofline by
 default): ``hw_coeffs`` picks the weight format's own coefficients, the MoE and all-reduce ones.  This is the one
@@ -24,7 +27,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from planner.kernel_families import (cudagraph_max_tokens, experts_touched, is_hybrid_swa, moe_variant,
+from planner.kernel_families import (allreduce_s, cudagraph_max_tokens, experts_touched, is_hybrid_swa, moe_variant,
                                      mxfp4_experts_only)
 from planner.memory import kv_bytes_per_token_per_layer, kv_heads_per_gpu, weight_bytes
 from planner.profile import IDEAL_PROFILE, CalibrationProfile, format_coeffs, shape_correction
@@ -163,6 +166,8 @@ class HwCoeffs:
     shape_extra_s_per_layer: float = 0.0  # a measured GEMM-shape cliff of this model's shape (see hw_coeffs)
     shape_tokens_lo: float = float("inf")
     shape_tokens_hi: float = float("inf")
+    eager_layer_launch_s: float = 0.0  # CPU launch time per layer of an eager step (the step's floor)
+    moe_eager_layer_launch_s: float = 0.0  # ... and per MoE layer on top
 
 
 #: The profile's fixed costs, taken over as they are (seconds per step, layer, sequence, token, request).
@@ -223,23 +228,9 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         shape_extra_s_per_layer=shape.extra_s_per_layer if shape else 0.0,
         shape_tokens_lo=shape.tokens_lo if shape else float("inf"),
         shape_tokens_hi=shape.tokens_hi if shape else float("inf"),
+        eager_layer_launch_s=profile.eager_layer_launch_s,
+        moe_eager_layer_launch_s=moe.eager_layer_launch_s if moe else 0.0,
     )
-
-
-def allreduce_s(mc: ModelCosts, hw: HwCoeffs, tokens, xp=np):
-    """All-reduce time of one step: 2 per layer under TP, each latency + 2(n−1)/n × message / bandwidth (a
-    ring's bytes per link), vLLM's custom all-reduce for messages up to its limit and NCCL above."""
-    if xp is np:
-        tokens = np.asarray(tokens, dtype=float)
-    if not mc.allreduces_per_step:
-        return tokens * 0.0
-    n = mc.tensor_parallel
-    msg = tokens * mc.allreduce_bytes_per_token
-    ring = 2.0 * (n - 1) / n * msg
-    custom = hw.allreduce_latency_s + ring / hw.link_bandwidth_bytes_per_s
-    nccl = hw.nccl_latency_s + ring / hw.nccl_bandwidth_bytes_per_s
-    one = xp.where(msg <= hw.allreduce_custom_max_bytes, custom, nccl)
-    return xp.where(tokens > 0, mc.allreduces_per_step * one, 0.0)
 
 
 # ------------------------------------------------------------------------------- attention sums
@@ -284,9 +275,13 @@ def linear_s(linear_compute_s, linear_memory_s, dequant_s, moe_compute_s, moe_me
     return maximum(linear_compute_s, linear_memory_s + dequant_s) + maximum(moe_compute_s, moe_memory_s)
 
 
-def step_total(linear, attention_compute_s, attention_memory_s, comm_s, overhead_s, maximum=np.maximum):
-    """A step's seconds: the GEMMs (:func:`linear_s`), attention at its roof, communication, overheads."""
-    return linear + maximum(attention_compute_s, attention_memory_s) + comm_s + overhead_s
+def step_total(linear, attention_compute_s, attention_memory_s, comm_s, overhead_s, maximum=np.maximum, launch_s=0.0):
+    """A step's seconds: the GPU work — the GEMMs (:func:`linear_s`), attention at its roof, communication —
+    or the CPU launch floor of an eager step (``launch_s``; 0 for CUDA-graph steps), whichever is longer, plus
+    the overheads.  An eager step's kernels run as they are launched, so the GPU hides under the launches or
+    the launches under the GPU (issue #21: Qwen3-30B-A3B's 768-2,048-token eager steps took 50-65 ms, the CPU
+    busy launching for all but ~1 ms of it, where the GPU work is 16-25 ms)."""
+    return maximum(linear + maximum(attention_compute_s, attention_memory_s) + comm_s, launch_s) + overhead_s
 
 
 @dataclass(frozen=True)
@@ -305,13 +300,14 @@ class StepTime:
     moe_compute_s: object = 0.0
     moe_memory_s: object = 0.0
     dequant_s: object = 0.0  # quantised formats' per-token work added to the weight stream (small batches)
+    launch_s: object = 0.0  # an eager step's CPU launch floor (the step takes max(GPU work, launch) + overhead)
 
     @property
     def total_s(self):
         linear = linear_s(self.linear_compute_s, np.asarray(self.linear_memory_s), self.dequant_s,
                           self.moe_compute_s, self.moe_memory_s, roof_max)
         return step_total(linear, self.attention_compute_s, self.attention_memory_s, self.comm_s, self.overhead_s,
-                          roof_max)
+                          roof_max, self.launch_s)
 
     @property
     def compute_s(self):
@@ -331,6 +327,7 @@ class StepTime:
         label = np.where(compute_part * 2 >= roof, "compute", "memory")
         label = np.where(np.asarray(self.comm_s) > roof, "communication", label)
         label = np.where(np.asarray(self.overhead_s) > np.maximum(roof, self.comm_s), "overhead", label)
+        label = np.where(np.asarray(self.launch_s) > roof + self.comm_s, "overhead", label)  # CPU launch-bound
         return label.item() if label.ndim == 0 else label
 
     @property
@@ -368,6 +365,9 @@ def token_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, xp=np) -
         moe_bytes = moe_flops = moe_c = moe_m = tokens * 0.0
     comm = allreduce_s(mc, hw, tokens, xp)
     eager = tokens > mc.cudagraph_max_tokens
+    # an eager step's CPU launch floor: every layer's kernels, and the fused-MoE layers' (per stage, stages in turn)
+    launch = where(active & eager, mc.num_layers * hw.eager_layer_launch_s
+                   + mc.num_moe_layers * mc.pipeline_parallel * hw.moe_eager_layer_launch_s, 0.0)
     overhead = where(
         active,
         hw.step_overhead_s + hw.hybrid_step_overhead_s
@@ -384,7 +384,8 @@ def token_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, xp=np) -
         k = mc.pipeline_parallel
         lin_c, lin_m, comm, moe_c, moe_m, dequant = lin_c * k, lin_m * k, comm * k, moe_c * k, moe_m * k, dequant * k
     return dict(linear_compute_s=lin_c, linear_memory_s=lin_m, comm_s=comm, overhead_s=overhead, moe_compute_s=moe_c,
-                moe_memory_s=moe_m, dequant_s=dequant, flops=lin_flops + moe_flops, bytes=w_bytes + moe_bytes)
+                moe_memory_s=moe_m, dequant_s=dequant, flops=lin_flops + moe_flops, bytes=w_bytes + moe_bytes,
+                launch_s=launch)
 
 
 def attention_parts(mc: ModelCosts, hw: HwCoeffs, tokens, prefill_attended, decode_attended, kv_read_tokens):

@@ -115,7 +115,8 @@ _HW_BLOCK_FIELDS = (
     "moe_matmul_efficiency_max", "moe_matmul_half_tokens", "moe_layer_overhead_s", "moe_eager_layer_overhead_s",
     "moe_prefill_layer_overhead_s", "shape_extra_s_per_layer", "shape_tokens_lo", "shape_tokens_hi",
     "allreduce_custom_max_bytes", "nccl_latency_s", "nccl_bandwidth_bytes_per_s", "moe_touch_fraction",
-    "hybrid_step_overhead_s", "moe_seq_layer_overhead_s",
+    "hybrid_step_overhead_s", "moe_seq_layer_overhead_s", "eager_layer_launch_s",
+    "moe_eager_layer_launch_s",
 )
 
 

@@ -204,8 +204,9 @@ def measurement_from_row(row: dict, line: int = 0) -> Measurement:
     b = _num(row, "batch_size", int, 1, line)
     p = _num(row, "prompt_tokens", int, 0, line)
     o = _num(row, "output_tokens", int, 0, line)
-    if metric in ("prefill_s", "decode_step_s", "mixed_step_s") and (b <= 0 or p <= 0):
-        raise SpecError(f"line {line}: batch_size and prompt_tokens must be > 0 for {metric}")
+    if metric in ("prefill_s", "decode_step_s", "mixed_step_s") and (b < (metric != "mixed_step_s") or p <= 0):
+        raise SpecError(f"line {line}: batch_size (>= 0 for mixed_step_s: the new prompt's step alone) and "
+                        f"prompt_tokens must be > 0 for {metric}")
     c = _num(row, "chunk_tokens", int, 0, line)
     if metric == "mixed_step_s" and c <= 0:
         raise SpecError(f"line {line}: chunk_tokens must be > 0 for mixed_step_s")

@@ -197,7 +197,9 @@ def test_validation_csv_is_the_recorded_validation_runs(fitted):
     _, points, extra = fitted
     rows = measurement_rows([x for x in points if x.role != "fit"] + extra)
     csv_rows = read_measurements(VAL_CSV)
-    assert len(csv_rows) == len(rows) == 111  # 75 from the first H200 session + 36 held-out engines/runs of 2026-11-30
+    # 75 from the first H200 session + 36 held-out engines/runs of 2026-11-30 + 6 held-out Llama-3.1-8B mixed-step
+    # cells of 2026-12-01 (batch 0/32/128 x chunk 768/2,048, calibration/data/h200-2026-12-01-moe-mixed) = 117
+    assert len(csv_rows) == len(rows) == 75 + 36 + 6
     assert sorted(m.measured for m in csv_rows) == sorted(float(r["measured"]) for r in rows)
 
 

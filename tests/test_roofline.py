@@ -155,6 +155,6 @@ def test_sum_steps_adds_every_part_by_name():
     b = StepTime(**{n: 10.0 * (i + 1) for i, n in enumerate(STEP_PARTS)}, mode="calibrated")
     s = sum_steps(a, 2, b, 3)
     assert s.mode == "calibrated"
-    assert len(STEP_PARTS) == 11
+    assert len(STEP_PARTS) == 12  # 11 + launch_s (an eager step's CPU launch floor, issue #21)
     for i, n in enumerate(STEP_PARTS):
         assert float(getattr(s, n)) == 2 * (i + 1) + 3 * 10 * (i + 1), n

@@ -185,3 +185,19 @@ def test_no_nan_and_sane_summary(n, p, o, rate, shared, cap, mns, mnbt, pc, spec
     assert math.isfinite(s["output_tokens_per_s"]) and s["output_tokens_per_s"] >= 0
     assert (res.ttft_s[done] <= res.e2e_s[done] + 1e-12).all()
     json.dumps(s, allow_nan=False)
+
+
+def test_fast_forward_equals_step_by_step_with_eager_decode_steps():
+    """Decode batches above the largest CUDA graph (512) carry the CPU launch floor (Qwen3-30B-A3B, committed
+    profile: 48 MoE layers x ~1 ms): the engine steps them one by one, so both paths still agree."""
+    from planner.io import catalog
+
+    g = catalog.gpu("h200-sxm")
+    cost = StepCost.from_specs(catalog.model("qwen3-30b-a3b"), g, Deployment.for_gpu(g),
+                               catalog.profile_for("h200-sxm", "0.26.0"))
+    assert cost.launch_s(600.0, 600.0) > 0.04 and cost.launch_s(512.0, 512.0) == 0.0
+    reqs = synthetic(600, 64, 40, rate_per_s=6000, shared_prefix_tokens=0)
+    c = cfg(kv_capacity_tokens=200_000, max_num_seqs=1024)
+    a, b = simulate(reqs, cost, c), simulate(reqs, cost, c, fast_forward=False)
+    assert a.num_steps == b.num_steps
+    np.testing.assert_allclose(a.finish_s, b.finish_s, rtol=1e-9)

@@ -124,9 +124,10 @@ class Engine:
         """How many pure-decode steps can run before anything but a context increment happens — a decoder
         finishes, one leaves the sliding window, the decoders' next blocks no longer fit the free pool, or an
         arrival could be admitted (:func:`steps_to_reach`) — and the run-time function if it was needed."""
-        if not self.fast_forward:
-            return 1, None
         batch, scheduler = self.batch, self.scheduler
+        load = batch.load(batch.tokens_advanced)
+        if not self.fast_forward or self.cost.launch_s(load[0], load[1]):
+            return 1, None  # eager decode steps (a CPU launch floor) have no closed-form run sum
         finish_at = batch.next_finish()
         n = batch.steps_until_tokens(finish_at) if finish_at is not None else 1
         if batch.num_sliding_layers:

@@ -35,7 +35,7 @@ class StepCost:
         self.num_full_layers, self.num_sliding_layers, self.window_tokens = mc.full_layers, mc.sliding_layers, \
             mc.window_tokens
         self.request_overhead_s = hw.request_overhead_s
-        self.token_memo: dict = {}  # (tokens, sampled, prefill) -> (linear s, comm s, overhead s, constant s)
+        self.token_memo: dict = {}  # (tokens, sampled, prefill) -> (linear, comm, overhead, constant, launch) s
         # d(attention seconds)/d(context): the attention terms are linear in the attended context and the KV
         # read, so the formula at one context token (and no step tokens) is the slope the fast-forward sums
         self.attn_compute_s_per_decode_attended, self.attn_memory_s_per_kv_read_token, _, _ = attention_parts(
@@ -51,7 +51,7 @@ class StepCost:
         return self.hw_coeffs.mode
 
     def _token_terms(self, tokens: float, sampled: float, prefill: bool) -> tuple:
-        """(linear s, comm s, overhead s, constant s) of a step shape, memoised."""
+        """(linear s, comm s, overhead s, constant s, launch floor s) of a step shape, memoised."""
         key = (tokens, sampled, prefill)
         terms = self.token_memo.get(key)
         if terms is None:
@@ -59,7 +59,7 @@ class StepCost:
             linear = linear_s(p["linear_compute_s"], p["linear_memory_s"], p["dequant_s"], p["moe_compute_s"],
                               p["moe_memory_s"], max)
             terms = (linear, p["comm_s"], p["overhead_s"], step_total(linear, 0.0, 0.0, p["comm_s"], p["overhead_s"],
-                                                                      max))
+                                                                      max), p["launch_s"])
             if len(self.token_memo) >= self.MEMO_MAX:
                 self.token_memo.clear()
             self.token_memo[key] = terms
@@ -68,8 +68,9 @@ class StepCost:
     def parts(self, tokens: float, sampled: float, att_prefill: float, att_decode: float, kv_read: float):
         """(constant_s, attention_compute_s, attention_memory_s); the step takes
         constant + max(attention_compute, attention_memory) (summed in that order: within an ulp of
-        ``step_s``).  ``kv_read`` = layer-weighted context tokens read from the cache (decode contexts +
-        prefill chunks' prior context)."""
+        ``step_s``) — for a step without a CUDA-graph launch floor (:meth:`launch_s` 0: the engine steps eager
+        decode runs one by one).  ``kv_read`` = layer-weighted context tokens read from the cache (decode
+        contexts + prefill chunks' prior context)."""
         if tokens <= 0:
             return 0.0, 0.0, 0.0
         const = self._token_terms(tokens, sampled, att_prefill > 0)[3]
@@ -81,9 +82,13 @@ class StepCost:
         """Seconds of one step: :attr:`planner.roofline.StepTime.total_s` of the same step, on floats."""
         if tokens <= 0:
             return 0.0
-        linear, comm, overhead, _ = self._token_terms(tokens, sampled, att_prefill > 0)
+        linear, comm, overhead, _, launch = self._token_terms(tokens, sampled, att_prefill > 0)
         ac, am, _, _ = attention_parts(self.model_costs, self.hw_coeffs, tokens, att_prefill, att_decode, kv_read)
-        return step_total(linear, ac, am, comm, overhead, max)
+        return step_total(linear, ac, am, comm, overhead, max, launch)
+
+    def launch_s(self, tokens: float, sampled: float, prefill: bool = False) -> float:
+        """The CPU launch floor of a step of this shape (> 0 only above the largest CUDA graph)."""
+        return self._token_terms(tokens, sampled, prefill)[4] if tokens > 0 else 0.0
 
     def attended_prefill(self, start: float, chunk: float) -> float:
         """:func:`planner.roofline.attended_prefill` on floats."""
