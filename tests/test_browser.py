@@ -447,6 +447,7 @@ HEADERS_JS = """async () => {
 def test_cost_table_marks_calibration_and_shows_tp_quality_and_band(page, server):
     """Defect 9: the Cost table had no TP, quality or calibration column; a transferred MI300X won unmarked."""
     open_app(page, server, "?view=Cost")
+    page.locator('[data-testid="stDataFrame"]').first.wait_for()  # the view may still be drawing its table
     headers = page.evaluate(HEADERS_JS)
     for col in ("rank in CSV", "TP", "quality", "error band", "calibration"):
         assert col in headers, f"{col} not in {headers}"

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from planner.capacity.breakeven import break_even
@@ -171,6 +171,7 @@ def test_cheapest_mix_never_costlier_than_plain_autoscaling(r, rd, sd, p):
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(1, 40), st.floats(0, 1), st.floats(0, 1))
+@example(24, 0.25, 0.001953125)  # the window of ±12 σ dropped 1.2e-9 of the tail at n·q = 0.05 (found by hypothesis)
 def test_more_spot_interruptions_never_raise_attainment(n, p1, p2):
     lo, hi = sorted((p1, p2))
     assert _spot_attainment(100, 0.0, n, 30.0, hi) <= _spot_attainment(100, 0.0, n, 30.0, lo) + 1e-9  # float noise ~1e-11

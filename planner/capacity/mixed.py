@@ -125,13 +125,14 @@ Q_EPS = 1e-12
 
 @functools.lru_cache(maxsize=65536)
 def _pmf(n: int, q: float) -> tuple[np.ndarray, np.ndarray]:
-    """(k, P(k of n away)) over the window mean ± 12 σ of Binomial(n, q) (what lies outside is < 1e-30)."""
+    """(k, P(k of n away)) over mean − 12 σ … mean + 12 σ + 40 of Binomial(n, q): the +40 keeps the upper tail of a
+    skewed binomial (n·q ≪ 1, σ tiny) inside the window, so what lies outside is < 1e-30 for every q."""
     if q <= Q_EPS or n == 0:  # below 1e-12 an hour, no replica is away (scipy's pmf overflows near 1e-308)
         return np.zeros(1), np.ones(1)
     if q >= 1 - Q_EPS:
         return np.array([float(n)]), np.ones(1)
     mean, sd = n * q, math.sqrt(n * q * (1 - q))
-    k = np.arange(max(0, math.floor(mean - 12 * sd - 1)), min(n, math.ceil(mean + 12 * sd + 1)) + 1)
+    k = np.arange(max(0, math.floor(mean - 12 * sd - 1)), min(n, math.ceil(mean + 12 * sd + 40)) + 1)
     return k.astype(float), binom.pmf(k, n, q)
 
 
