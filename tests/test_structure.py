@@ -119,8 +119,6 @@ def test_deployment_is_built_one_way():
 #: logic): (file, file, why).  A pair not listed here fails the test; remove a line when its pair goes.
 KNOWN_DUPLICATES: tuple[tuple[str, str, str], ...] = (
     ("dashboard/presets.py", "dashboard/presets.py", "data, not logic: the three Preset records share their fields"),
-    ("capacity/plan.py", "capacity/schedule.py", "shape only: the tails of two frozen records' field lists, each "
-     "followed by a one-line @property reading a part (CapacityPlan.knee, Schedule.hours); no shared logic"),
     ("quality.py", "steady_fleet.py", "shape only: one-line @property accessors (a quality estimate's retention and "
      "score; a fleet's GPUs and $/hour); the fleet's $/month formula is one method, WholeFleet.usd_per_month_of"),
     ("capacity/demand.py", "serving/workloads.py", "shape only: one-line @property reductions (a demand curve's peak "

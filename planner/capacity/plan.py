@@ -42,10 +42,6 @@ class CapacityPlan:
     workload: str
     date: str
 
-    @property
-    def knee(self) -> ReplicaKnee:
-        return self.schedule.knee
-
     def ramp(self) -> dict | None:
         """The replayed hour whose demand rose most over the one before, and the tail the replay saw there."""
         r = self.replay
@@ -56,6 +52,11 @@ class CapacityPlan:
         p99 = float(r.ttft_p99_max_s[h])
         return {"hour": h, "rise_rate_per_s": float(rise[h - 1]), "attainment": float(r.attainment[h]),
                 "ttft_p99_max_s": p99 if np.isfinite(p99) else None}
+
+    @property
+    def knee(self) -> ReplicaKnee:
+        """The recommended (cheapest autoscaled) schedule's replica knee."""
+        return self.schedule.knee
 
     def as_dict(self, hourly: bool = False) -> dict:
         return {
