@@ -10,9 +10,10 @@ Each family has its own few terms, fitted on ONE engine with everything else hel
 | --- | --- | --- | --- |
 | moe-mxfp4 (Triton MXFP4) | moe_variants.mxfp4 (bandwidth, GEMM, overheads, touch share) | gpt-oss-120b | gpt-oss-20b |
 | moe-mla (MLA + fine-grained MoE) | moe_variants.mla (same terms) | deepseek-v2-lite | moonlight-16b-a3b |
+| moe-fp8 (W8A8 Triton fused MoE) | moe_variants.fp8 (same terms) | qwen3-30b-a3b fp8 | none (one fp8 MoE measured) |
 | hybrid-swa (Gemma-3 5:1) | hybrid_step_overhead_s | gemma-3-12b | gemma-3-27b |
 | MXFP4 weight bytes | mxfp4_expert_bytes_factor (x the 4.25-bit experts) | gpt-oss-120b | gpt-oss-20b |
-| MoE memory (V1 runner) | v1_cudagraph_estimate_bytes, v1_moe_workspace_factor | gpt-oss-120b,
+| MoE memory (V1 runner) | v1_cudagraph_estimate_bytes, v1_sampler_logits_copies | gpt-oss-120b,
   qwen3-30b-a3b | gpt-oss-20b, moonlight-16b-a3b, qwen3-30b-a3b fp8 |
 
 Prefill probes of the MXFP4 engines paid a Triton compile on the first request of each new length (1.3-4.8 s, the
@@ -33,8 +34,8 @@ from calibration.probes import PROBE_MAX_NUM_BATCHED_TOKENS, PROBE_MAX_NUM_SEQS
 from calibration.records import parse_engine_log, read_records, sha256_file
 from calibration.solve import FitParam
 from planner.io import catalog
-from planner.kernel_families import v1_moe_workspace_unit
-from planner.memory import activation_peak_bytes, weight_bytes
+from planner.kernel_families import fused_moe_workspace_bytes
+from planner.memory import weight_bytes
 from planner.profile import CalibrationProfile, MoeCoeffs
 from planner.specs import Deployment
 from planner.validate import error_pct, predict
@@ -42,8 +43,11 @@ from planner.validate import error_pct, predict
 DATA = Path(__file__).resolve().parent / "data"
 PROFILE = Path(__file__).resolve().parent / "profiles" / "h200-sxm-vllm-0.26.0.yaml"
 CAMPAIGN = "h200-2026-12-01"
+#: the fp8 MoE grid came from the second MoE round (calibration/campaigns/h200-moe-load2.sh, stage a): the engine
+#: of the first round never reached its probes
+FP8_MOE = "h200-2026-12-01-moe-load2/a/h200-families.jsonl"
 RAW = [f"{CAMPAIGN}/mxfp4/h200-families.jsonl", f"{CAMPAIGN}/mla/h200-families.jsonl",
-       f"{CAMPAIGN}/swa/h200-families.jsonl"]
+       f"{CAMPAIGN}/swa/h200-families.jsonl", FP8_MOE]
 #: engines stopped by their job's time limit before the 'engine_log' record was written: their start-up terms
 #: are read from the log beside them.  Qwen3-30B-A3B fp8 never reached its probes (start-up > its 150 s limit).
 LOG_ONLY = [(f"{CAMPAIGN}/swa/h200-families.gemma-3-27b.auto.validate.log", "gemma-3-27b", "bf16", "validate"),
@@ -53,9 +57,13 @@ LOG_EXTRA = {"qwen3-30b-a3b": f"{CAMPAIGN}/mla/qwen3moe-fp8-fit.out"}
 #: probes left out, with why (said in the report)
 EXCLUDED = {("gpt-oss-120b", "prefill_s", 16, 512):
             "both repeats 1.47/1.55 s, 9x the single 8,192-token prefill (168 ms) of the same engine; cause not found"}
-FIT_ON = {"moe-mxfp4": "gpt-oss-120b", "moe-mla": "deepseek-v2-lite", "hybrid-swa": "gemma-3-12b"}
+#: the fp8 MoE family has ONE measured model (Qwen3-30B-A3B fp8): it is fitted on it, so it has no held-out check
+FIT_ON = {"moe-mxfp4": "gpt-oss-120b", "moe-mla": "deepseek-v2-lite", "moe-fp8": "qwen3-30b-a3b",
+          "hybrid-swa": "gemma-3-12b"}
 KERNELS = {"mxfp4": "Triton MXFP4 MoE (OAITritonMxfp4ExpertsMonolithic), bf16 attention/router GEMMs",
-           "mla": "Triton fused_moe (bf16, default config: no tuned E=64,N=1408 H200 file), FLASH_ATTN_MLA"}
+           "mla": "Triton fused_moe (bf16, default config: no tuned E=64,N=1408 H200 file), FLASH_ATTN_MLA",
+           "fp8": "Triton fp8 fused_moe (W8A8, online per-tensor scales, default config: no tuned E=128,N=768 "
+                  "H200 fp8 file), CUTLASS fp8 scaled_mm for attention"}
 #: MoE engines on vLLM's V1 runner whose start-up logs fit the two memory terms
 V1_MEMORY_FIT = [(f"{CAMPAIGN}/mxfp4/h200-families.gpt-oss-120b.wmxfp4.auto.fit.log", "gpt-oss-120b", "mxfp4"),
                  ("h200x2-2026-11-30/h200x2-moe-fit.qwen3-30b-a3b.auto.fit.log", "qwen3-30b-a3b", "bf16")]
@@ -105,23 +113,26 @@ def load_points(excluded: list[str] | None = None):
 
 
 def fit_memory(data: dict) -> dict:
-    """The V1 runner's CUDA-graph estimate and extra activation peak (medians over the fit engines' logs)."""
-    prof = CalibrationProfile.model_validate(data)
-    est, extra = [], []
+    """The V1 runner's CUDA-graph estimate and the fp32 logits copies of its profiling peak (medians over the fit
+    engines' logs): peak = copies × max_num_seqs × vocab × 4 B + the fused-MoE workspace (a formula, not fitted)."""
+    est, copies = [], []
     for name, model, weights in V1_MEMORY_FIT:
         t = parse_engine_log((DATA / name).read_text(encoding="utf-8", errors="replace"))
         m = catalog.model(model)
         d = Deployment.for_gpu(catalog.gpu("h200-sxm"), weight_dtype=weights,  # the probe engines' limits
                                max_num_batched_tokens=PROBE_MAX_NUM_BATCHED_TOKENS, max_num_seqs=PROBE_MAX_NUM_SEQS)
-        base = activation_peak_bytes(m, d, prof.model_copy(update={"v1_moe_workspace_factor": 0.0}))
+        work = fused_moe_workspace_bytes(m, weights, d.max_num_batched_tokens)
+        logits = min(d.max_num_seqs, d.max_num_batched_tokens) * m.vocab_size * 4.0
         est.append(t["cudagraph_estimate_bytes"])
-        extra.append((t["peak_activation_bytes"] - base) / v1_moe_workspace_unit(m, d.max_num_batched_tokens))
+        copies.append((t["peak_activation_bytes"] - work) / logits)
+    prof = CalibrationProfile.model_validate(data)
     m = catalog.model(FIT_ON["moe-mxfp4"])
     t = parse_engine_log((DATA / V1_MEMORY_FIT[0][0]).read_text(encoding="utf-8", errors="replace"))
     wb = weight_bytes(m, "mxfp4")
     factor = (t["weights_bytes"] / prof.weight_bytes_factor - wb.kept_16bit_bytes) / wb.quantized_bytes
-    return dict(data, v1_cudagraph_estimate_bytes=float(np.median(est)), mxfp4_expert_bytes_factor=float(factor),
-                v1_moe_workspace_factor=max(0.0, float(np.median(extra))))
+    out = {k: v for k, v in data.items() if k != "v1_moe_workspace_factor"}
+    return dict(out, v1_cudagraph_estimate_bytes=float(np.median(est)), mxfp4_expert_bytes_factor=float(factor),
+                v1_sampler_logits_copies=max(0.0, float(np.median(copies))))
 
 
 def fit_new_families(profile: CalibrationProfile, points) -> CalibrationProfile:
@@ -133,7 +144,8 @@ def fit_new_families(profile: CalibrationProfile, points) -> CalibrationProfile:
     for fam, model in FIT_ON.items():
         # mixed-step probes are not fitted here: on these engines they contradict the same engine's prefills
         # (a 2,048-token chunk "in" a 5 ms step where a lone 2,048-token prefill takes 76 ms); reported only
-        pts = [p for p in points if p.role == "fit" and p.model.id == model and p.metric != "mixed_step_s"]
+        pts = [p for p in points if p.role == "fit" and p.model.id == model and p.metric != "mixed_step_s"
+               and family_of(p) == fam]
         if fam.startswith("moe-"):
             v = fam[4:]
             data.setdefault("moe_variants", {})[v] = dict(base_moe, kernel=KERNELS[v], fitted_on=[model],

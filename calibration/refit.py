@@ -28,9 +28,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from calibration.families import error_bands, family_of, regime_of
 from calibration.family_fit import fit_new_families, load_points
 from calibration.mixed_points import mixed_points
-from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml
+from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml, residuals_by
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
@@ -79,6 +80,20 @@ def inputs(excluded: list[str] | None = None) -> tuple[list[dict], list, list]:
     return records, points, extra
 
 
+def memory_rows(prof, points: list, extra: list):
+    """``prof`` with its KV-pool and weight residuals, validation rows and bands recomputed: fit_profile took them
+    before the V1 runner's MoE memory terms (calibration/family_fit.py) were in the profile."""
+    mem = ("kv_capacity", "weights")
+    fit = [p for p in points if p.role == "fit"]
+    val = [p for p in points if p.role != "fit"] + list(extra)
+    res = residuals_by([p for p in fit if regime_of(p) in mem], prof, lambda p: f"{family_of(p)}/{regime_of(p)}")
+    held = residuals_by([p for p in val if regime_of(p) in mem], prof,
+                        lambda p: f"{family_of(p)}/{p.model.id}/{p.deployment.kv_cache_dtype}/{regime_of(p)}")
+    bands = {k: v for k, v in error_bands(fit, val, prof).items() if k.split("/")[-1] in mem}
+    return prof.model_copy(update={"residuals": {**prof.residuals, **res}, "validation": {**prof.validation, **held},
+                                   "error_bands": {**prof.error_bands, **bands}})
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="python -m calibration.refit", description="Refit the committed H200 profile from the committed raw "
@@ -104,7 +119,7 @@ def refit(comparison_out: Path | None = None):
     prof = prof.model_copy(update={"http_frontend_overhead_s": fit_http_frontend(DATA / folder, model_id, prof, run)})
     # issue #21's families (MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrids, the V1 runner's memory
     # terms) on top, each from its own engine of the 2026-12-01 campaign: calibration/family_fit.py
-    prof = fit_new_families(prof, load_points(excluded))
+    prof = memory_rows(fit_new_families(prof, load_points(excluded)), points, extra)
     # the fit transferred to every GPU of calibration/data/public
     comparisons, transfer = public_check(base=prof, out=comparison_out)
     prof = prof.model_copy(update={

@@ -7,9 +7,11 @@
   CUDA graphs up to 1,024 tokens for gpt-oss (``GptOssForCausalLMConfig``) instead of 512.
 * The model runner: vLLM uses its V1 GPU model runner for MoE models other than a few architectures
   (``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``); the V1 runner subtracts its CUDA-graph memory estimate from the KV pool
-  and its profiling pass peaks higher (the fused-MoE workspace), so the pool is 2-5 % smaller than the V2 formula.
+  and its profiling pass peaks at the sampler's fp32 logits with the fused-MoE workspace still held
+  (:func:`fused_moe_workspace_bytes`), so the pool is 2-5 % smaller than the V2 formula.
 * Kernel family of a MoE model (which fitted ``MoeCoeffs`` apply): ``mxfp4``, ``mla`` (MLA attention + fine-grained
-  MoE with shared experts, DeepSeek-V2/V3 layout) or the bf16 Triton fused-MoE default.
+  MoE with shared experts, DeepSeek-V2/V3 layout), ``fp8`` (W8A8 experts, Triton fp8 fused MoE) or the bf16 Triton
+  fused-MoE default.
 * Hybrid sliding-window dense models (Gemma-3 5:1 local/global) carry a per-step cost of their own.
 """
 
@@ -38,11 +40,19 @@ def uses_v1_runner(model: ModelSpec) -> bool:
     return model.moe is not None and model.architecture not in V2_RUNNER_MOE_ARCHITECTURES
 
 
-def v1_moe_workspace_unit(model: ModelSpec, max_num_batched_tokens: int) -> float:
-    """Bytes of the hidden states copied once per routed expert over a full scheduler budget (tokens × top-k ×
-    hidden × 2): the V1 runner's extra profiling peak is ~4.4-5.5 of these on the H200 (gpt-oss, Qwen3-MoE,
-    Moonlight at 16,384 tokens; Mixtral at 8,192: 3.3), where a constant or a per-token term missed Mixtral by 2 %."""
-    return float(max_num_batched_tokens) * model.moe.experts_per_token * model.hidden_size * 2.0
+def fused_moe_workspace_bytes(model: ModelSpec, weight_dtype: str, tokens: int, tensor_parallel: int = 1) -> float:
+    """Bytes of the fused-MoE workspace a ``tokens``-token step leaves allocated (per GPU, bf16 activations).
+    vLLM's Triton fused MoE (bf16 and fp8 W8A8 experts alike) takes two workspaces and an output of
+    (tokens, top-k, max(I, hidden)), (tokens, top-k, max(2·I, hidden)) and (tokens, hidden), with I the expert width
+    per GPU (gate/up output 2·I); vLLM keeps them for the next step, so they are still held when the profiling
+    pass's sampler runs.  gpt-oss's Triton MXFP4 kernel keeps only the (tokens, hidden) output.  Measured on the
+    H200 (start-up peaks minus the sampler term, calibration/family_fit.py): Qwen3-30B-A3B 0.53 GiB more at 16,384
+    than at 8,192 tokens (this formula: 0.53), gpt-oss-20b 0.05 (0.04)."""
+    k, h = model.moe.experts_per_token, model.hidden_size
+    if mxfp4_experts_only(model, weight_dtype):
+        return float(tokens) * h * 2.0
+    width = model.moe.expert_intermediate_size / tensor_parallel
+    return float(tokens) * (k * max(width, h) + k * max(2.0 * width, h) + h) * 2.0
 
 
 def graph_capture_limit(model: ModelSpec | None) -> int:
@@ -51,13 +61,16 @@ def graph_capture_limit(model: ModelSpec | None) -> int:
 
 
 def moe_variant(model: ModelSpec | None, weight_dtype: str) -> str | None:
-    """The MoE kernel family of ``model``: 'mxfp4', 'mla', 'default' (bf16/fp8 Triton fused MoE), None if dense."""
+    """The MoE kernel family of ``model``: 'mxfp4', 'mla', 'fp8' (fp8 W8A8 experts in the Triton fused MoE),
+    'default' (bf16 Triton fused MoE), None if dense."""
     if model is None or model.moe is None:
         return None
     if mxfp4_experts_only(model, weight_dtype):
         return "mxfp4"
     if model.attention.kind == "mla":
         return "mla"
+    if weight_dtype == "fp8":
+        return "fp8"
     return "default"
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
-from planner.kernel_families import (kv_layer_slots, mxfp4_experts_only, mxfp4_weight_split, uses_v1_runner,
-                                     v1_moe_workspace_unit)
+from planner.kernel_families import (fused_moe_workspace_bytes, kv_layer_slots, mxfp4_experts_only,
+                                     mxfp4_weight_split, uses_v1_runner)
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
 from planner.units import GiB, fmt_gib
@@ -188,20 +188,27 @@ def activation_peak_bytes(
     (the gate/up output 2 × FFN width plus the down input, plus a few hidden-size buffers), and the
     fp32 logits of max_num_seqs sampled rows, whichever is larger (they are not live together).
     A calibrated profile replaces the 2 bytes per token-width with what vLLM's profiler measured.
+    MoE models on vLLM's V1 runner: the sampler's logits plus the fused-MoE workspace (below).
     """
     tp = deployment.tensor_parallel
+    tokens = deployment.max_num_batched_tokens
+    rows = min(deployment.max_num_seqs, tokens)
+    if uses_v1_runner(model):
+        # vLLM's V1 runner (most MoE models): the peak is its dummy sampler run over max_num_seqs rows of fp32
+        # logits (the full vocabulary on every rank: the logits are all-gathered), ``v1_sampler_logits_copies``
+        # of them live at once, with the fused-MoE workspace of the max_num_batched_tokens forward still held
+        copies = profile.v1_sampler_logits_copies or 1.0
+        sampler = copies * rows * model.vocab_size * 4.0
+        return sampler + fused_moe_workspace_bytes(model, deployment.weight_dtype, tokens, tp)
     ffn = model.intermediate_size
     if model.moe is not None:
         e = model.moe
         ffn = max(ffn, e.experts_per_token * e.expert_intermediate_size + e.num_shared_experts * e.shared_expert_intermediate_size)
     width = 3 * ffn / tp + 6 * model.hidden_size
     coef = profile.activation_bytes_per_batched_token_per_width or BF16_BYTES
-    forward = deployment.max_num_batched_tokens * width * coef
-    sampler = min(deployment.max_num_seqs, deployment.max_num_batched_tokens) * model.vocab_size / tp * 4.0
-    # vLLM's V1 runner (most MoE models) peaks higher in its profiling pass: the fused-MoE workspace
-    extra = (profile.v1_moe_workspace_factor * v1_moe_workspace_unit(model, deployment.max_num_batched_tokens)
-             / tp if uses_v1_runner(model) else 0.0)
-    return max(forward, sampler) + extra
+    forward = tokens * width * coef
+    sampler = rows * model.vocab_size / tp * 4.0
+    return max(forward, sampler)
 
 
 @dataclass(frozen=True)

@@ -210,9 +210,10 @@ class CalibrationProfile(FrozenSpec):
     cudagraph_bytes: Annotated[float, Field(ge=0)] = 0.0
     activation_bytes_per_batched_token_per_width: Annotated[float, Field(ge=0)] = 0.0
     weight_bytes_factor: Annotated[float, Field(gt=0)] = 1.0
-    v1_moe_workspace_factor: Annotated[float, Field(ge=0)] = Field(
-        0.0, description="extra profiling-pass peak of MoE engines on vLLM's V1 runner (fused-MoE workspace) in "
-        "units of max_num_batched_tokens × top-k × hidden × 2 bytes (the routed copies of the hidden states)")
+    v1_sampler_logits_copies: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="fp32 copies of the max_num_seqs × vocabulary logits live at the profiling-pass peak of "
+        "MoE engines on vLLM's V1 runner (the dummy sampler run; the fused-MoE workspace comes on top, "
+        "planner.kernel_families.fused_moe_workspace_bytes); 0: one copy")
     mxfp4_expert_bytes_factor: Annotated[float, Field(gt=0)] = Field(
         1.0, description="measured ÷ counted bytes of MXFP4 experts (4.25 bits) as vLLM's Triton MXFP4 layout "
         "loads them")

@@ -153,7 +153,8 @@ def test_committed_profile_is_what_a_refit_predicts(fitted):
     committed = catalog.profile_for("h200-sxm", "0.26.0")
     assert committed is not None and committed.fit is not None, "the committed profile has no fit report"
     assert set(committed.fit.objective) == set(prof.fit.objective) == {"dense", "kv-fp8", "fp8", "int4", "moe", "tp",
-                                                                         "moe-mxfp4", "moe-mla", "hybrid-swa"}
+                                                                         "moe-mxfp4", "moe-mla", "moe-fp8",
+                                                                         "hybrid-swa"}
     for stage, cost in committed.fit.objective.items():
         assert prof.fit.objective[stage] == pytest.approx(cost, rel=OBJECTIVE_RTOL), stage
         assert prof.fit.points[stage] == committed.fit.points[stage], stage

@@ -84,12 +84,18 @@ def test_kv_pool_within_about_1pct_on_every_engine(points, profile):
 
 
 def test_committed_family_terms_and_held_out_errors(points, profile):
-    assert set(profile.moe_variants) == {"mxfp4", "mla"} and profile.hybrid_step_overhead_s > 0
+    assert set(profile.moe_variants) == {"mxfp4", "mla", "fp8"} and profile.hybrid_step_overhead_s > 0
     assert moe_variant(catalog.model("gpt-oss-20b"), "mxfp4") == "mxfp4"
     assert moe_variant(catalog.model("moonlight-16b-a3b"), "bf16") == "mla"
+    assert moe_variant(catalog.model("qwen3-30b-a3b"), "fp8") == "fp8"
+    assert moe_variant(catalog.model("qwen3-30b-a3b"), "bf16") == "default"
     rows = {(r["family"], r["role"]): r for r in table(profile, points)}
     for fam, model in FIT_ON.items():
         assert rows[(fam, "fit")]["models"] == [model]
+        if fam == "moe-fp8":  # one fp8 MoE measured: held out only its first engine's KV pool (no probes)
+            held = rows[(fam, "held out")]
+            assert held["models"] == [model] and held["decode"] is None and held["kv"][0] == 1
+            continue
         assert model not in rows[(fam, "held out")]["models"]
     # what the committed profile achieves on the held-out engines (the report gives every figure)
     assert rows[("hybrid-swa", "held out")]["decode"][1] <= 5.0
