@@ -319,7 +319,7 @@ def test_cost_view_sizing_report_csv_and_cli_name_the_same_cheapest(page, server
     Cost tab's sentence, the first row of the downloaded CSV and of `planner sweep` (the command the page
     prints) are the same configuration, and the page shows the ranking's definition."""
     open_app(page, server, "?view=Cost")
-    sentence = page.locator('[data-testid="stAlertContentSuccess"]').inner_text()
+    sentence = page.locator('[data-testid="stAlertContentInfo"]').inner_text()
     assert "Ranked as planner sweep, planner size and planner report rank" in page_text(page)
     page.get_by_role("tab", name="Sizing report", exact=True).click()
     wait_idle(page)
@@ -338,15 +338,15 @@ def test_cost_view_sizing_report_csv_and_cli_name_the_same_cheapest(page, server
 def test_share_url_keeps_the_cost_dtype_toggle(browser, page, server):
     """Defect 5: the share URL lost the Cost tab's dtype toggle, so the recipient saw another answer."""
     open_app(page, server, "?view=Cost")
-    before = page.locator('[data-testid="stAlertContentSuccess"]').inner_text()
+    before = page.locator('[data-testid="stAlertContentInfo"]').inner_text()
     rerun_after(page, lambda: page.locator(".st-key-cost_same_dtypes label").click())  # the rerun, not a sleep
     assert "cost_same_dtypes=false" in page.url
-    after = page.locator('[data-testid="stAlertContentSuccess"]').inner_text()
+    after = page.locator('[data-testid="stAlertContentInfo"]').inner_text()
     other = new_page(browser)
     try:
         open_app(other, server, "?" + page.url.split("?", 1)[1])
         assert not other.locator(".st-key-cost_same_dtypes input").is_checked()
-        assert other.locator('[data-testid="stAlertContentSuccess"]').inner_text() == after
+        assert other.locator('[data-testid="stAlertContentInfo"]').inner_text() == after
     finally:
         other.close()
     assert after != before  # the toggle changed the answer: the recipient must see the same one
@@ -450,7 +450,7 @@ def test_cost_table_marks_calibration_and_shows_tp_quality_and_band(page, server
     headers = page.evaluate(HEADERS_JS)
     for col in ("rank in CSV", "TP", "quality", "error band", "calibration"):
         assert col in headers, f"{col} not in {headers}"
-    sentence = page.locator('[data-testid="stAlertContentSuccess"]').inner_text()
+    sentence = page.locator('[data-testid="stAlertContentInfo"]').inner_text()
     if "MI300X" in sentence:
         assert "transferred from another GPU's calibration" in sentence
 
