@@ -290,7 +290,7 @@ def test_latency_view_at_tp16(page, server):
     URL's value is named and TP 1 used, and the view draws."""
     open_app(page, server, "?gpus=16&tp=16&view=Latency")
     no_internal_texts(page)
-    assert "tensor parallel '16' is not one of 1, 2, 4, 8; using 1" in page_text(page)
+    assert "tensor parallel '16' is not one of auto, 1, 2, 4, 8; using auto" in page_text(page)
     assert page.locator(".js-plotly-plot").count() >= 1
 
 
@@ -352,7 +352,9 @@ def test_share_url_keeps_the_cost_dtype_toggle(browser, page, server):
     assert after != before  # the toggle changed the answer: the recipient must see the same one
 
 
-@pytest.mark.parametrize("query", ["?model=llama-3.1-405b&gpu=rtx-4090", "?util=0.1", "?model=deepseek-v3"])
+# one GPU (tp=1&pp=1): with TP/PP auto the fleet engine plans 405B across nodes of 4090s
+@pytest.mark.parametrize("query", ["?model=llama-3.1-405b&gpu=rtx-4090&tp=1&pp=1", "?util=0.1&tp=1&pp=1",
+                                   "?model=deepseek-v3&tp=1&pp=1"])
 def test_a_model_that_does_not_fit_gets_a_sentence_in_every_view(page, server, query):
     """Defect 6: "array of sample points is empty" reached the page for these scenarios.  Every view now says
     it plainly ("does not fit: needs X GiB … has Y GiB") and no internal text appears."""
@@ -397,7 +399,7 @@ def test_bad_url_parameters_are_said(page, server):
     w = warnings_text(page)
     for fragment in ("URL parameter model=gpt-5: model 'gpt-5' is not one of the", "using mistral-7b-v0.3",
                      "GPUs: -3 is below the minimum 1; using 1",
-                     "URL parameter tp=3: tensor parallel '3' is not one of 1, 2, 4, 8; using 1",
+                     "URL parameter tp=3: tensor parallel '3' is not one of auto, 1, 2, 4, 8; using auto",
                      "URL parameter util=5: gpu_memory_utilization must lie in 0.10–1.00; using 0.92"):
         assert fragment in w, (fragment, w)
 
