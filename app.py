@@ -20,7 +20,7 @@ import pandas as pd
 
 from planner.io import catalog, hf_import
 from planner.dashboard import capacity_view, charts, charts_cost, compare, cost_view, deploy_view, headline, inputs
-from planner.dashboard import view_text, views
+from planner.dashboard import hardware_inputs, layout, view_text, views
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.memory import device_total_bytes
 from planner.plan import SHORTFALL_END
@@ -28,7 +28,7 @@ from planner.dashboard.presets import PRESETS, resolve
 from planner.report import csv_bytes
 from planner.dashboard.scenario import Planned, Scenario, plan_scenario, scenario_gpu, scenario_problems, scenario_profile
 from planner.specs import ModelSpec
-from planner.units import MS, cdiv, fmt_ms, fmt_usd
+from planner.units import MS, fmt_ms, fmt_usd
 
 LOG = logging.getLogger("planner.app")
 UPLOAD = "upload config.json"  # the model option that opens the uploader
@@ -118,6 +118,12 @@ def _fits(sc: Scenario) -> pd.DataFrame:
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
+def _layout(sc: Scenario, demand: headline.Demand) -> layout.Layout:
+    """TP/PP "auto" resolved by the fleet engine on the sidebar's GPU for the demand (planner.dashboard.layout)."""
+    return layout.resolve_layout(sc, demand, _uploads().get(sc.model_key.removeprefix("upload:")))
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
 def _demand_answer(sc: Scenario, demand: headline.Demand) -> headline.DemandAnswer:
     return headline.demand_fleet(_planned(sc), demand, sc)
 
@@ -155,11 +161,13 @@ def _check_url(models: dict, gpus: dict) -> None:
     if (ctx := inputs.legacy_context(q)) is not None:  # a link from before the one context input
         s["context"] = ctx
         del q["prompt"]
-    choices = {"model": [*models, UPLOAD], "gpu": list(gpus), "tp": inputs.tp_choices(gpus.values()),
-               "wdtype": list(WEIGHT_BITS), "kvdtype": list(KV_BYTES), "calib": CALIB_CHOICES, "demand": headline.DEMAND_MODES,
+    choices = {"model": [*models, UPLOAD], "gpu": list(gpus), "tp": layout.tp_options(gpus.values()),
+               "pp": layout.pp_options(), "wdtype": list(WEIGHT_BITS), "kvdtype": list(KV_BYTES), "calib": CALIB_CHOICES, "demand": headline.DEMAND_MODES,
                "view": list(VIEWS), "cost_same_dtypes": [True, False], "report_only_slo": [True, False], "basis": B}
-    s["url_warnings"] = inputs.url_warnings({k: q[k] for k in q if k not in ("pin", "preset")}, choices, DEFAULTS,
-                                            inputs.URL_LABELS)
+    native = models[q["model"]].native_dtype if q.get("model") in models else DEFAULTS["wdtype"]
+    s["url_warnings"] = inputs.url_warnings({k: q[k] for k in q if k not in ("pin", "preset")}, choices,
+                                            {**DEFAULTS, "wdtype": native}, inputs.URL_LABELS)
+    s[hardware_inputs.WDTYPE_CHOSEN] = "wdtype" in q and "wdtype" not in s["url_warnings"]
     s["pins"], why = compare.read_pins(q.get_all("pin"))
     s["preset_applied"] = q.get("preset") if q.get("preset") in PRESETS else None
     if why:
@@ -168,7 +176,8 @@ def _check_url(models: dict, gpus: dict) -> None:
 
 def _apply_preset(name: str) -> None:
     models, gpus, _ = _catalog()
-    st.session_state.update(inputs.preset_state(resolve(PRESETS[name], models, gpus)), preset_applied=name)
+    st.session_state.update(inputs.preset_state(resolve(PRESETS[name], models, gpus)), preset_applied=name,
+                            **{hardware_inputs.WDTYPE_CHOSEN: True})
 
 
 def _presets_section() -> None:
@@ -203,31 +212,6 @@ def _model_section(models: dict) -> str | None:
         st.caption("Uploads are not part of the shareable URL.")
     st.caption(views.model_caption(_model(key)))
     return key
-
-
-def _hardware_section(gpus: dict) -> tuple[dict, object]:
-    ids = list(gpus)
-    gpu_id = st.selectbox("GPU", ids, index=ids.index(DEFAULTS["gpu"]) if DEFAULTS["gpu"] in ids else 0, key="gpu",
-                          help="A catalog id (hardware/*.yaml)", **BIND)
-    gpu_caption = st.empty()  # filled once the latency model is known (it decides the memory CUDA reports)
-    c1, c2 = st.columns(2)
-    n = num(c1, "gpus", 1, "GPUs in the deployment the views examine; replicas = GPUs ÷ tensor parallel")
-    tp = c2.selectbox("Tensor parallel", inputs.tp_choices(gpus.values()), key="tp", help="GPUs one replica spans "
-                      "(two all-reduces per layer per step; up to one node)", **BIND)
-    if n % tp:  # whole replicas only: 3 GPUs at TP 2 would be priced as 2
-        WARNINGS.append(f"GPUs: {n:,} is " + (f"fewer than tensor parallel {tp}; using {tp} GPUs (one replica)" if tp > n
-                        else f"not a whole number of TP {tp} replicas; using {cdiv(n, tp) * tp}"))
-        n = cdiv(n, tp) * tp
-    c1, c2 = st.columns(2)
-    wd, kd = list(WEIGHT_BITS), list(KV_BYTES)
-    weight_dtype = c1.selectbox("Weights", wd, index=wd.index(DEFAULTS["wdtype"]), key="wdtype", **BIND,
-                                help="Weight format (int4 = group-wise with 16-bit scales, 4.125 bits)")
-    kv_dtype = c2.selectbox("KV cache", kd, index=kd.index(DEFAULTS["kvdtype"]), key="kvdtype", **BIND,
-                            help="fp8 KV halves the cache: roughly twice the tokens")
-    util = st.slider("gpu_memory_utilization", min_value=(u := inputs.SLIDERS["util"]).lo, max_value=u.hi, step=0.01,
-                     value=u.default, key="util", help=inputs.UTIL_HELP, **BIND)
-    return {"gpu_id": gpu_id, "num_gpus": n, "tensor_parallel": int(tp), "weight_dtype": weight_dtype,
-            "kv_cache_dtype": kv_dtype, "gpu_memory_utilization": float(util)}, gpu_caption
 
 
 def _workload_section() -> dict:
@@ -268,7 +252,8 @@ def sidebar(models: dict, gpus: dict) -> Scenario | None:
         _presets_section()
         st.subheader("Model and hardware")
         model_key = _model_section(models)
-        hw, gpu_caption = _hardware_section(gpus)
+        native = _model(model_key).native_dtype if model_key else DEFAULTS["wdtype"]
+        hw, gpu_caption = hardware_inputs.hardware_section(st, gpus, native, num, WARNINGS, BIND)
         st.subheader("Workload and targets")
         wl = _workload_section()
         st.subheader("Price and calibration")
@@ -337,7 +322,8 @@ def view_memory(sc: Scenario, o: Planned, r, da) -> None:
     st.markdown(view_text.memory_sentence(o, max_ctx))
     st.dataframe(views.memory_table(o), hide_index=True, width="stretch")
     fits = _fits(sc)
-    st.markdown(f"**Fits per GPU** at {sc.context_tokens:,} tokens (TP {sc.tensor_parallel}, {sc.weight_dtype} "
+    pp = f" × PP {sc.pipeline_parallel}" if sc.pipeline_parallel > 1 else ""
+    st.markdown(f"**Fits per GPU** at {sc.context_tokens:,} tokens (TP {sc.tensor_parallel}{pp}, {sc.weight_dtype} "
                 f"weights, KV {sc.kv_cache_dtype}):")
     st.table(fits.assign(fits=fits["fits"].map({True: "✅ fits", False: "❌ does not fit"}))[
         ["gpu", "fits", "sentence"]].set_index("gpu"))
@@ -385,18 +371,22 @@ def _same_dtypes_toggle() -> bool:
 def _apply_pick() -> None:
     s = st.session_state
     pts = ((s.get("pareto") or {}).get("selection") or {}).get("points") or []
-    if new := cost_view.picked_state(pts, float(s.get("gpus", 1)), int(s.get("tp", 1))):
-        s.update(new)
+    if new := cost_view.picked_state(pts, float(s.get("gpus", 1)), int(s.get("tp_used", 1))):
+        s.update(new, pp=1, **{hardware_inputs.WDTYPE_CHOSEN: True})
 
 
 def view_cost(sc: Scenario, o: Planned, r, da) -> None:
+    if fleet := da.across and cost_view.fleet_sentence(da.across, da.demand.describe()):  # what ranks: $/month
+        st.success(fleet)
+        st.table(headline.options_frame(da.across).set_index("GPU"))
+        st.caption(cost_view.BY_MTOK_NOTE)
     same = _same_dtypes_toggle()
     best = views.cheapest_per_gpu(_ranked_sweep(sc, same), sc.target_users)
     names = {k: g.name for k, g in catalog.gpus().items()}
     if best.empty:
         st.warning(cost_view.nothing_meets_sentence(sc))
         return
-    st.success(cost_view.first_sentence(best, names))
+    (st.info if fleet else st.success)(cost_view.first_sentence(best, names))
     st.caption(cost_view.RANKING_DEFINITION + " " + (cost_view.overrides_note(sc, o.gpu.name) or ""))
     st.plotly_chart(charts_cost.cost_bars(best), key="cost")
     st.dataframe(views.cost_table(best, names), hide_index=True, width="stretch")
@@ -515,22 +505,28 @@ def main() -> None:
     for key, vals in (("pin", st.session_state.get("pins", [])), ("preset", [st.session_state.get("preset_applied")])):
         if st.query_params.get_all(key) != [v for v in vals if v]:  # pins and the applied preset travel in the URL
             st.query_params[key] = [v for v in vals if v]
-    warn_box = st.empty()
-    upload = sc.model_key.startswith("upload:")  # an upload is checked as itself; a catalog id is looked up
-    problems = scenario_problems(sc, _uploads().get(sc.model_key.removeprefix("upload:")) if upload else None)
-    if problems:
-        st.error(" ".join(p[0].upper() + p[1:] + "." for p in problems))
-        st.stop()
-    try:
+    warn_box, err_box = st.empty(), st.container()
+    demand, spec = _demand(), _uploads().get(sc.model_key.removeprefix("upload:"))  # an upload is checked as itself
+    try:  # TP/PP "auto" (0): the fleet engine's layout on the sidebar's GPU for the demand, once the rest is sound
+        sc, note = sc, None
+        tp, pp = sc.tensor_parallel or 1, sc.pipeline_parallel or 1  # auto: any layout; checked again once chosen
+        auto = not (sc.tensor_parallel and sc.pipeline_parallel)
+        pre = sc._replace(tensor_parallel=tp, pipeline_parallel=pp, num_gpus=tp * pp if auto else sc.num_gpus)
+        if not (problems := scenario_problems(pre, spec)):
+            sc, note, _ = _layout(sc, demand)
+            problems = scenario_problems(sc, spec)
+        if problems:
+            err_box.error(" ".join(p[0].upper() + p[1:] + "." for p in problems))
+            st.stop()
         o = _planned(sc)
-    except Exception as err:
+    except Exception as err:  # st.stop() is a BaseException: it passes
         LOG.exception("planning failed")
-        st.error(f"This scenario cannot be planned: {' '.join(str(err).split())[:300] or type(err).__name__}.")
+        err_box.error(f"This scenario cannot be planned: {' '.join(str(err).split())[:300] or type(err).__name__}.")
         st.stop()
-    r = o.report
+    st.session_state["tp_used"], r = sc.tensor_parallel, o.report
     if r.reasons:
-        st.error("Infeasible: " + "; ".join(r.reasons) + ".")
-    da = headline_section(sc, o, r, _demand())
+        err_box.error("Infeasible: " + "; ".join(r.reasons) + ".")
+    da = headline_section(sc, o, r, demand)
     preset = st.session_state.get("preset_applied")
     qw = headline.quality_warning(PRESETS[preset].corner if preset else None, sc.weight_dtype, r.quality.retention,
                                   preset or "")
@@ -543,6 +539,8 @@ def main() -> None:
         with tab:
             if tab.open:
                 st.caption(blurb)
+                if note and name not in ("Triangle", "Cost", "Compare"):  # the views of one replica: whose TP/PP
+                    st.caption(note)
                 with guard(name):
                     VIEW_FUNCS[name](sc, o, r, da)
 

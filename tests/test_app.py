@@ -86,7 +86,9 @@ def figure_titles(at: AppTest) -> list[str]:
 
 @pytest.fixture
 def app() -> AppTest:
-    return run(new_app())
+    """TP 1 × PP 1: the widget-change tests compare one replica's numbers at one layout (with TP/PP auto the
+    fleet engine would choose another layout as the inputs change)."""
+    return run(new_app(tp=1, pp=1))
 
 
 # ------------------------------------------------------------------------------------ default + views
@@ -130,7 +132,7 @@ def test_fleet_headline_follows_the_demand(app):
 
 
 def test_memory_view_says_whether_the_model_fits_each_gpu():
-    at = run(new_app(model="llama-3.1-70b"), "Memory")
+    at = run(new_app(model="llama-3.1-70b", tp=1, pp=1), "Memory")
     [fits] = [t.value for t in at.table if "fits" in t.value.columns]
     assert fits.loc["NVIDIA H200 SXM 141GB", "fits"] == "❌ does not fit"  # 70B bf16 on one GPU
     assert fits.loc["AMD Instinct MI300X 192GB", "fits"] == "✅ fits"
@@ -155,7 +157,10 @@ def test_roofline_names_the_bounds():
 
 def test_cost_view_calls_out_the_cheapest_configuration_in_words():
     at = run(new_app(), "Cost")
-    [msg] = [s.value for s in at.success]
+    [fleet] = [s.value for s in at.success]  # what ranks: the engine's whole fleet for the headline's demand
+    assert fleet.startswith("Cheapest whole fleet for 10 requests/s: **") and "/month**" in fleet
+    assert "Ranked by whole-fleet $/month" in fleet and "$/Mtok is a column" in fleet
+    [msg] = [s.value for s in at.info]
     assert msg.startswith("Cheapest configuration meeting every target:") and "all-in" in msg and " × " in msg
     assert "Ranked as `planner sweep`, `planner size` and `planner report` rank" in " ".join(c.value for c in at.caption)
 
@@ -171,7 +176,7 @@ def test_cost_view_and_sizing_report_name_the_same_cheapest_configuration(same):
     at = run(new_app(), "Cost")
     at.toggle(key="cost_same_dtypes").set_value(same)
     run(at)
-    [msg] = [s.value for s in at.success]
+    [msg] = [s.value for s in at.info]
     table = next(d for d in nodes(at, "dataframe") if "calibration" in d.value.columns).value
     first = table.iloc[0]
     run(at, "Sizing report")
@@ -210,7 +215,7 @@ def test_load_view_with_a_prompt_too_long_for_one_request_says_why():
 
 
 def test_load_view_simulates_on_request_and_finds_the_knee():
-    at = run(new_app(), "Load")
+    at = run(new_app(tp=1, pp=1), "Load")  # one layout (TP auto may choose another for a stricter target)
     assert any("Press **Simulate**" in i.value for i in at.info)
     assert not nodes(at, "plotly_chart")  # nothing heavy until asked
     simulate_load(at)
@@ -409,7 +414,7 @@ def test_huge_context_explains_with_numbers(app):
                                    {"model": "deepseek-v3"}, {"model": "llama-3.1-405b", "gpu": "l4"}])
 def test_model_that_does_not_fit_says_needs_and_has_on_every_view(query):
     """#13 defect 6: these showed "array of sample points is empty" in the Memory view."""
-    at = run(new_app(**query))
+    at = run(new_app(tp=1, pp=1, **query))  # one GPU (TP/PP auto would plan 405B across nodes of 4090s)
     errs = " ".join(errors(at))
     assert "does not fit: needs" in errs and "GiB" in errs and "has" in errs
     for view in VIEWS:
@@ -432,9 +437,9 @@ def test_tp16_is_not_offered_and_a_url_asking_for_it_is_told():
     the sidebar offers TP up to 8 only (every TP it offers can start); a shared URL asking for TP 16 is told so and
     uses TP 1 (16 GPUs = 16 replicas), every chart drawn."""
     at = run(new_app(gpus=16, tp=16), "Latency")
-    assert at.selectbox(key="tp").options == ["1", "2", "4", "8"]
-    assert "URL parameter tp=16: tensor parallel '16' is not one of 1, 2, 4, 8; using 1" in warnings(at)
-    assert not errors(at) and at.session_state["tp"] == 1 and len(figure_titles(at)) >= 3
+    assert at.selectbox(key="tp").options == ["auto", "1", "2", "4", "8"]
+    assert "URL parameter tp=16: tensor parallel '16' is not one of auto, 1, 2, 4, 8; using auto" in warnings(at)
+    assert not errors(at) and at.session_state["tp"] == "auto" and len(figure_titles(at)) >= 3
 
 
 def test_gpu_count_is_whole_replicas(app):
@@ -473,7 +478,7 @@ def test_hostile_url_values_are_replaced_and_said():
     for fragment in ("URL parameter gpu=no-such-gpu: gpu 'no-such-gpu' is not one of the 11 in the catalog",
                      "using h200-sxm",
                      "URL parameter util=7: gpu_memory_utilization must lie in 0.10–1.00; using 0.92",
-                     "URL parameter tp=3: tensor parallel '3' is not one of 1, 2, 4, 8; using 1",
+                     "URL parameter tp=3: tensor parallel '3' is not one of auto, 1, 2, 4, 8; using auto",
                      "URL parameter model=../../etc/passwd: model",
                      "URL parameter view=Nope: view 'Nope' is not one of",
                      "Context length: -5 tokens is below the minimum 2 tokens; using 2 tokens",
@@ -727,3 +732,97 @@ def test_premium_preset_landing_on_int4_is_warned_and_the_preset_travels_in_the_
     shared = run(new_app(preset="premium chat", wdtype="int4", model="llama-3.1-70b", gpus=4, tp=4))
     assert "The premium chat preset keeps quality" in warnings(shared)
     assert "URL parameter preset" not in warnings(run(new_app(preset="nonsense")))
+
+
+# ------------------------------------------------------------------ issue #19: native format, TP/PP auto, cost
+
+
+def layout_note(at: AppTest) -> str:
+    [note] = [c.value for c in at.caption if "the fleet engine chose TP" in c.value] or [""]
+    return note
+
+
+def test_weight_format_opens_at_the_models_native_format_and_follows_the_model():
+    """gpt-oss-120b is published in MXFP4: it opens in mxfp4 and fits an H200 (bf16 did not); the default follows
+    the model until the user picks a format, which then stays."""
+    at = run(new_app(model="gpt-oss-120b", gpu="h200-sxm"))
+    assert at.session_state["wdtype"] == "mxfp4" and at.selectbox(key="wdtype").value == "mxfp4"
+    assert not errors(at) and "mxfp4" in metric(at, "Best fleet") and num(metric(at, "Max concurrent users")) > 0
+    at.selectbox(key="model").set_value("llama-3.1-8b")
+    assert run(at).session_state["wdtype"] == "bf16"
+    at.selectbox(key="model").set_value("gpt-oss-120b")
+    assert run(at).session_state["wdtype"] == "mxfp4"
+    at.selectbox(key="wdtype").set_value("fp8")
+    run(at)
+    at.selectbox(key="model").set_value("llama-3.1-8b")
+    assert run(at).session_state["wdtype"] == "fp8"  # chosen: kept
+
+
+def test_a_weight_format_in_the_url_is_a_choice_that_stays():
+    at = run(new_app(model="gpt-oss-120b", wdtype="bf16"))
+    assert at.session_state["wdtype"] == "bf16" and not warnings(at)
+    at.selectbox(key="model").set_value("llama-3.1-8b")
+    assert run(at).session_state["wdtype"] == "bf16"
+    bad = run(new_app(model="gpt-oss-120b", wdtype="fp5"))
+    assert "URL parameter wdtype=fp5: weight format 'fp5' is not one of" in warnings(bad)
+    assert "using mxfp4" in warnings(bad) and bad.session_state["wdtype"] == "mxfp4"
+
+
+def test_llama_70b_on_h200_opens_feasible_with_tp_auto():
+    """Issue #19: TP 1 opened Llama-3.1-70B on an H200 as "Infeasible"; TP auto lets the fleet engine choose it, and
+    the views that need one TP use that one and say so."""
+    at = run(new_app(model="llama-3.1-70b", gpu="h200-sxm"))
+    assert at.session_state["tp"] == "auto" and at.session_state["pp"] == "auto"
+    assert not errors(at) and not any("Infeasible" in e for e in errors(at))
+    note = layout_note(at)
+    tp = int(note.split("chose TP ")[1].split()[0])
+    assert note.startswith("TP and PP auto: the fleet engine chose TP") and tp >= 2 and "× PP 1 on h200-sxm" in note
+    assert f"(TP {tp}, bf16 weights" in " ".join(m.value for m in at.markdown)  # the Memory view's fits table
+    assert num(metric(at, "SLO-feasible batch")) > 0
+    run(at, "Deploy")
+    code = " ".join(c.value for c in nodes(at, "code"))
+    assert f"--tensor-parallel-size {tp}" in code and layout_note(at) == note
+
+
+@pytest.mark.parametrize("query, tp, pp", [({"tp": "auto", "pp": "2"}, "auto", 2),
+                                           ({"tp": "2", "pp": "auto"}, 2, "auto"),
+                                           ({"tp": "auto", "pp": "auto"}, "auto", "auto")])
+def test_tp_and_pp_choices_round_trip_through_the_url(query, tp, pp):
+    at = run(new_app(model="llama-3.1-8b", **query))
+    assert (at.session_state["tp"], at.session_state["pp"]) == (tp, pp)
+    assert (at.selectbox(key="tp").value, at.selectbox(key="pp").value) == (tp, pp)
+    assert not errors(at) and "URL parameter" not in warnings(at)
+    note = layout_note(at)
+    assert note.startswith({("auto", 2): "TP auto:", (2, "auto"): "PP auto:"}.get((tp, pp), "TP and PP auto:"))
+    if pp == 2:
+        assert "× PP 2 on" in note
+    if tp == 2:
+        assert "chose TP 2 × PP" in note
+
+
+def test_an_unknown_pp_in_the_url_is_named_and_replaced():
+    at = run(new_app(pp="5"))
+    assert "URL parameter pp=5: pipeline parallel '5' is not one of auto, 1, 2, 3, 4, 6, 8; using auto" in warnings(at)
+    assert at.session_state["pp"] == "auto" and not errors(at)
+
+
+def test_deepseek_v3_bf16_on_h200_is_planned_across_nodes_with_pp():
+    """Issue #19: DeepSeek-V3 in bf16 does not fit one 8-GPU H200 node; PP auto plans it across nodes."""
+    at = run(new_app(model="deepseek-v3", wdtype="bf16", gpu="h200-sxm", view="Deploy"))
+    assert not errors(at)
+    note = layout_note(at)
+    pp = int(note.split("× PP ")[1].split()[0])
+    assert "chose TP 8 × PP" in note and pp >= 2 and "cheapest whole fleet for the demand" in note
+    code = " ".join(c.value for c in nodes(at, "code"))
+    assert f"--pipeline-parallel-size {pp}" in code and "--tensor-parallel-size 8" in code
+
+
+def test_cost_view_ranks_by_the_headlines_whole_fleet():
+    """Issue #19: the Cost view's cheapest is the fleet engine's whole fleet by $/month for the headline's demand
+    (the headline's own best fleet), with $/Mtok a column; the $/Mtok-at-full-batch ranking is said to be the other."""
+    at = run(new_app(), "Cost")
+    [fleet] = [s.value for s in at.success]
+    assert f"{metric(at, '$ / month')}/month**" in fleet and f"{metric(at, 'Best fleet')} = " in fleet
+    table = [t.value for t in at.table if "$/month" in t.value.columns][-1]  # the headline's expander has it too
+    assert "$/Mtok" in table.columns and table["$/month"].dropna().is_monotonic_increasing
+    assert any("not the fleet ranking" in c.value for c in at.caption)

@@ -290,7 +290,7 @@ def test_latency_view_at_tp16(page, server):
     URL's value is named and TP 1 used, and the view draws."""
     open_app(page, server, "?gpus=16&tp=16&view=Latency")
     no_internal_texts(page)
-    assert "tensor parallel '16' is not one of 1, 2, 4, 8; using 1" in page_text(page)
+    assert "tensor parallel '16' is not one of auto, 1, 2, 4, 8; using auto" in page_text(page)
     assert page.locator(".js-plotly-plot").count() >= 1
 
 
@@ -319,7 +319,7 @@ def test_cost_view_sizing_report_csv_and_cli_name_the_same_cheapest(page, server
     Cost tab's sentence, the first row of the downloaded CSV and of `planner sweep` (the command the page
     prints) are the same configuration, and the page shows the ranking's definition."""
     open_app(page, server, "?view=Cost")
-    sentence = page.locator('[data-testid="stAlertContentSuccess"]').inner_text()
+    sentence = page.locator('[data-testid="stAlertContentInfo"]').inner_text()
     assert "Ranked as planner sweep, planner size and planner report rank" in page_text(page)
     page.get_by_role("tab", name="Sizing report", exact=True).click()
     wait_idle(page)
@@ -338,21 +338,23 @@ def test_cost_view_sizing_report_csv_and_cli_name_the_same_cheapest(page, server
 def test_share_url_keeps_the_cost_dtype_toggle(browser, page, server):
     """Defect 5: the share URL lost the Cost tab's dtype toggle, so the recipient saw another answer."""
     open_app(page, server, "?view=Cost")
-    before = page.locator('[data-testid="stAlertContentSuccess"]').inner_text()
+    before = page.locator('[data-testid="stAlertContentInfo"]').inner_text()
     rerun_after(page, lambda: page.locator(".st-key-cost_same_dtypes label").click())  # the rerun, not a sleep
     assert "cost_same_dtypes=false" in page.url
-    after = page.locator('[data-testid="stAlertContentSuccess"]').inner_text()
+    after = page.locator('[data-testid="stAlertContentInfo"]').inner_text()
     other = new_page(browser)
     try:
         open_app(other, server, "?" + page.url.split("?", 1)[1])
         assert not other.locator(".st-key-cost_same_dtypes input").is_checked()
-        assert other.locator('[data-testid="stAlertContentSuccess"]').inner_text() == after
+        assert other.locator('[data-testid="stAlertContentInfo"]').inner_text() == after
     finally:
         other.close()
     assert after != before  # the toggle changed the answer: the recipient must see the same one
 
 
-@pytest.mark.parametrize("query", ["?model=llama-3.1-405b&gpu=rtx-4090", "?util=0.1", "?model=deepseek-v3"])
+# one GPU (tp=1&pp=1): with TP/PP auto the fleet engine plans 405B across nodes of 4090s
+@pytest.mark.parametrize("query", ["?model=llama-3.1-405b&gpu=rtx-4090&tp=1&pp=1", "?util=0.1&tp=1&pp=1",
+                                   "?model=deepseek-v3&tp=1&pp=1"])
 def test_a_model_that_does_not_fit_gets_a_sentence_in_every_view(page, server, query):
     """Defect 6: "array of sample points is empty" reached the page for these scenarios.  Every view now says
     it plainly ("does not fit: needs X GiB … has Y GiB") and no internal text appears."""
@@ -397,7 +399,7 @@ def test_bad_url_parameters_are_said(page, server):
     w = warnings_text(page)
     for fragment in ("URL parameter model=gpt-5: model 'gpt-5' is not one of the", "using mistral-7b-v0.3",
                      "GPUs: -3 is below the minimum 1; using 1",
-                     "URL parameter tp=3: tensor parallel '3' is not one of 1, 2, 4, 8; using 1",
+                     "URL parameter tp=3: tensor parallel '3' is not one of auto, 1, 2, 4, 8; using auto",
                      "URL parameter util=5: gpu_memory_utilization must lie in 0.10–1.00; using 0.92"):
         assert fragment in w, (fragment, w)
 
@@ -451,7 +453,7 @@ def test_cost_table_marks_calibration_and_shows_tp_quality_and_band(page, server
     headers = page.evaluate(HEADERS_JS)
     for col in ("rank in CSV", "TP", "quality", "error band", "calibration"):
         assert col in headers, f"{col} not in {headers}"
-    sentence = page.locator('[data-testid="stAlertContentSuccess"]').inner_text()
+    sentence = page.locator('[data-testid="stAlertContentInfo"]').inner_text()
     if "MI300X" in sentence:
         assert "transferred from another GPU's calibration" in sentence
 

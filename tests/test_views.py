@@ -634,3 +634,58 @@ def test_add_pin_moves_a_repeat_last_and_keeps_three():
     assert compare.add_pin(["a", "b", "c"], "d") == ["b", "c", "d"]
     why = "URL parameter pin: a pinned scenario could not be read (or more than 3); left out"
     assert compare.read_pins(["bad"]) == ([], why)
+
+
+def test_a_pipeline_parallel_pin_round_trips_and_older_pins_stay_pp_1():
+    """Issue #19: a scenario planned across nodes (PP) keeps its stages in the pin; an older token (TP only) is PP 1."""
+    sc = scenario(num_gpus=16, tensor_parallel=8, pipeline_parallel=2)
+    token = compare.encode(sc, headline.Demand("requests/s", rate_per_s=3.0))
+    assert "~8p2~" in token and compare.decode(token) == compare.decode(compare.encode(sc)) == sc
+    assert compare.decode(compare.encode(sc._replace(pipeline_parallel=1, num_gpus=8))).pipeline_parallel == 1
+    for bad in ("~8p0~", "~8px~", "~p2~"):
+        assert compare.decode(token.replace("~8p2~", bad)) is None
+
+
+def test_auto_layout_is_the_engines_choice_on_the_sidebar_gpu():
+    """Issue #19: TP/PP "auto" (0) resolves to the layout of the fleet engine's cheapest fleet on the sidebar's GPU
+    — what `planner size --gpu X` without --tp answers — and rounds the GPU count to whole replicas of it."""
+    from planner.dashboard.layout import resolve_layout
+
+    demand = headline.Demand("requests/s", rate_per_s=2.0)
+    sc = scenario(model_key="llama-3.1-70b", gpu_id="h200-sxm", tensor_parallel=0, pipeline_parallel=0, num_gpus=1)
+    lay = resolve_layout(sc, demand)
+    best = headline.scenario_fleet(sc, demand, across_gpus=False).best
+    assert best is not None and lay.plan.best == best
+    assert (lay.scenario.tensor_parallel, lay.scenario.pipeline_parallel) == (best.tensor_parallel,
+                                                                            best.pipeline_parallel)
+    assert best.tensor_parallel >= 2  # a 70B model in bf16 does not start on one H200
+    assert lay.scenario.num_gpus == best.gpus_per_replica and scenario_problems(lay.scenario) == []
+    assert lay.note.startswith(f"TP and PP auto: the fleet engine chose TP {best.tensor_parallel} × PP 1 on h200-sxm")
+    assert f"{best.replicas:,} replica(s)" in lay.note
+    fixed = sc._replace(tensor_parallel=8, pipeline_parallel=1, num_gpus=8)
+    assert resolve_layout(fixed, demand) == (fixed, None, None)  # nothing left to choose
+
+
+@pytest.mark.parametrize("model, wdtype, rate", [("llama-3.1-70b", "bf16", 2.0), ("deepseek-v3", "bf16", 1.0)])
+def test_auto_layout_is_what_planner_size_gpu_without_tp_answers(model, wdtype, rate):
+    """The dashboard's TP/PP auto and `planner size --gpu h200-sxm` without --tp/--pp: the same layout, replicas,
+    GPUs and $/month (DeepSeek-V3 in bf16 needs pipeline stages across nodes)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from planner.cli.app import app as cli
+    from planner.dashboard.layout import resolve_layout
+
+    sc = scenario(model_key=model, weight_dtype=wdtype, tensor_parallel=0, pipeline_parallel=0)
+    lay = resolve_layout(sc, headline.Demand("requests/s", rate_per_s=rate))
+    r = CliRunner().invoke(cli, ["size", "-m", model, "--gpu", "h200-sxm", "--rate", f"{rate:g}", "--weight-dtype",
+                                 wdtype, "--kv-dtype", "bf16", "--prompt-tokens", "4096", "--output-tokens", "512",
+                                 "--ttft-slo-ms", "2000", "--tpot-slo-ms", "50", "--profile", "auto", "--json"])
+    assert r.exit_code == 0, r.output
+    d, b = json.loads(r.stdout)["fleet"], lay.plan.best
+    assert (d["tensor_parallel"], d["pipeline_parallel"], d["replicas"], d["num_gpus"], d["usd_per_month"]) == (
+        b.tensor_parallel, b.pipeline_parallel, b.replicas, b.num_gpus, b.usd_per_month)
+    assert (lay.scenario.tensor_parallel, lay.scenario.pipeline_parallel) == (b.tensor_parallel, b.pipeline_parallel)
+    if model == "deepseek-v3":
+        assert b.tensor_parallel == 8 and b.pipeline_parallel >= 2

@@ -29,7 +29,9 @@ def encode(sc: Scenario, demand: Demand | None = None) -> str:
     vals = []
     for name, kind in _FIELDS:
         v = getattr(sc, name)
-        if name.endswith("_slo_s"):
+        if name == "tensor_parallel" and sc.pipeline_parallel > 1:  # "8p2": TP 8 × PP 2 (older pins: TP only)
+            v = f"{v}p{sc.pipeline_parallel}"
+        elif name.endswith("_slo_s"):
             v = f"{v / MS:g}"
         elif kind is bool:
             v = "1" if v else "0"
@@ -68,7 +70,12 @@ def decode(token: str) -> Scenario | None:
     out = {}
     try:
         for (name, kind), raw in zip(_FIELDS, parts):
-            if kind is bool:
+            if name == "tensor_parallel":
+                v, _, pp = raw.partition("p")
+                v, out["pipeline_parallel"] = int(v), int(pp or 1)
+                if min(v, out["pipeline_parallel"]) < 1:
+                    return None
+            elif kind is bool:
                 v = raw == "1"
             elif name.endswith("_slo_s"):
                 v = float(raw) * MS
@@ -122,7 +129,8 @@ def pinned_items(pins: Sequence[str], planned: Callable[[Scenario], Planned],
 
 def pin_name(sc: Scenario) -> str:
     """A short column heading: model on GPUs × GPU, dtypes."""
-    return (f"{sc.model_key.removeprefix('upload:')} · {sc.num_gpus}×{sc.gpu_id} TP{sc.tensor_parallel} · "
+    return (f"{sc.model_key.removeprefix('upload:')} · {sc.num_gpus}×{sc.gpu_id} TP{sc.tensor_parallel}"
+            f"{f' PP{sc.pipeline_parallel}' if sc.pipeline_parallel > 1 else ''} · "
             f"{sc.weight_dtype}/{sc.kv_cache_dtype} · {sc.context_tokens:,} tok")
 
 
@@ -144,7 +152,9 @@ def compare_frame(items: Sequence[tuple[str, Planned, DemandAnswer, str]]) -> pd
     das = [d for _, _, d, _ in items]
     fl = [d.own.best if d.own is not None else None for d in das]
     add("model", [p.model.name for p in ps])
-    add("GPUs (TP)", [f"{p.deployment.num_gpus} × {p.gpu.name} (TP {p.deployment.tensor_parallel})" for p in ps])
+    add("GPUs (TP)", [f"{p.deployment.num_gpus} × {p.gpu.name} (TP {p.deployment.tensor_parallel}"
+                          f"{f' × PP {p.deployment.pipeline_parallel}' if p.deployment.pipeline_parallel > 1 else ''})"
+                          for p in ps])
     add("weights / KV cache", [f"{p.deployment.weight_dtype} / {p.deployment.kv_cache_dtype}" for p in ps])
     add("context (prompt + output)", [f"{p.workload.context_tokens:,} ({p.workload.prompt_tokens:,} + "
                                       f"{p.workload.output_tokens:,}) tokens" for p in ps])

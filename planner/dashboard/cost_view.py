@@ -54,7 +54,7 @@ def sweep_key(sc: Scenario, same_dtypes: bool | None) -> Scenario:
     """``sc`` with only what a sweep depends on (a cache key): the deployment's size always blanked, the dtypes
     when any may win, the GPU when no price override names it, the users for the Triangle (``same_dtypes``
     None), so changing those does not recompute it."""
-    key = sc._replace(num_gpus=1, tensor_parallel=1)
+    key = sc._replace(num_gpus=1, tensor_parallel=1, pipeline_parallel=1)
     if not same_dtypes:
         key = key._replace(weight_dtype="", kv_cache_dtype="")
     if same_dtypes is None:
@@ -100,6 +100,27 @@ def first_sentence(best: pd.DataFrame, gpu_names: dict[str, str]) -> str | None:
         return None
     top = best.iloc[0]
     return cheapest_sentence(top, gpu_names.get(str(top["gpu_id"]), str(top["gpu_id"])))
+
+
+def fleet_sentence(plan, demand_text: str) -> str | None:
+    """The Cost view's ranking in one sentence: the fleet engine's cheapest whole fleet for the headline's demand
+    (``plan``: :class:`planner.fleet.FleetPlan` across GPUs), ranked by $/month, its $/Mtok beside it; None when
+    no fleet serves the demand."""
+    b = plan.best
+    if b is None:
+        return None
+    mtok = b.usd_per_million_output_tokens
+    return (f"Cheapest whole fleet for {demand_text}: **{b.replicas:,} × {b.layout()} = {b.num_gpus:,} × "
+            f"{b.gpu_name}, {fmt_usd(b.usd_per_month, 0)}/month** ({b.confidence} basis"
+            + (f"; {fmt_usd(mtok, 3)} per million output tokens at its operating rate" if mtok else "")
+            + f"). Ranked by whole-fleet $/month ({plan.question.tail}, {plan.question.headroom:.0%} headroom, "
+            f"{plan.question.price_basis} prices), as `planner size` ranks; $/Mtok is a column.")
+
+
+#: Between the fleet ranking and the per-configuration one below it (which ranks, which does not).
+BY_MTOK_NOTE = ("Below: one replica of each configuration at its largest batch meeting the targets, ranked by $/Mtok "
+                "at full batch as `planner sweep` ranks them — no demand, no whole replicas, so not the fleet ranking "
+                "above (which is by $/month).")
 
 
 def nothing_meets_sentence(sc: Scenario) -> str:

@@ -81,7 +81,8 @@ def best_fleet_for(model_id: str, gpu_ids: tuple[str, ...] | None, demand: Deman
                    headroom: float = DEFAULT_HEADROOM, n_plus_one: bool = False, weight_dtype: str | None = None,
                    kv_cache_dtype: str = "bf16", gpu_memory_utilization: float | None = None,
                    tensor_parallels: tuple[int, ...] | None = None, price_usd_per_gpu_hour: float | None = None,
-                   calibrated: bool = True, rank_by: str = "expected", price_basis: str = "on-demand") -> FleetPlan:
+                   calibrated: bool = True, rank_by: str = "expected", price_basis: str = "on-demand",
+                   pipeline_parallels: tuple[int, ...] | None = None) -> FleetPlan:
     """The dashboard's headline: the fleet engine's answer (:func:`planner.fleet.plan_fleet`, what ``planner
     size`` prints) for ``demand`` across ``gpu_ids`` (None: every catalog GPU); ``model``: a spec that is not in
     the catalog (an upload)."""
@@ -91,7 +92,8 @@ def best_fleet_for(model_id: str, gpu_ids: tuple[str, ...] | None, demand: Deman
         users=int(demand.active_users) if by_users else None, think_time_s=float(demand.think_s) if by_users else 0.0,
         prompt_tokens=prompt_tokens, output_tokens=output_tokens, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
         tail=tail, headroom=headroom, n_plus_one=n_plus_one, gpu_ids=gpu_ids, tensor_parallels=tensor_parallels,
-        weight_dtype=weight_dtype, kv_cache_dtype=kv_cache_dtype, gpu_memory_utilization=gpu_memory_utilization,
+        pipeline_parallels=pipeline_parallels, weight_dtype=weight_dtype, kv_cache_dtype=kv_cache_dtype,
+        gpu_memory_utilization=gpu_memory_utilization,
         price_usd_per_gpu_hour=price_usd_per_gpu_hour, profile="auto" if calibrated else "none", rank_by=rank_by,
         price_basis=price_basis)
     return plan_fleet(q, model=model)
@@ -101,16 +103,29 @@ def scenario_fleet(sc: Scenario, demand: Demand, *, across_gpus: bool = True, ta
                    headroom: float = DEFAULT_HEADROOM, n_plus_one: bool = False,
                    model: ModelSpec | None = None) -> FleetPlan:
     """:func:`best_fleet_for` the sidebar's scenario: across every GPU (the first screen), or the sidebar's GPU
-    at its TP (the scenario's own fleet)."""
+    at its TP and PP (the scenario's own fleet; a 0 is "auto": the engine chooses, :func:`layout_asked`)."""
+    tps, pps = (None, None) if across_gpus else layout_asked(sc.tensor_parallel, sc.pipeline_parallel)
     gmu = None if abs(sc.gpu_memory_utilization - Deployment.model_fields["gpu_memory_utilization"].default) < 1e-12 \
         else sc.gpu_memory_utilization
     return best_fleet_for(
         sc.model_key, None if across_gpus else (sc.gpu_id,), demand, prompt_tokens=sc.prompt_tokens,
         output_tokens=sc.output_tokens, ttft_slo_s=sc.ttft_slo_s, tpot_slo_s=sc.tpot_slo_s, tail=tail,
         headroom=headroom, n_plus_one=n_plus_one, weight_dtype=sc.weight_dtype, kv_cache_dtype=sc.kv_cache_dtype,
-        gpu_memory_utilization=gmu, tensor_parallels=None if across_gpus else (sc.tensor_parallel,),
+        gpu_memory_utilization=gmu, tensor_parallels=tps, pipeline_parallels=pps,
         price_usd_per_gpu_hour=sc.price_usd_per_hour if (sc.price_usd_per_hour > 0 and not across_gpus) else None,
         calibrated=sc.calibrated, model=model, price_basis=sc.price_basis)
+
+
+def layout_asked(tp: int, pp: int) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """The engine's ``(tensor_parallels, pipeline_parallels)`` for a sidebar TP and PP, 0 meaning "auto": both auto
+    is ``planner size --gpu X`` without ``--tp`` (TP 1–8 in a node, more stages only when none starts); a TP given
+    with PP auto tries every stage count of :data:`planner.fleet_eval.PIPELINE_STAGES` (the cheapest fleet wins)."""
+    from planner.fleet_eval import PIPELINE_STAGES
+
+    tps = (tp,) if tp else None
+    if pp:
+        return tps, (pp,)
+    return tps, (None if tps is None else (1, *PIPELINE_STAGES))
 
 
 def options_frame(plan: FleetPlan) -> pd.DataFrame:
@@ -188,8 +203,9 @@ def fits_per_gpu(model: ModelSpec, gpus: Iterable[GpuSpec], base: Deployment, co
     needs_bytes (weights + overhead + one request's KV, per GPU), usable_bytes, sentence."""
     rows = []
     for g in gpus:
-        dep = Deployment.for_gpu(g, num_gpus=base.tensor_parallel, tensor_parallel=base.tensor_parallel,
-                                 weight_dtype=base.weight_dtype, kv_cache_dtype=base.kv_cache_dtype,
+        dep = Deployment.for_gpu(g, num_gpus=base.gpus_per_replica, tensor_parallel=base.tensor_parallel,
+                                 pipeline_parallel=base.pipeline_parallel, weight_dtype=base.weight_dtype,
+                                 kv_cache_dtype=base.kv_cache_dtype,
                                  gpu_memory_utilization=base.gpu_memory_utilization)
         m = memory_budget(model, g, dep, profile_for(g.id))
         per_req = request_kv_bytes_per_gpu(model, dep, context_tokens)

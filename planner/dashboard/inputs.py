@@ -64,7 +64,7 @@ def tp_choices(gpus) -> list[int]:
     return [t for t in TP_CHOICES if t <= most]
 CALIB_CHOICES = ["ideal roofline", "calibrated profile"]
 #: The choices a bare URL opens (the numbers' defaults are in :data:`NUMBERS`).
-DEFAULTS = {"model": "mistral-7b-v0.3", "gpu": "h200-sxm", "tp": 1, "wdtype": "bf16", "kvdtype": "bf16",
+DEFAULTS = {"model": "mistral-7b-v0.3", "gpu": "h200-sxm", "tp": "auto", "pp": "auto", "wdtype": "bf16", "kvdtype": "bf16",
             "calib": CALIB_CHOICES[1], "basis": "on-demand", "demand": "requests/s", "view": "Memory", "cost_same_dtypes": True,
             "report_only_slo": False}
 
@@ -146,7 +146,7 @@ def url_warnings(params: Mapping[str, str], choices: Mapping[str, Sequence], def
 
 
 #: How a URL key is named in its warning (the widget's label, where the key is terse).
-URL_LABELS = {"tp": "tensor parallel", "wdtype": "weight format", "kvdtype": "KV-cache format",
+URL_LABELS = {"tp": "tensor parallel", "pp": "pipeline parallel", "wdtype": "weight format", "kvdtype": "KV-cache format",
               "calib": "latency model", "cost_same_dtypes": "keep the dtypes",
               "report_only_slo": "only rows meeting the targets"}
 
@@ -173,7 +173,7 @@ def still_shown(warnings: Mapping[str, tuple[str, object]], state: Mapping) -> l
 
 def preset_state(v: Mapping) -> dict:
     """The widget values a preset sets (:func:`planner.dashboard.presets.resolve`'s dict), numbers as the inputs hold them."""
-    out = {"gpus": float(v["num_gpus"]), "tp": v["tensor_parallel"], "wdtype": v["weight_dtype"],
+    out = {"gpus": float(v["num_gpus"]), "tp": v["tensor_parallel"], "pp": 1, "wdtype": v["weight_dtype"],
            "kvdtype": v["kv_cache_dtype"], "context": float(v["prompt_tokens"] + v["output_tokens"]),
            "output": float(v["output_tokens"]), "users": float(v["target_users"]),
            "ttft_ms": float(v["ttft_slo_s"] / MS), "tpot_ms": float(v["tpot_slo_s"] / MS)}

@@ -41,6 +41,9 @@ class Scenario(NamedTuple):
     price_usd_per_hour: float  # 0 = catalog price
     calibrated: bool
     price_basis: str = "on-demand"  # the one basis the headline prices every GPU on (planner.prices)
+    pipeline_parallel: int = 1  # stages per replica (across nodes when TP fills one)
+
+    # tensor_parallel / pipeline_parallel 0: "auto", left to the fleet engine (planner.dashboard.layout resolves it)
 
     @property
     def context_tokens(self) -> int:
@@ -61,12 +64,11 @@ def scenario_problems(sc: Scenario, model: ModelSpec | None = None) -> list[str]
     for label, v in (("TTFT target", sc.ttft_slo_s), ("TPOT target", sc.tpot_slo_s)):
         if not v > 0:
             errs.append(f"{label} must be above 0 ms (got {v / MS:,.1f} ms)")
-    if sc.num_gpus >= 1 and sc.tensor_parallel > sc.num_gpus:
-        errs.append(f"tensor parallel {sc.tensor_parallel} needs at least {sc.tensor_parallel} GPUs; "
-                    f"the deployment has {sc.num_gpus}")
-    if sc.num_gpus >= sc.tensor_parallel >= 1 and sc.num_gpus % sc.tensor_parallel:
-        errs.append(f"GPU count {sc.num_gpus:,} is not a whole number of tensor-parallel-{sc.tensor_parallel} "
-                    f"replicas")
+    per, what = sc.tensor_parallel * sc.pipeline_parallel, _layout_words(sc)
+    if sc.num_gpus >= 1 and per > sc.num_gpus:
+        errs.append(f"{what} needs at least {per} GPUs; the deployment has {sc.num_gpus}")
+    if sc.num_gpus >= per >= 1 and sc.num_gpus % per:
+        errs.append(f"GPU count {sc.num_gpus:,} is not a whole number of {what} replicas")
     if not 0 < sc.gpu_memory_utilization <= 1:
         errs.append(f"gpu_memory_utilization must be in (0, 1], got {sc.gpu_memory_utilization}")
     lo, hi, _ = PLAUSIBLE_GPU["price_usd_per_hour"]
@@ -80,11 +82,16 @@ def scenario_problems(sc: Scenario, model: ModelSpec | None = None) -> list[str]
     if model is not None and sc.gpu_id in catalog.gpus():
         gpu = scenario_gpu(sc.gpu_id, 0.0)
         dep = Deployment.for_gpu(gpu, num_gpus=sc.num_gpus, tensor_parallel=sc.tensor_parallel,
-                                 weight_dtype=sc.weight_dtype, kv_cache_dtype=sc.kv_cache_dtype,
-                                 gpu_memory_utilization=sc.gpu_memory_utilization)
+                                 pipeline_parallel=sc.pipeline_parallel, weight_dtype=sc.weight_dtype,
+                                 kv_cache_dtype=sc.kv_cache_dtype, gpu_memory_utilization=sc.gpu_memory_utilization)
         check = startup_check(model, gpu, dep, sc.context_tokens, scenario_profile(sc.gpu_id, sc.calibrated))
         errs += [f"{_FIELD_WORDS.get(p.field, p.field)}: {p.reason}" for p in check.problems if p.kind == "layout"]
     return errs
+
+
+def _layout_words(sc: Scenario) -> str:
+    pp = f" × pipeline parallel {sc.pipeline_parallel}" if sc.pipeline_parallel > 1 else ""
+    return f"tensor parallel {sc.tensor_parallel}{pp}"
 
 
 def scenario_gpu(gpu_id: str, price_usd_per_hour: float) -> GpuSpec:
@@ -121,8 +128,8 @@ class Planned:
 def plan_scenario(sc: Scenario, model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile) -> Planned:
     """The scenario's deployment (vLLM serve's scheduler limits for the GPU) and workload, planned."""
     dep = Deployment.for_gpu(gpu, num_gpus=sc.num_gpus, tensor_parallel=sc.tensor_parallel,
-                             weight_dtype=sc.weight_dtype, kv_cache_dtype=sc.kv_cache_dtype,
-                             gpu_memory_utilization=sc.gpu_memory_utilization)
+                             pipeline_parallel=sc.pipeline_parallel, weight_dtype=sc.weight_dtype,
+                             kv_cache_dtype=sc.kv_cache_dtype, gpu_memory_utilization=sc.gpu_memory_utilization)
     wl = Workload(prompt_tokens=sc.prompt_tokens, output_tokens=sc.output_tokens, concurrency=sc.target_users,
                   ttft_slo_s=sc.ttft_slo_s, tpot_slo_s=sc.tpot_slo_s)
     return Planned(model, gpu, profile, dep, wl, plan(model, gpu, dep, wl, profile))
