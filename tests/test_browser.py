@@ -320,7 +320,7 @@ def test_cost_view_sizing_report_csv_and_cli_name_the_same_cheapest(page, server
     prints) are the same configuration, and the page shows the ranking's definition."""
     open_app(page, server, "?view=Cost")
     sentence = page.locator('[data-testid="stAlertContentInfo"]').inner_text()
-    assert "Ranked as planner sweep, planner size and planner report rank" in page_text(page)
+    assert "Ranked as planner sweep ranks configurations" in page_text(page)
     page.get_by_role("tab", name="Sizing report", exact=True).click()
     wait_idle(page)
     page.get_by_text("Download the sweep as CSV").wait_for()

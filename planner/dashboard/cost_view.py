@@ -20,7 +20,7 @@ from planner.units import fmt_ms, fmt_usd
 from planner.dashboard.views import band_text, cost_grid
 
 #: What the ranking means, in the words the dashboard shows beside every ranked list.
-RANKING_DEFINITION = (f"Ranked as `planner sweep`, `planner size` and `planner report` rank (planner.ranking): "
+RANKING_DEFINITION = (f"Ranked as `planner sweep` ranks configurations (planner.ranking; fleets rank by $/month): "
                       f"{ranking.RANK_DEFINITION}. A configuration that misses a target — TTFT, TPOT, the model's "
                       "context, or more requests per replica than there are users — is never ranked above one that "
                       "meets them all.")
