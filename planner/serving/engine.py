@@ -125,8 +125,10 @@ class Engine:
         finishes, one leaves the sliding window, the decoders' next blocks no longer fit the free pool, or an
         arrival could be admitted (:func:`steps_to_reach`) — and the run-time function if it was needed."""
         batch, scheduler = self.batch, self.scheduler
-        load = batch.load(batch.tokens_advanced)
-        if not self.fast_forward or self.cost.launch_s(load[0], load[1]):
+        if not self.fast_forward:
+            return 1, None
+        tokens, sampled = batch.load(batch.tokens_advanced)[:2]
+        if self.cost.launch_s(tokens, sampled):
             return 1, None  # eager decode steps (a CPU launch floor) have no closed-form run sum
         finish_at = batch.next_finish()
         n = batch.steps_until_tokens(finish_at) if finish_at is not None else 1
