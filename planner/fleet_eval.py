@@ -148,16 +148,19 @@ def candidate_layouts(q, m, g, prof, FleetCandidate):
     pps = q.pipeline_parallels or (1,)
     longest = q.max_model_len or q.prompt_tokens + q.output_tokens
     mkey = _digest(q.enable_prefix_caching, m.model_dump_json(), prof.model_dump_json(),
-                   g.model_dump_json(exclude={"price_usd_per_hour", "sources"}))
+                   g.model_dump_json(exclude={"price_usd_per_hour", "prices", "sources"}))
     out = []
+
+    def not_started(tp, pp, note=""):
+        return FleetCandidate(
+            gpu_id=g.id, gpu_name=g.name, vendor=getattr(g, "vendor", ""), tensor_parallel=tp, pipeline_parallel=pp,
+            weight_dtype=dtype, kv_cache_dtype=q.kv_cache_dtype, price_usd_per_gpu_hour=price, price_source=where,
+            status="does not start", note=note, calibration_mode=prof.mode,
+            confidence=CONFIDENCE.get(prof.mode, "none"), band_pct=None, band_basis="")
 
     def one(tp, pp):
         dep = _deployment(q, g, tp, pp, dtype)
-        base = FleetCandidate(
-            gpu_id=g.id, gpu_name=g.name, vendor=getattr(g, "vendor", ""), tensor_parallel=tp, pipeline_parallel=pp,
-            weight_dtype=dtype, kv_cache_dtype=q.kv_cache_dtype, price_usd_per_gpu_hour=price, price_source=where,
-            status="does not start", note="", calibration_mode=prof.mode, confidence=CONFIDENCE.get(prof.mode, "none"),
-            band_pct=None, band_basis="")
+        base = not_started(tp, pp)
         check = startup_check(m, g, dep, longest, prof)
         if not check.ok:
             return replace(base, note="does not start: " + "; ".join(check.reasons())), None
@@ -175,12 +178,7 @@ def candidate_layouts(q, m, g, prof, FleetCandidate):
                 if out[-1][1] is not None:
                     break
     if not tps:
-        c = FleetCandidate(
-            gpu_id=g.id, gpu_name=g.name, vendor=getattr(g, "vendor", ""), tensor_parallel=1, pipeline_parallel=1,
-            weight_dtype=dtype, kv_cache_dtype=q.kv_cache_dtype, price_usd_per_gpu_hour=price, price_source=where,
-            status="does not start", note="does not start: no TP asked divides the attention heads within a node",
-            calibration_mode=prof.mode, confidence=CONFIDENCE.get(prof.mode, "none"), band_pct=None, band_basis="")
-        out.append((c, None))
+        out.append((not_started(1, 1, "does not start: no TP asked divides the attention heads within a node"), None))
     return out
 
 

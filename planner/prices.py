@@ -42,11 +42,16 @@ class PriceEntry(BaseModel):
     note: str = Field("", description="instance, how the per-GPU figure was derived, how it was read")
 
 
+def _same_price(a: float, b: float) -> bool:
+    """Two USD/hour figures equal to within float noise (1e-9 relative, 1e-9 USD below one dollar)."""
+    return abs(a - b) <= 1e-9 * max(1.0, a)
+
+
 def check_table(price_usd_per_hour: float, prices: tuple[PriceEntry, ...]) -> None:
     """Raise ValueError naming ``price_usd_per_hour`` when a table is given and the default price is not one of its
     on-demand entries."""
     on_demand = [p.usd_per_hour for p in prices if p.basis == "on-demand"]
-    if prices and not any(abs(x - price_usd_per_hour) <= 1e-9 * max(1.0, x) for x in on_demand):
+    if prices and not any(_same_price(x, price_usd_per_hour) for x in on_demand):
         listed = ", ".join(f"{x:g}" for x in on_demand) or "none"
         raise ValueError(f"price_usd_per_hour: {price_usd_per_hour:g} is not one of the on-demand prices of the "
                          f"table ({listed}); the default price must be one of them")
@@ -55,7 +60,7 @@ def check_table(price_usd_per_hour: float, prices: tuple[PriceEntry, ...]) -> No
 def _default_entry(gpu) -> PriceEntry:
     """The on-demand entry the catalog's ``price_usd_per_hour`` is (a table-less GPU: one made of it and its source)."""
     for p in getattr(gpu, "prices", ()) or ():
-        if p.basis == "on-demand" and abs(p.usd_per_hour - gpu.price_usd_per_hour) <= 1e-9 * max(1.0, p.usd_per_hour):
+        if p.basis == "on-demand" and _same_price(p.usd_per_hour, gpu.price_usd_per_hour):
             return p
     src = gpu.sources.get("price_usd_per_hour") if isinstance(getattr(gpu, "sources", None), dict) else None
     return PriceEntry(provider="catalog", basis="on-demand", region="not stated", usd_per_hour=gpu.price_usd_per_hour,
