@@ -78,21 +78,19 @@ def decode_step_ratio(steps: dict, cost) -> float:
 
 
 def mixed_rows(records: list[dict]) -> list[dict]:
-    """Mixed-step measurements in one shape — ``mixed_grid`` records of calibration/mixed_probe.py and the older
-    ``mixed_step_s`` probes (those shorter than their own decode period are impossible and left out, as
-    calibration.fit.mixed_step_value does): batch, decode context, chunk, measured s, decode period s."""
-    rows = []
+    """Mixed-step measurements in one shape — the ``mixed_grid`` cells :func:`calibration.mixed_points.mixed_cells`
+    keeps (one row per repeat) and the older ``mixed_step_s`` probes (those shorter than their own decode period are
+    impossible and left out): model, batch, decode context, chunk, measured s."""
+    from calibration.mixed_points import mixed_cells
+
+    rows = [{"model": model, "batch": batch, "context": context, "chunk": chunk, "measured_s": v}
+            for (model, batch, context, chunk), values in mixed_cells(records).items() for v in values]
     for r in records:
-        if r.get("type") == "mixed_grid":
-            rows.append({"model": r["model"], "batch": int(r["batch_size"]), "context": float(r["context_tokens"]),
-                         "chunk": int(r["chunk_tokens"]), "measured_s": float(r["mixed_step_s"]),
-                         "decode_s": float(r.get("decode_period_s") or 0.0)})
-        elif r.get("type") == "probe" and r.get("metric") == "mixed_step_s" and r.get("status") == "ok":
-            d = float(r.get("decode_period_median_s") or 0.0)
-            if float(r["measured"]) > d:
+        if r.get("type") == "probe" and r.get("metric") == "mixed_step_s" and r.get("status") == "ok":
+            if float(r["measured"]) > float(r.get("decode_period_median_s") or 0.0):
                 rows.append({"model": r["model"], "batch": int(r["batch_size"]),
                              "context": float(r["decode_contexts_tokens"]), "chunk": int(r["chunk_tokens"]),
-                             "measured_s": float(r["measured"]), "decode_s": d})
+                             "measured_s": float(r["measured"])})
     return rows
 
 
@@ -142,8 +140,8 @@ def main(argv: list[str]) -> int:
               f"decode-only periods / StepCost median {decode_step_ratio(s, cost):.3f}; periods > 40 ms: "
               f"{long.sum()} summing {per[long].sum():.2f} s, mean {1e3 * per[long].mean():.1f} ms")
     for path in argv:
-        recs = read_jsonl(Path(path))
-        for model in sorted({r["model"] for r in mixed_rows(recs)}):
+        rows = mixed_rows(read_jsonl(Path(path)))
+        for model in sorted({r["model"] for r in rows}):
             m = catalog.model(model)
             c, _ = serving_setup(MOE_CHAT, "qwen3-30b-a3b", prof) if model == "qwen3-30b-a3b" else (None, None)
             if c is None:
@@ -152,7 +150,7 @@ def main(argv: list[str]) -> int:
                 g = catalog.gpu("h200-sxm")
                 c = StepCost.from_specs(m, g, Deployment.for_gpu(g), prof)
             print(f"{path} {model}:")
-            print("  " + "\n  ".join(report_mixed([r for r in mixed_rows(recs) if r["model"] == model], c)))
+            print("  " + "\n  ".join(report_mixed([r for r in rows if r["model"] == model], c)))
     return 0
 
 
