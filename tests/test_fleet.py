@@ -130,6 +130,11 @@ def _count():
     COUNT["examples"] += 1
 
 
+def _gpus(**question) -> int:
+    """GPUs of the best fleet for :func:`q8` with ``question``."""
+    return plan_fleet(q8(**question)).best.num_gpus
+
+
 @PROPS
 @given(RATES, RATES)
 def test_more_rate_never_fewer_gpus(a, b):
@@ -144,9 +149,7 @@ def test_more_rate_never_fewer_gpus(a, b):
 def test_more_users_never_fewer_gpus(a, b, think):
     _count()
     lo, hi = sorted((a, b))
-    x = plan_fleet(q8(users=lo, think_time_s=think)).best
-    y = plan_fleet(q8(users=hi, think_time_s=think)).best
-    assert x.num_gpus <= y.num_gpus
+    assert _gpus(users=lo, think_time_s=think) <= _gpus(users=hi, think_time_s=think)
 
 
 @PROPS
@@ -154,9 +157,7 @@ def test_more_users_never_fewer_gpus(a, b, think):
 def test_longer_think_time_never_more_gpus(users, a, b):
     _count()
     lo, hi = sorted((a, b))
-    x = plan_fleet(q8(users=users, think_time_s=lo)).best
-    y = plan_fleet(q8(users=users, think_time_s=hi)).best
-    assert y.num_gpus <= x.num_gpus
+    assert _gpus(users=users, think_time_s=hi) <= _gpus(users=users, think_time_s=lo)
 
 
 @PROPS
