@@ -56,9 +56,10 @@ def hardware_section(st, gpus: dict, native_dtype: str, num: Callable, warnings:
     if per and n % per:  # whole replicas only: 3 GPUs at TP 2 would be priced as 2
         name = f"TP {tp}" + (f" × PP {pp}" if pp > 1 else "")
         label = f"tensor parallel {tp}" if pp == 1 else f"{name} ({per} GPUs)"
+        whole = cdiv(n, per) * per
         warnings.append(f"GPUs: {n:,} is " + (f"fewer than {label}; using {per} GPUs (one replica)" if per > n
-                        else f"not a whole number of {name} replicas; using {cdiv(n, per) * per}"))
-        n = cdiv(n, per) * per
+                        else f"not a whole number of {name} replicas; using {whole}"))
+        n = whole
     c1, c2 = st.columns(2)
     wd, kd = list(WEIGHT_BITS), list(KV_BYTES)
     weight_dtype = c1.selectbox("Weights", wd, index=weight_default(s, native_dtype), key="wdtype", **bind,
