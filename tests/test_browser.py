@@ -431,28 +431,50 @@ def test_triangle_draws_few_points_and_skips_work_when_users_change(page, server
 
 
 # The grid draws only the columns in view: scroll it sideways and collect every header it draws.
+#: One left-to-right pass over the first table's columns: the grid draws only the columns in view (its header cells
+#: exist for those alone, and follow a scroll a few frames late), so it scrolls half a view at a time, waits up to
+#: 3 s for the header cells to change, and collects each header's text.  The table is looked up again at every step
+#: (a rerun may replace it while the pass runs).
 HEADERS_JS = """async () => {
-  const root = document.querySelector('[data-testid=stDataFrame]');
-  const sc = root.querySelector('.dvn-scroller');
+  const grid = () => document.querySelector('[data-testid=stDataFrame]');
+  const names = () => [...grid().querySelectorAll('[role=columnheader]')].map(e => e.textContent.trim());
   const seen = new Set();
-  for (let x = 0; ; x += 200) {
+  let before = '';
+  for (let x = 0; grid() && x < 200000; ) {
+    const sc = grid().querySelector('.dvn-scroller');
+    if (!sc) { break; }
     sc.scrollLeft = x;
-    await new Promise(r => setTimeout(r, 80));
-    root.querySelectorAll('[role=columnheader]').forEach(e => seen.add(e.innerText.trim()));
-    if (x >= sc.scrollWidth) break;
+    for (let t = 0; t < 30 && names().join('|') === before; t++) { await new Promise(r => setTimeout(r, 100)); }
+    before = names().join('|');
+    names().forEach(n => seen.add(n));
+    if (x + sc.clientWidth >= sc.scrollWidth) { sc.scrollLeft = 0; break; }
+    x += Math.max(100, Math.floor(sc.clientWidth / 2));
   }
-  sc.scrollLeft = 0;
   return [...seen];
 }"""
+
+
+def table_headers(page, want, timeout_s: float = 60) -> set[str]:
+    """The first table's column headers, from passes repeated until every header in ``want`` has been seen or
+    ``timeout_s`` is over (on a slow machine the grid's header cells can lag behind its scrolling)."""
+    seen: set[str] = set()
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        seen |= set(page.evaluate(HEADERS_JS))
+        if set(want) <= seen:
+            break
+        page.wait_for_timeout(500)
+    return seen
 
 
 def test_cost_table_marks_calibration_and_shows_tp_quality_and_band(page, server):
     """Defect 9: the Cost table had no TP, quality or calibration column; a transferred MI300X won unmarked."""
     open_app(page, server, "?view=Cost")
     page.locator('[data-testid="stDataFrame"]').first.wait_for()  # the view may still be drawing its table
-    headers = page.evaluate(HEADERS_JS)
-    for col in ("rank in CSV", "TP", "quality", "error band", "calibration"):
-        assert col in headers, f"{col} not in {headers}"
+    want = ("rank in CSV", "TP", "quality", "error band", "calibration")
+    headers = table_headers(page, want)
+    for col in want:
+        assert col in headers, f"{col} not in {sorted(headers)}"
     sentence = page.locator('[data-testid="stAlertContentInfo"]').inner_text()
     if "MI300X" in sentence:
         assert "transferred from another GPU's calibration" in sentence
