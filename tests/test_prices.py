@@ -128,3 +128,22 @@ def test_cli_basis_no_gpu_has_is_infeasible_with_the_reason():
     r = runner.invoke(app, ["size", "--model", "llama-3.1-8b", "--gpu", "l4", "--rate", "1",
                             "--price-basis", "reserved-3y"])
     assert r.exit_code == 1 and "no reserved-3y price" in r.output
+
+
+def test_a_reserved_entry_prices_its_gpu_on_that_basis_only():
+    """No catalog GPU has a reserved entry yet (issue #19: none found with a stated term); a table that has one is
+    priced from it on its own basis and term, the on-demand default unchanged.  The entry is a test fixture, not a
+    price: an 8-GPU instance at 40 USD/h is 5 USD per GPU-hour."""
+    d = _doc("h100-sxm")
+    d["prices"].append({"provider": "Fixture Cloud", "basis": "reserved-1y", "region": "test",
+                        "usd_per_hour": 40.0 / 8, "url": "https://example.test/prices", "date": "2026-01-01",
+                        "note": "test fixture: 8-GPU instance 40 USD/h / 8"})
+    g = parse_spec(GpuSpec, d, "h100-sxm.yaml")
+    entry, why = price_for(g, "reserved-1y")
+    assert why == "" and entry.provider == "Fixture Cloud" and entry.usd_per_hour == 5.0
+    assert price_for(g, "reserved-3y")[0] is None  # a 1-year price is not a 3-year one
+    assert price_for(g, "on-demand")[0].usd_per_hour == catalog.gpu("h100-sxm").price_usd_per_hour
+    q = FleetQuestion(model_id="llama-3.1-8b", rate_per_s=1.0, price_basis="reserved-1y", discount_pct=20)
+    price, where = gpu_price(q, g)
+    assert price == pytest.approx(4.0) and where.startswith("Fixture Cloud reserved-1y, test, 2026-01-01")
+
