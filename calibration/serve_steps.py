@@ -77,6 +77,24 @@ def decode_step_ratio(steps: dict, cost) -> float:
     return float(np.median(per[ok] / pred[ok]))
 
 
+def eager_periods(steps: dict, cost, min_s: float = 0.04, max_s: float = 0.2) -> dict:
+    """The long periods (``min_s`` < period < ``max_s``: the eager steps, above the CUDA graphs; compile stalls
+    left out) against StepCost's step of the same shape: mean measured and mean predicted seconds, count.  The
+    shape of a period is read from the cluster that ends it: its first tokens' prompts (the chunks) plus its
+    decodes; one prompt's chunks split over two steps are counted in the step that finishes it (the API
+    server's spread shifts single periods, so only the means are meaningful)."""
+    layers = cost.num_full_layers
+    per = np.diff(steps["start_s"])
+    prompt, dec, ctx = steps["prompt_tokens"][1:], steps["decodes"][1:], steps["decode_context_tokens"][1:]
+    nfirst = steps["first_tokens"][1:]
+    ok = (per > min_s) & (per < max_s) & (nfirst > 0)
+    pred = [cost.step_s(p + d, d + f, cost.attended_prefill(0.0, p / f) * f, layers * c, layers * c)
+            for p, d, c, f in zip(prompt[ok], dec[ok], ctx[ok], nfirst[ok])]
+    return {"n": int(ok.sum()), "measured_s": float(per[ok].mean()) if ok.any() else float("nan"),
+            "predicted_s": float(np.mean(pred)) if pred else float("nan"),
+            "tokens": float(np.mean(prompt[ok] + dec[ok])) if ok.any() else float("nan")}
+
+
 def mixed_rows(records: list[dict]) -> list[dict]:
     """Mixed-step measurements in one shape — the ``mixed_grid`` cells :func:`calibration.mixed_points.mixed_cells`
     keeps (one row per repeat) and the older ``mixed_step_s`` probes (those shorter than their own decode period are
@@ -139,6 +157,9 @@ def main(argv: list[str]) -> int:
               f"simulated {sim}; "
               f"decode-only periods / StepCost median {decode_step_ratio(s, cost):.3f}; periods > 40 ms: "
               f"{long.sum()} summing {per[long].sum():.2f} s, mean {1e3 * per[long].mean():.1f} ms")
+        e = eager_periods(s, cost)
+        print(f"    periods 40-200 ms ending with first tokens: {e['n']}, mean {1e3 * e['measured_s']:.1f} ms at "
+              f"{e['tokens']:.0f} tokens; StepCost of the same steps {1e3 * e['predicted_s']:.1f} ms")
     for path in argv:
         rows = mixed_rows(read_jsonl(Path(path)))
         for model in sorted({r["model"] for r in rows}):

@@ -1,8 +1,8 @@
 """calibration.serve_steps on the recorded MoE chat runs (calibration/data/h200-2026-12-01-moe-chat) and the
 recorded mixed-step probes of calibration/data/h200x2-2026-11-30 (nothing synthetic)."""
 
-from calibration.serve_steps import (MOE_CHAT, client_steps, decode_step_ratio, engine_step_count, mixed_rows,
-                                     predict_mixed)
+from calibration.serve_steps import (MOE_CHAT, client_steps, decode_step_ratio, eager_periods, engine_step_count,
+                                     mixed_rows, predict_mixed)
 from calibration.serving_points import serving_setup
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
@@ -41,3 +41,31 @@ def test_mixed_rows_keep_the_possible_probes():
     mixed, lone, decode = predict_mixed(_cost(), 128, rows[0]["context"], 256)
     assert abs(mixed / rows[0]["measured_s"] - 1) < 0.2
     assert lone > 0 and decode > 0 and mixed < lone + decode  # the model shares the expert reads
+
+
+def test_eager_periods_are_where_the_moe_serving_gap_is():
+    """chat20 (20 req/s, warm engine): the 40-200 ms periods that end with first tokens (the eager steps above
+    the 512-token CUDA graphs: ~2,050 tokens each) average 84.7 ms, where StepCost puts the same steps at 58.3 ms
+    (its CPU launch floor, 48 layers x 1.04 ms, + overheads); the decode steps are within 10 % (test above)."""
+    e = eager_periods(client_steps(MOE_CHAT / "bench-chat20.json"), _cost())
+    assert e["n"] == 89
+    assert 0.080 < e["measured_s"] < 0.090 and 1900 < e["tokens"] < 2200
+    assert 0.055 < e["predicted_s"] < 0.062
+
+
+def test_bench_records_keep_the_latency_histogram_sums():
+    """serve_bench keeps the server's TTFT split (queue + prefill histograms' _sum/_count) beside the counters,
+    and leaves the label-summed buckets out."""
+    from calibration.records import scrape
+    from calibration.serve_bench import _counters
+
+    text = "\n".join([
+        'vllm:request_queue_time_seconds_sum{engine="0",model_name="m"} 1.5',
+        'vllm:request_queue_time_seconds_count{engine="0",model_name="m"} 10',
+        'vllm:request_prefill_time_seconds_bucket{engine="0",le="0.1",model_name="m"} 4',
+        'vllm:request_prefill_time_seconds_sum{engine="0",model_name="m"} 0.9',
+        'vllm:prompt_tokens_total{engine="0",model_name="m"} 1024',
+        'vllm:num_requests_running{engine="0",model_name="m"} 3'])
+    kept = _counters(scrape(text))
+    assert kept == {"vllm:request_queue_time_seconds_sum": 1.5, "vllm:request_queue_time_seconds_count": 10.0,
+                    "vllm:request_prefill_time_seconds_sum": 0.9, "vllm:prompt_tokens_total": 1024.0}
