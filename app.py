@@ -124,8 +124,8 @@ def _layout(sc: Scenario, demand: headline.Demand) -> layout.Layout:
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def _demand_answer(sc: Scenario, demand: headline.Demand) -> headline.DemandAnswer:
-    return headline.demand_fleet(_planned(sc), demand, sc)
+def _demand_answer(sc: Scenario, demand: headline.Demand, pins: tuple[int, int] = (0, 0)) -> headline.DemandAnswer:
+    return headline.demand_fleet(_planned(sc), demand, sc, pins)  # pins: the sidebar's TP, PP (0 = auto)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
@@ -290,13 +290,14 @@ def _demand() -> headline.Demand:
     return headline.Demand(mode, active_users=users, think_s=think)
 
 
-def headline_section(sc: Scenario, o: Planned, r, demand: headline.Demand) -> headline.DemandAnswer:
-    da = _demand_answer(sc, demand)
+def headline_section(sc: Scenario, o: Planned, r, demand: headline.Demand, pins: tuple) -> headline.DemandAnswer:
+    da = _demand_answer(sc, demand, pins)  # across GPUs at the TP / PP the sidebar pins, as `planner size --pp N`
     if da.across is not None:
         row = st.container(horizontal=True, gap="small")
         for label, value, help in headline.best_fleet_metrics(da.across):
             row.metric(label, value, help=help, width="content")
-        cmd, ex = headline.fleet_command(sc, o.model.id, demand), st.expander("Every GPU's cheapest fleet, and the CLI call")
+        cmd = headline.fleet_command(sc, o.model.id, demand, pins)
+        ex = st.expander("Every GPU's cheapest fleet, and the CLI call")
         st.caption(headline.best_fleet_caption(da.across, demand))
         ex.code(cmd, language="bash", wrap_lines=True)
         ex.table(headline.options_frame(da.across))
@@ -371,8 +372,8 @@ def _same_dtypes_toggle() -> bool:
 def _apply_pick() -> None:
     s = st.session_state
     pts = ((s.get("pareto") or {}).get("selection") or {}).get("points") or []
-    if new := cost_view.picked_state(pts, float(s.get("gpus", 1)), int(s.get("tp_used", 1))):
-        s.update(new, pp=1, **{hardware_inputs.WDTYPE_CHOSEN: True})
+    if new := cost_view.picked_state(pts, float(s.get("gpus", 1)), int(s.get("gpus_per_replica_used", 1))):
+        s.update(new, **{hardware_inputs.WDTYPE_CHOSEN: True})
 
 
 def view_cost(sc: Scenario, o: Planned, r, da) -> None:
@@ -508,7 +509,7 @@ def main() -> None:
     warn_box, err_box = st.empty(), st.container()
     demand, spec = _demand(), _uploads().get(sc.model_key.removeprefix("upload:"))  # an upload is checked as itself
     try:  # TP/PP "auto" (0): the fleet engine's layout on the sidebar's GPU for the demand, once the rest is sound
-        sc, note = sc, None
+        sc, note, pins = sc, None, (sc.tensor_parallel, sc.pipeline_parallel)  # before "auto" (0) is resolved
         tp, pp = sc.tensor_parallel or 1, sc.pipeline_parallel or 1  # auto: any layout; checked again once chosen
         auto = not (sc.tensor_parallel and sc.pipeline_parallel)
         pre = sc._replace(tensor_parallel=tp, pipeline_parallel=pp, num_gpus=tp * pp if auto else sc.num_gpus)
@@ -523,10 +524,10 @@ def main() -> None:
         LOG.exception("planning failed")
         err_box.error(f"This scenario cannot be planned: {' '.join(str(err).split())[:300] or type(err).__name__}.")
         st.stop()
-    st.session_state["tp_used"], r = sc.tensor_parallel, o.report
+    st.session_state["gpus_per_replica_used"], r = sc.tensor_parallel * sc.pipeline_parallel, o.report
     if r.reasons:
         err_box.error("Infeasible: " + "; ".join(r.reasons) + ".")
-    da = headline_section(sc, o, r, demand)
+    da = headline_section(sc, o, r, demand, pins)
     preset = st.session_state.get("preset_applied")
     qw = headline.quality_warning(PRESETS[preset].corner if preset else None, sc.weight_dtype, r.quality.retention,
                                   preset or "")

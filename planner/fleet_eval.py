@@ -30,13 +30,11 @@ from planner.serving.load import (
     steady_saturation,
 )
 from planner.specs import Deployment, tensor_parallel_candidates
-from planner.startup import startup_check
+from planner.startup import PIPELINE_STAGES, startup_check
 
 __all__ = ["Evaluated", "KneeRun", "candidate_layouts", "clear_cache", "first_guess", "gpu_price", "resolve",
            "saturation_bound"]
 
-#: Pipeline stages tried (TP = the node) when no single-node layout starts.
-PIPELINE_STAGES = (2, 3, 4, 6, 8)
 CONFIDENCE = {"calibrated": "measured", "transferred": "transferred", "ideal": "none"}
 _CACHE: dict = {}
 _CACHE_MAX = 512  # entries: engines, saturations, knees, and per replica its trials (SimResults) by rate

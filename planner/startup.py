@@ -30,6 +30,10 @@ from planner.units import GiB, fmt_gib
 #: capture and this floor.  On the H200 (vLLM 0.26) graph capture took 0.3-1.3 GiB.
 MIN_HEADROOM_BYTES = 1.0 * GiB
 
+#: Pipeline stages tried (TP = the node) when no single-node layout starts: the fleet engine's candidates
+#: (:func:`planner.fleet_eval.candidate_layouts`) and the sweep's rows (:func:`planner.sweep.sweep`) alike.
+PIPELINE_STAGES = (2, 3, 4, 6, 8)
+
 
 @dataclass(frozen=True)
 class StartupProblem:

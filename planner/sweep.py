@@ -1,4 +1,5 @@
-"""Every configuration at once: :func:`sweep` ranks GPU × weight dtype × KV dtype × TP × prompt length × batch.
+"""Every configuration at once: :func:`sweep` ranks GPU × weight dtype × KV dtype × TP (× PP where no node holds
+the model) × prompt length × batch.
 
 Each row is what :func:`planner.plan.plan` would say for that configuration at that batch (the same
 formulas, evaluated with numpy over arrays of shape (configurations, batches, prompts); a test pins
@@ -32,7 +33,7 @@ from planner.quality import quality_estimate
 from planner.ranking import rank
 from planner.roofline import HwCoeffs, ModelCosts, hw_coeffs, model_costs
 from planner.specs import Deployment, GpuSpec, ModelSpec, Workload, tensor_parallel_candidates
-from planner.startup import startup_check
+from planner.startup import PIPELINE_STAGES, startup_check
 
 __all__ = ["BOUNDS", "DEFAULT_BATCH_SIZES", "MAX_SWEEP_ROWS", "SWEEP_COLUMNS", "sweep"]
 
@@ -50,6 +51,7 @@ SWEEP_COLUMNS: tuple[str, ...] = (
     "weight_dtype",
     "kv_cache_dtype",
     "tensor_parallel",
+    "pipeline_parallel",
     "num_gpus",
     "prompt_tokens",
     "output_tokens",
@@ -132,13 +134,16 @@ def sweep(
     profile_for: Callable[[str], CalibrationProfile] | None = None,
     deployment_defaults: dict | None = None,
 ) -> pd.DataFrame:
-    """Rank every (GPU × weight dtype × KV dtype × TP × prompt length × batch) configuration.
+    """Rank every (GPU × weight dtype × KV dtype × TP (× PP) × prompt length × batch) configuration.
 
     * ``gpus``: GpuSpecs (default: every GPU in the catalog).
     * ``weight_dtypes`` (default: every known), ``kv_dtypes`` (default bf16, fp8).
     * ``tensor_parallels`` (default 1, 2, 4, 8), kept where ≤ ``gpu.max_gpus_per_node`` and dividing
-      the attention heads (:func:`planner.specs.tensor_parallel_candidates`).  One replica = TP GPUs
-      (pipeline parallel 1); ``num_gpus`` = TP.
+      the attention heads (:func:`planner.specs.tensor_parallel_candidates`).  One replica = TP × PP GPUs
+      (``num_gpus``), PP 1 — except, TPs left out, for a GPU and formats no layout of one node starts at the
+      longest context: then also the fleet engine's layout across nodes, the first pipeline stage count of
+      :data:`planner.startup.PIPELINE_STAGES` at the node's TP that starts (:func:`_pipeline_layout`, the rule of
+      :func:`planner.fleet_eval.candidate_layouts`).
     * ``contexts``: **prompt** lengths to try (default: ``workload.prompt_tokens``); each row's
       ``context_tokens`` = prompt + ``workload.output_tokens`` (what a request holds at its end).
     * ``batch_sizes``: requests in flight per replica (default :data:`DEFAULT_BATCH_SIZES`).
@@ -184,7 +189,6 @@ def sweep(
     n_out = float(workload.output_tokens)
 
     frames = []
-    tps = sorted({t for g in gpu_list for t in tensor_parallel_candidates(model, g, tensor_parallels)})
     n_rows = sum(len(tensor_parallel_candidates(model, g, tensor_parallels)) for g in gpu_list) * len(wds) * len(kvs)
     if n_rows * prompts.size * batches.size > MAX_SWEEP_ROWS:
         raise ValueError(f"sweep: {n_rows:,} configurations × {prompts.size} prompt lengths × {batches.size} batch "
@@ -195,6 +199,16 @@ def sweep(
     prof_cache = {g.id: profile_for(g.id) if profile_for else IDEAL_PROFILE for g in gpu_list}
     hw_cache = {(g.id, wd): hw_coeffs(g, wd, prof_cache[g.id], model) for g in gpu_list for wd in wds}
     ctx_tokens = prompts + n_out
+    layouts: dict[tuple[int, int], list[tuple[GpuSpec, str, str]]] = {}  # (TP, PP) -> its GPUs and formats
+    for g in gpu_list:
+        tps_g = tensor_parallel_candidates(model, g, tensor_parallels)
+        for wd in wds:
+            for kv in kvs:
+                for tp in tps_g:
+                    layouts.setdefault((tp, 1), []).append((g, wd, kv))
+                if tensor_parallels is None and (across := _pipeline_layout(
+                        model, g, wd, kv, tps_g, prof_cache[g.id], defaults, int(ctx_tokens.max()))):
+                    layouts.setdefault(across, []).append((g, wd, kv))
     # fixed categories so the per-group frames concatenate as categoricals
     cats = {
         "gpu_id": sorted({g.id for g in gpu_list}),
@@ -204,30 +218,42 @@ def sweep(
         "price_date": sorted({g.price_source.date for g in gpu_list}),
         "calibration_mode": ["ideal", "calibrated", "transferred"],
     }
-    for tp in tps:
+    for tp, pp in sorted(layouts):
         blocks: list[_Block] = []
         mc_cache: dict[tuple[str, str], ModelCosts] = {}
-        for g in gpu_list:
-            if tp not in tensor_parallel_candidates(model, g, tensor_parallels):
-                continue
+        for g, wd, kv in layouts[tp, pp]:
             prof = prof_cache[g.id]
-            for wd in wds:
-                for kv in kvs:
-                    dep = Deployment.for_gpu(g, num_gpus=tp, tensor_parallel=tp, weight_dtype=wd,
-                                             kv_cache_dtype=kv, **defaults)
-                    key = (wd, kv, dep.max_num_batched_tokens, dep.max_num_seqs)
-                    if key not in mc_cache:
-                        mc_cache[key] = model_costs(model, dep)
-                    budget = memory_budget(model, g, dep, prof, model_weight_bytes=wb_cache[wd],
-                                           model_kv_bytes_per_token=kvtok_cache[kv])
-                    blocks.append(_Block(g, wd, kv, prof, mc_cache[key], hw_cache[g.id, wd], budget,
-                                         dep.max_num_batched_tokens, dep.max_num_seqs, dep))
-        if not blocks:
-            continue
-        frames.append(_sweep_group(model, workload, blocks, prompts, batches, ctx_tokens, tp, dep, cats))
+            dep = Deployment.for_gpu(g, num_gpus=tp * pp, tensor_parallel=tp, pipeline_parallel=pp, weight_dtype=wd,
+                                     kv_cache_dtype=kv, **defaults)
+            key = (wd, kv, dep.max_num_batched_tokens, dep.max_num_seqs)
+            if key not in mc_cache:
+                mc_cache[key] = model_costs(model, dep)
+            budget = memory_budget(model, g, dep, prof, model_weight_bytes=wb_cache[wd],
+                                   model_kv_bytes_per_token=kvtok_cache[kv])
+            blocks.append(_Block(g, wd, kv, prof, mc_cache[key], hw_cache[g.id, wd], budget,
+                                 dep.max_num_batched_tokens, dep.max_num_seqs, dep))
+        frames.append(_sweep_group(model, workload, blocks, prompts, batches, ctx_tokens, tp, pp, dep, cats))
     if not frames:
         return pd.DataFrame(columns=list(SWEEP_COLUMNS))
     return rank(pd.concat(frames, ignore_index=True), users=workload.concurrency)
+
+
+def _pipeline_layout(model: ModelSpec, g: GpuSpec, wd: str, kv: str, tps: Sequence[int], prof: CalibrationProfile,
+                     defaults: dict, context_tokens: int) -> tuple[int, int] | None:
+    """``(TP, PP)`` across nodes for GPU ``g`` in these formats when no TP of ``tps`` (one node's) starts at PP 1
+    at ``context_tokens``: the first of :data:`~planner.startup.PIPELINE_STAGES` (within the layer count) at the
+    largest TP that starts, as :func:`planner.fleet_eval.candidate_layouts` tries them; None when a single-node
+    layout starts, or none across nodes does."""
+
+    def starts(tp: int, pp: int) -> bool:
+        dep = Deployment.for_gpu(g, num_gpus=tp * pp, tensor_parallel=tp, pipeline_parallel=pp, weight_dtype=wd,
+                                 kv_cache_dtype=kv, **defaults)
+        return startup_check(model, g, dep, context_tokens, prof).ok
+
+    if not tps or any(starts(tp, 1) for tp in tps):
+        return None
+    tp = max(tps)
+    return next(((tp, pp) for pp in PIPELINE_STAGES if pp <= model.num_layers and starts(tp, pp)), None)
 
 
 def _kv_per_request_bytes(model: ModelSpec, kv_dtype: str, context_tokens: np.ndarray, block: int) -> np.ndarray:
@@ -249,9 +275,9 @@ def _band_pct(model, blocks: list[_Block], prompts: np.ndarray, kind: str) -> np
     return out
 
 
-def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_tokens, tp, dep,
+def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_tokens, tp, pp, dep,
                  cats: dict[str, list[str]]) -> pd.DataFrame:
-    """Evaluate one tensor-parallel group: arrays of shape (blocks, batches, prompts)."""
+    """Evaluate one TP × PP group: arrays of shape (blocks, batches, prompts)."""
     n_blk, n_b, n_p = len(blocks), batches.size, prompts.size
     mc = replace(blocks[0].mc, **_stack([b.mc for b in blocks], _MC_BLOCK_FIELDS))
     hw = replace(blocks[0].hw, **_stack([b.hw for b in blocks], _HW_BLOCK_FIELDS))
@@ -266,7 +292,7 @@ def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_to
     fits_mem = np.array([b.budget.fits for b in blocks])[:, None, None]
     kv_req_cache = {kv: _kv_per_request_bytes(model, kv, ctx_tokens, dep.block_size_tokens)
                     for kv in {b.kv_cache_dtype for b in blocks}}
-    shard = kv_shard_fraction(model, tp, 1)
+    shard = kv_shard_fraction(model, tp, pp)
     per_req = np.stack([kv_req_cache[b.kv_cache_dtype] for b in blocks])[:, None, :] * shard
     conc = kv_pool_concurrency(pool, per_req, fits_mem)
     fits = (B <= conc) & (B <= mns)
@@ -282,7 +308,7 @@ def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_to
     ttft_s = np.broadcast_to(ttft.time_s, shape)
     step_s = np.broadcast_to(tpot.time_s, shape)
     tpot_s = np.broadcast_to(effective_tpot_s(tpot.time_s, B, busy, n_out), shape)
-    thr = throughput(B, step_s, np.broadcast_to(busy, shape), P, n_out, tp)
+    thr = throughput(B, step_s, np.broadcast_to(busy, shape), P, n_out, tp * pp)
     price = np.array([b.gpu.price_usd_per_hour for b in blocks])[:, None, None]
     cost = token_cost(thr, price)
     meets = fits & starts
@@ -319,7 +345,8 @@ def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_to
         "weight_dtype": per_block([b.weight_dtype for b in blocks], cats["weight_dtype"]),
         "kv_cache_dtype": per_block([b.kv_cache_dtype for b in blocks], cats["kv_cache_dtype"]),
         "tensor_parallel": np.full(n_blk * n_b * n_p, tp),
-        "num_gpus": np.full(n_blk * n_b * n_p, tp),
+        "pipeline_parallel": np.full(n_blk * n_b * n_p, pp),
+        "num_gpus": np.full(n_blk * n_b * n_p, tp * pp),
         "prompt_tokens": full(P).astype(np.int64),
         "output_tokens": np.full(n_blk * n_b * n_p, int(n_out)),
         "context_tokens": full(P + n_out).astype(np.int64),

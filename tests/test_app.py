@@ -817,6 +817,19 @@ def test_deepseek_v3_bf16_on_h200_is_planned_across_nodes_with_pp():
     assert f"--pipeline-parallel-size {pp}" in code and "--tensor-parallel-size 8" in code
 
 
+def test_the_headline_across_gpus_answers_at_the_pinned_pp():
+    """Issue #19: with PP pinned to 2 in the sidebar (TP auto) the headline's best fleet across every GPU was still
+    the engine's own PP 1 layout.  It now answers at PP 2 on every GPU — the `planner size --pp 2` it shows — and
+    its caption says so; the Cost view's fleet sentence is that fleet."""
+    at = run(new_app(pp=2), "Cost")
+    assert not errors(at) and at.session_state["tp"] == "auto"
+    best = metric(at, "Best fleet")
+    assert " × PP 2 " in best and int(num(metric(at, "GPUs"))) % 2 == 0
+    assert "--pp 2" in " ".join(c.value for c in at.code) and " --tp " not in " ".join(c.value for c in at.code)
+    assert any("at PP 2, as the sidebar pins it" in c.value for c in at.caption)
+    assert any(f"× {best} = " in s.value for s in at.success)
+
+
 def test_cost_view_ranks_by_the_headlines_whole_fleet():
     """Issue #19: the Cost view's cheapest is the fleet engine's whole fleet by $/month for the headline's demand
     (the headline's own best fleet), with $/Mtok a column; the $/Mtok-at-full-batch ranking is said to be the other."""

@@ -94,3 +94,40 @@ def test_sweep_rows_match_plan_for_gpus_with_different_vllm_defaults():
             assert row["tpot_s"] == pytest.approx(r.tpot_effective_s, rel=1e-9), g.id
             assert row["decode_step_s"] == pytest.approx(r.tpot.time_s, rel=1e-9), g.id
 
+
+
+def test_sweep_plans_across_nodes_where_the_fleet_engine_does():
+    """Issue #19: DeepSeek-V3 in bf16 (~1.3 TB of weights) starts on no single 8 × H200 node (8 × 141 GB), so the
+    sweep once had no row that starts (the Cost view's Pareto chart had no H200 point).  TPs left out, it now adds
+    the fleet engine's layout across nodes (planner.fleet_eval.candidate_layouts: TP 8 × the first PP that
+    starts), 16 GPUs a replica, each row what plan() says at that TP × PP; a model one node holds gets no PP rows."""
+    from planner.fleet import FleetCandidate, FleetQuestion
+    from planner.fleet_eval import candidate_layouts
+
+    m, g = catalog.model("deepseek-v3"), catalog.gpu("h200-sxm")
+    prof = catalog.resolve_profile("auto", g.id)[0]
+    w = Workload(prompt_tokens=4096, output_tokens=512, tpot_slo_s=0.2, ttft_slo_s=10.0)
+    df = sweep(m, w, gpus=[g], weight_dtypes=["bf16"], kv_dtypes=["bf16"], batch_sizes=[1, 8, 64],
+               profile_for=lambda gpu_id: prof)
+    q = FleetQuestion(model_id=m.id, gpu_ids=(g.id,), weight_dtype="bf16", prompt_tokens=4096, output_tokens=512)
+    engine = {(c.tensor_parallel, c.pipeline_parallel) for c, s in candidate_layouts(q, m, g, prof, FleetCandidate)
+              if s is not None}
+    assert engine and all(pp > 1 for _, pp in engine)  # the engine plans it across nodes only
+    started = df[df["starts"]]
+    assert not started.empty and set(zip(started["tensor_parallel"], started["pipeline_parallel"])) == engine
+    assert not df[df["pipeline_parallel"] == 1]["starts"].any()  # every single-node layout is still listed
+    assert (started["num_gpus"] == started["tensor_parallel"] * started["pipeline_parallel"]).all()
+    assert started["meets_slo"].any()
+    for row in started.itertuples():
+        d = Deployment.for_gpu(g, num_gpus=row.num_gpus, tensor_parallel=row.tensor_parallel,
+                               pipeline_parallel=row.pipeline_parallel, weight_dtype="bf16", kv_cache_dtype="bf16")
+        r = plan(m, g, d, Workload(prompt_tokens=4096, output_tokens=512, concurrency=row.batch_size), prof)
+        assert row.max_concurrency == r.max_concurrency
+        assert row.kv_pool_bytes_per_gpu == pytest.approx(r.memory.kv_pool_bytes)
+        if r.slo.batch_size == row.batch_size:
+            assert row.tpot_s == pytest.approx(r.tpot_effective_s)
+            assert row.cost_usd_per_million_output_tokens_all_in == pytest.approx(
+                float(r.cost.usd_per_million_output_tokens_all_in))
+    small = sweep(catalog.model("llama-3.1-8b"), w, gpus=[g], weight_dtypes=["bf16"], kv_dtypes=["bf16"],
+                  batch_sizes=[1])
+    assert set(small["pipeline_parallel"]) == {1}

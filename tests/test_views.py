@@ -343,9 +343,33 @@ def test_pareto_frame_front_is_not_dominated_and_only_meets_the_targets(sweep_fr
 
 
 def test_picked_config_reads_a_points_customdata():
-    assert cost_view.picked_config({"customdata": ["l40s", "fp8", "fp8", 2, 61.0]}) == {
-        "gpu": "l40s", "wdtype": "fp8", "kvdtype": "fp8", "tp": 2}
+    assert cost_view.picked_config({"customdata": ["l40s", "fp8", "fp8", 2, 1, 61.0]}) == {
+        "gpu": "l40s", "wdtype": "fp8", "kvdtype": "fp8", "tp": 2, "pp": 1}
+    assert cost_view.picked_config({"customdata": ["h200-sxm", "bf16", "bf16", 8, 2]})["pp"] == 2
     assert cost_view.picked_config({"x": 1}) is None
+
+
+def test_pareto_pick_plans_across_nodes_as_the_fleet_engine_does():
+    """Issue #19 ("Pareto pick forces PP 1"): the cost–speed chart was drawn from PP 1 rows only and a pick set PP
+    1, so DeepSeek-V3 in bf16 had no H200 point (no 8 × H200 node holds it).  Its points now include the fleet
+    engine's layout across nodes (TP 8 × PP k on 16+ GPUs, `planner size --gpu h200-sxm` answers the same) and a
+    pick carries that PP and keeps the number of replicas."""
+    from planner.fleet import FleetQuestion, plan_fleet
+
+    sc = scenario(model_key="deepseek-v3", target_users=64, ttft_slo_s=10.0, tpot_slo_s=0.2)
+    pf = cost_view.pareto_frame(cost_view.ranking_sweep(catalog.model("deepseek-v3"), sc, True), 64)
+    h200 = pf[pf["gpu_id"] == "h200-sxm"]
+    assert not h200.empty and (h200["pipeline_parallel"] > 1).all()
+    engine = plan_fleet(FleetQuestion(model_id="deepseek-v3", gpu_ids=("h200-sxm",), weight_dtype="bf16",
+                                      rate_per_s=0.5, prompt_tokens=4096, output_tokens=512)).best
+    tp, pp = engine.tensor_parallel, engine.pipeline_parallel
+    assert set(zip(h200["tensor_parallel"], h200["pipeline_parallel"])) == {(tp, pp)} and pp > 1
+    row = h200.iloc[0]
+    assert row["label"].startswith(f"{tp * pp} × h200-sxm TP {tp} × PP {pp}, bf16")
+    point = {"customdata": [row[c] for c in cost_view.PICK_FIELDS], "text": row["label"] + "<br>x"}
+    assert cost_view.picked_state([point], gpus=32.0, gpus_per_replica=16) == {
+        "gpu": "h200-sxm", "wdtype": "bf16", "kvdtype": "bf16", "tp": tp, "pp": pp, "gpus": float(2 * tp * pp),
+        "picked": row["label"]}
 
 
 # ---------------------------------------------------------------------------------------------- load
@@ -501,6 +525,37 @@ def test_the_headline_fleet_is_planner_size_for_the_demand():
         assert fa.usd_per_month == pytest.approx(fa.num_gpus * fa.price_usd_per_gpu_hour * 730)
 
 
+def test_the_headline_across_gpus_answers_at_the_pinned_tp_and_pp_as_planner_size_does():
+    """Issue #19: a PP (or TP) pinned in the sidebar was ignored by the headline across GPUs, which answered with
+    the engine's own layout.  Pinned, every GPU is tried at it — what `planner size --pp 2` (no --gpu) answers, the
+    command the headline shows — and the caption says so; auto (0) is the engine's choice, as before."""
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from planner.cli.app import app as cli
+
+    sc, demand = scenario(model_key="llama-3.1-70b"), headline.Demand("requests/s", rate_per_s=2.0)
+    auto = headline.scenario_fleet(sc, demand).best
+    assert auto.pipeline_parallel == 1
+    for pins in ((0, 2), (8, 2)):
+        plan = headline.demand_fleet(planned(sc), demand, sc, pins).across
+        b = plan.best
+        assert b is not None and b.pipeline_parallel == 2 and (pins[0] in (0, b.tensor_parallel))
+        assert all(c.pipeline_parallel == 2 for c in plan.candidates)
+        cmd = headline.fleet_command(sc, "llama-3.1-70b", demand, pins)
+        assert "--pp 2" in cmd and ("--tp 8" in cmd) == bool(pins[0])
+        res = CliRunner().invoke(cli, [*shlex.split(cmd)[1:], "--json"])
+        assert res.exit_code == 0, res.output
+        f = json.loads(res.output)["fleet"]
+        assert (f["gpu_id"], f["tensor_parallel"], f["pipeline_parallel"], f["replicas"], f["num_gpus"]) == (
+            b.gpu_id, b.tensor_parallel, b.pipeline_parallel, b.replicas, b.num_gpus)
+        assert f["usd_per_month"] == pytest.approx(b.usd_per_month)
+        assert "as the sidebar pins it" in headline.best_fleet_caption(plan, demand)
+    assert "--pp" not in headline.fleet_command(sc, "llama-3.1-70b", demand)
+    assert "pins" not in headline.best_fleet_caption(headline.scenario_fleet(sc, demand), demand)
+
+
 def test_fleet_from_users_and_think_time_is_littles_law():
     """2,000 users each asking once per (30 s + E2E) send 2,000 / (30 + E2E) requests/s."""
     fa = headline.demand_fleet(planned(scenario()), headline.Demand("users + think time", active_users=2000,
@@ -622,9 +677,10 @@ def test_plan_report_is_planner_reports_for_the_scenario_and_its_demand():
 
 
 def test_picked_state_keeps_the_number_of_replicas():
-    pts = [{"customdata": ["l40s", "fp8", "bf16", 2, 60.0], "text": "2 × l40s TP 2, fp8 / KV bf16, batch 64<br>x"}]
-    assert cost_view.picked_state(pts, gpus=3.0, tp=1) == {
-        "gpu": "l40s", "wdtype": "fp8", "kvdtype": "bf16", "tp": 2, "gpus": 6.0,
+    pts = [{"customdata": ["l40s", "fp8", "bf16", 2, 1, 60.0],
+            "text": "2 × l40s TP 2, fp8 / KV bf16, batch 64<br>x"}]
+    assert cost_view.picked_state(pts, gpus=3.0, gpus_per_replica=1) == {
+        "gpu": "l40s", "wdtype": "fp8", "kvdtype": "bf16", "tp": 2, "pp": 1, "gpus": 6.0,
         "picked": "2 × l40s TP 2, fp8 / KV bf16, batch 64"}
     assert cost_view.picked_state([], 1.0, 1) is None and cost_view.picked_state([{"x": 1}], 1.0, 1) is None
 

@@ -179,7 +179,9 @@ def sweep_cmd(
         table(
             ["#", "gpu", "w", "kv", "TP", "prompt", "batch", "starts", "fits", "targets", "TTFT ms", "TPOT ms",
              "tok/s/GPU", RANK_LABEL, "mode"],
-            [[int(r.rank), r.gpu_id, r.weight_dtype, r.kv_cache_dtype, int(r.tensor_parallel), f"{r.prompt_tokens:,}",
+            [[int(r.rank), r.gpu_id, r.weight_dtype, r.kv_cache_dtype,  # TP, "8×PP2" across nodes
+              f"{r.tensor_parallel}" + (f"×PP{r.pipeline_parallel}" if r.pipeline_parallel > 1 else ""),
+              f"{r.prompt_tokens:,}",
               int(r.batch_size), "y" if r.starts else "n", "y" if r.fits else "n", "y" if met else "n",
               f"{r.ttft_s / MS:,.1f}", f"{r.tpot_s / MS:,.2f}", f"{r.output_tokens_per_s_per_gpu:,.0f}",
               f"{r.cost_usd_per_million_output_tokens_all_in:,.4f}", r.calibration_mode]

@@ -86,8 +86,9 @@ def cheapest_sentence(top: pd.Series, gpu_name: str) -> str:
             "ideal": " ⚠ Its latency is the ideal roofline (no measurement)"}.get(mode, "")
     t, d = float(top["ttft_error_band_pct"]), float(top["tpot_error_band_pct"])
     band = band_text(max(t, d) if np.isfinite(t) and np.isfinite(d) else None)
+    pp = int(top.get("pipeline_parallel", 1))
     return (f"Cheapest configuration meeting every target: **{int(top['num_gpus'])} × {gpu_name} (TP "
-            f"{int(top['tensor_parallel'])}), {top['weight_dtype']} weights, KV {top['kv_cache_dtype']}, batch "
+            f"{int(top['tensor_parallel'])}{f' × PP {pp}' if pp > 1 else ''}), {top['weight_dtype']} weights, KV {top['kv_cache_dtype']}, batch "
             f"{int(top['batch_size']):,}: {fmt_usd(top['cost_usd_per_million_output_tokens_all_in'], 3)} per million "
             f"output tokens (all-in)**, TPOT {fmt_ms(top['tpot_s'])}, TTFT {fmt_ms(top['ttft_s'])} (error band "
             f"{band}); price {fmt_usd(top['price_usd_per_hour'])}/GPU-hour from {top['price_source']} "
@@ -144,15 +145,16 @@ def scenario_speed_point(r) -> dict:
 
 
 def pareto_frame(sw: pd.DataFrame, users: int | None = None, max_points: int = 150) -> pd.DataFrame:
-    """Cost against per-user speed: per configuration (GPU × weights × KV × TP), its rows that meet every
+    """Cost against per-user speed: per configuration (GPU × weights × KV × TP × PP: the sweep's, so across nodes
+    where no node holds the model, as the fleet engine plans it), its rows that meet every
     target, each with ``per_user_tokens_per_s`` (1 / TPOT) and the all-in $/Mtok; ``pareto`` marks the rows
     no other row beats on both (faster for each user and cheaper).  At most ``max_points`` rows: the front
     (thinned evenly along it when dense: every batch of a configuration can lie on it), then the others thinned
     evenly (a figure of thousands of points is slow to draw)."""
     ok = sw[ranking.meets_targets(sw, users)]
-    cols = ["rank", "gpu_id", "weight_dtype", "kv_cache_dtype", "tensor_parallel", "num_gpus", "batch_size",
-            "tpot_s", "ttft_s", "cost_usd_per_million_output_tokens_all_in", "quality_score", "calibration_mode",
-            "tpot_error_band_pct"]
+    cols = ["rank", "gpu_id", "weight_dtype", "kv_cache_dtype", "tensor_parallel", "pipeline_parallel", "num_gpus",
+            "batch_size", "tpot_s", "ttft_s", "cost_usd_per_million_output_tokens_all_in", "quality_score",
+            "calibration_mode", "tpot_error_band_pct"]
     df = ok[cols].copy()
     for c in ("gpu_id", "weight_dtype", "kv_cache_dtype", "calibration_mode"):
         df[c] = df[c].astype(str)
@@ -160,8 +162,9 @@ def pareto_frame(sw: pd.DataFrame, users: int | None = None, max_points: int = 1
     df["cost"] = df["cost_usd_per_million_output_tokens_all_in"]
     df["quality"] = df["quality_score"].astype(float)
     df["pareto"] = pareto_mask(df, maximize=("per_user_tokens_per_s",), minimize=("cost",))
+    pp = np.where(df["pipeline_parallel"] > 1, " × PP " + df["pipeline_parallel"].astype(str), "")
     df["label"] = (df["num_gpus"].astype(str) + " × " + df["gpu_id"] + " TP " + df["tensor_parallel"].astype(str)
-                   + ", " + df["weight_dtype"] + " / KV " + df["kv_cache_dtype"] + ", batch "
+                   + pp + ", " + df["weight_dtype"] + " / KV " + df["kv_cache_dtype"] + ", batch "
                    + df["batch_size"].astype(str))
     front, rest = df[df["pareto"]].sort_values("per_user_tokens_per_s"), df[~df["pareto"]]
     if len(front) > 0.6 * max_points:  # every batch of a configuration can be on the front: keep its shape
@@ -173,25 +176,28 @@ def pareto_frame(sw: pd.DataFrame, users: int | None = None, max_points: int = 1
 
 
 #: The columns a picked Pareto point carries (plotly customdata), in order.
-PICK_FIELDS = ("gpu_id", "weight_dtype", "kv_cache_dtype", "tensor_parallel")
+PICK_FIELDS = ("gpu_id", "weight_dtype", "kv_cache_dtype", "tensor_parallel", "pipeline_parallel")
 
 
-def picked_state(points: list, gpus: float, tp: int) -> dict | None:
-    """The widget values a pick on the cost–speed chart sets (the same number of replicas at the new TP), and the
-    picked point's label under ``picked``; None when nothing usable was picked."""
+def picked_state(points: list, gpus: float, gpus_per_replica: int) -> dict | None:
+    """The widget values a pick on the cost–speed chart sets (the same number of replicas, now of the picked TP ×
+    PP; ``gpus_per_replica``: the scenario's before the pick), and the picked point's label under ``picked``; None
+    when nothing usable was picked."""
     cfg = picked_config(points[0]) if points else None
     if cfg is None:
         return None
-    replicas = max(1, int(gpus) // max(1, int(tp)))
-    return {**cfg, "gpus": float(cfg["tp"] * replicas), "picked": str(points[0].get("text") or "").split("<br>")[0]}
+    replicas = max(1, int(gpus) // max(1, int(gpus_per_replica)))
+    return {**cfg, "gpus": float(cfg["tp"] * cfg["pp"] * replicas),
+            "picked": str(points[0].get("text") or "").split("<br>")[0]}
 
 
 def picked_config(point: dict) -> dict | None:
-    """The configuration of a point picked on the Pareto chart (its customdata), as scenario widget values;
-    None when the point carries none (a line or an annotation)."""
+    """The configuration of a point picked on the Pareto chart (its customdata: :data:`PICK_FIELDS`), as scenario
+    widget values (TP and PP concrete: a pick is a layout, not "auto"); None when the point carries none (a line
+    or an annotation)."""
     data = point.get("customdata")
     if not isinstance(data, (list, tuple)) or len(data) < len(PICK_FIELDS):
         return None
     vals = dict(zip(PICK_FIELDS, data))
     return {"gpu": str(vals["gpu_id"]), "wdtype": str(vals["weight_dtype"]), "kvdtype": str(vals["kv_cache_dtype"]),
-            "tp": int(vals["tensor_parallel"])}
+            "tp": int(vals["tensor_parallel"]), "pp": int(vals["pipeline_parallel"])}

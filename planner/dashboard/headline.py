@@ -59,9 +59,11 @@ class DemandAnswer:
     across: FleetPlan | None = None  # the fleet engine: every GPU (the headline)
 
 
-def demand_fleet(p: Planned, demand: Demand, sc: Scenario | None = None) -> DemandAnswer:
+def demand_fleet(p: Planned, demand: Demand, sc: Scenario | None = None,
+                 pins: tuple[int, int] = (0, 0)) -> DemandAnswer:
     """The scenario's replica for ``demand`` at the steady state (:func:`planner.steady_fleet.plan_for_demand`),
-    and, given the scenario ``sc``, the fleet engine's answers for its own GPU and across every GPU."""
+    and, given the scenario ``sc``, the fleet engine's answers for its own GPU and across every GPU (at the
+    sidebar's ``pins``: its TP and PP before "auto" was resolved, 0 = auto; :func:`scenario_fleet`)."""
     wl = p.workload.model_copy(update={"concurrency": None, "request_rate_per_s": None})
     if demand.by_users:
         r, f = plan_for_demand(p.model, p.gpu, p.deployment, wl, p.profile, users=int(demand.active_users),
@@ -72,7 +74,7 @@ def demand_fleet(p: Planned, demand: Demand, sc: Scenario | None = None) -> Dema
         return DemandAnswer(demand, r, f)
     spec = p.model if sc.model_key.startswith("upload:") else None  # an upload is not in the catalog
     return DemandAnswer(demand, r, f, scenario_fleet(sc, demand, across_gpus=False, model=spec),
-                        scenario_fleet(sc, demand, model=spec))
+                        scenario_fleet(sc, demand, model=spec, pins=pins))
 
 
 def best_fleet_for(model_id: str, gpu_ids: tuple[str, ...] | None, demand: Demand, *, prompt_tokens: int,
@@ -101,10 +103,12 @@ def best_fleet_for(model_id: str, gpu_ids: tuple[str, ...] | None, demand: Deman
 
 def scenario_fleet(sc: Scenario, demand: Demand, *, across_gpus: bool = True, tail: str = "p99",
                    headroom: float = DEFAULT_HEADROOM, n_plus_one: bool = False,
-                   model: ModelSpec | None = None) -> FleetPlan:
-    """:func:`best_fleet_for` the sidebar's scenario: across every GPU (the first screen), or the sidebar's GPU
-    at its TP and PP (the scenario's own fleet; a 0 is "auto": the engine chooses, :func:`layout_asked`)."""
-    tps, pps = (None, None) if across_gpus else layout_asked(sc.tensor_parallel, sc.pipeline_parallel)
+                   model: ModelSpec | None = None, pins: tuple[int, int] = (0, 0)) -> FleetPlan:
+    """:func:`best_fleet_for` the sidebar's scenario: across every GPU (the first screen) at the TP and PP the
+    sidebar pins (``pins``, 0 = auto: :func:`pinned_layouts`, what ``planner size --tp T --pp P`` without
+    ``--gpu`` asks), or the sidebar's GPU at its TP and PP (the scenario's own fleet; a 0 is "auto": the engine
+    chooses, :func:`layout_asked`)."""
+    tps, pps = pinned_layouts(*pins) if across_gpus else layout_asked(sc.tensor_parallel, sc.pipeline_parallel)
     gmu = None if abs(sc.gpu_memory_utilization - Deployment.model_fields["gpu_memory_utilization"].default) < 1e-12 \
         else sc.gpu_memory_utilization
     return best_fleet_for(
@@ -116,11 +120,26 @@ def scenario_fleet(sc: Scenario, demand: Demand, *, across_gpus: bool = True, ta
         calibrated=sc.calibrated, model=model, price_basis=sc.price_basis)
 
 
+def pinned_layouts(tp: int, pp: int) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """The engine's ``(tensor_parallels, pipeline_parallels)`` across GPUs for the sidebar's pinned TP and PP (0 =
+    auto), as ``planner size`` maps ``--tp`` / ``--pp`` without ``--gpu``
+    (:meth:`planner.cli.flags.PlanFlags.question`): a pin is the one size tried on every GPU; auto is the engine's
+    default (TP 1–8 in a node; PP 1, more stages only when no single-node layout starts — with TP and PP both
+    auto)."""
+    return (tp,) if tp else None, (pp,) if pp else None
+
+
+def pins_text(q: FleetQuestion) -> str:
+    """The layout a fleet question pins (``"TP 8 × PP 2"``, ``"PP 2"``), or "" when TP and PP are both the engine's."""
+    tp, pp = q.tensor_parallels, q.pipeline_parallels
+    return " × ".join(f"{name} {'/'.join(map(str, v))}" for name, v in (("TP", tp), ("PP", pp)) if v)
+
+
 def layout_asked(tp: int, pp: int) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
     """The engine's ``(tensor_parallels, pipeline_parallels)`` for a sidebar TP and PP, 0 meaning "auto": both auto
     is ``planner size --gpu X`` without ``--tp`` (TP 1–8 in a node, more stages only when none starts); a TP given
-    with PP auto tries every stage count of :data:`planner.fleet_eval.PIPELINE_STAGES` (the cheapest fleet wins)."""
-    from planner.fleet_eval import PIPELINE_STAGES
+    with PP auto tries every stage count of :data:`planner.startup.PIPELINE_STAGES` (the cheapest fleet wins)."""
+    from planner.startup import PIPELINE_STAGES
 
     tps = (tp,) if tp else None
     if pp:
@@ -149,7 +168,7 @@ def best_fleet_caption(plan: FleetPlan, demand: Demand) -> str:
     """The headline's sentence under the best fleet's metrics (or why there is none)."""
     if plan.best is None:
         why = "; ".join(plan.reasons()[:2])
-        return f"**No fleet can be sized for {demand.describe()}**: {why}."
+        return f"**No fleet can be sized for {demand.describe()}**{_at_pins(plan)}: {why}."
     b = plan.best
     alt = plan.best_measured
     basis = "" if b.confidence == "measured" else (
@@ -157,7 +176,16 @@ def best_fleet_caption(plan: FleetPlan, demand: Demand) -> str:
                                                   f"{fmt_usd(alt.usd_per_month, 0)}/month." if alt else "."))
     band = (f" ±{b.band_pct:.0f} % throughput band: up to {b.replicas_high:,} replica(s)." if b.replicas_high
             is not None else f" No throughput band: {b.band_basis}.")
-    return f"{demand_line(plan.question, b, detail=False)}.{band}{basis}"
+    return f"{demand_line(plan.question, b, detail=False)}.{band}{basis}{_at_pins(plan, sentence=True)}"
+
+
+def _at_pins(plan: FleetPlan, sentence: bool = False) -> str:
+    """Where the headline's question pins the layout: what it answers for, and how to ask for the engine's choice."""
+    pinned = pins_text(plan.question)
+    if not pinned:
+        return ""
+    return (f" Every GPU at {pinned}, as the sidebar pins it (set TP and PP to auto for the engine's cheapest "
+            "layout)." if sentence else f" at {pinned} (the sidebar's pin)")
 
 
 def best_fleet_metrics(plan: FleetPlan) -> list[tuple[str, str, str]]:
@@ -177,12 +205,13 @@ def best_fleet_metrics(plan: FleetPlan) -> list[tuple[str, str, str]]:
                                                        f"{HOURS_PER_MONTH:g} h ({b.price_source})")]
 
 
-def fleet_command(sc: Scenario, model_id: str, demand: Demand) -> str:
-    """The ``planner size`` call that prints the same best fleet across GPUs (same targets and demand)."""
+def fleet_command(sc: Scenario, model_id: str, demand: Demand, pins: tuple[int, int] = (0, 0)) -> str:
+    """The ``planner size`` call that prints the same best fleet across GPUs (same targets, demand and pinned TP /
+    PP: ``pins``, 0 = auto, as :func:`scenario_fleet` takes them)."""
     first = (f"planner size -m {model_id} --weight-dtype "
              f"{sc.weight_dtype} --kv-dtype {sc.kv_cache_dtype} --prompt-tokens {sc.prompt_tokens} --output-tokens "
              f"{sc.output_tokens} --ttft-slo-ms {sc.ttft_slo_s / MS:g} --tpot-slo-ms {sc.tpot_slo_s / MS:g}")
-    parts = [first]
+    parts = [first, *(f"--{flag} {v}" for flag, v in zip(("tp", "pp"), pins) if v)]
     if demand.by_users:
         parts.append(f"--users {int(demand.active_users)} --think-time-s {demand.think_s:g}")
     else:

@@ -18,7 +18,7 @@ from planner.dashboard.headline import Demand, scenario_fleet
 from planner.dashboard.inputs import tp_choices
 from planner.dashboard.scenario import Scenario
 from planner.fleet import FleetCandidate, FleetPlan
-from planner.fleet_eval import PIPELINE_STAGES
+from planner.startup import PIPELINE_STAGES
 from planner.specs import ModelSpec
 from planner.units import cdiv, fmt_usd
 

@@ -349,7 +349,7 @@ def band_text(pct) -> str:
 def cost_table(best: pd.DataFrame, gpu_names: dict[str, str] | None = None) -> pd.DataFrame:
     """:func:`cheapest_per_gpu`'s rows for the user: the configuration and its dtypes, the ranking key first among
     the money columns (:data:`planner.ranking.RANK_LABEL`), latency with its error band (the wider of TTFT and
-    TPOT), TP, quality, the calibration mode (transferred and ideal rows marked), the rank in the CSV, the price
+    TPOT), TP (the configuration says PP across nodes), quality, the calibration mode (transferred and ideal rows marked), the rank in the CSV, the price
     and its source.  Columns a frame lacks show '—'."""
     def col(name, fmt, default="—"):
         if name not in best.columns:
@@ -361,7 +361,8 @@ def cost_table(best: pd.DataFrame, gpu_names: dict[str, str] | None = None) -> p
             for c in ("ttft_error_band_pct", "tpot_error_band_pct"))
     return pd.DataFrame({  # what decides first (rank, configuration, the ranking key, latency), then the money detail
         "rank in CSV": col("csv_rank", int),
-        "configuration": best["num_gpus"].astype(str) + " × " + best["gpu_id"].astype(str).map(lambda g: names.get(g, g)),
+        "configuration": best["num_gpus"].astype(str) + " × " + best["gpu_id"].astype(str).map(lambda g: names.get(g, g))
+        + [f", PP {p}" if p > 1 else "" for p in best.get("pipeline_parallel", pd.Series(1, index=best.index))],
         "weights": best["weight_dtype"].astype(str), "KV": best["kv_cache_dtype"].astype(str),
         "TP": best["tensor_parallel"].astype(int), "batch": best["batch_size"].astype(int),
         ranking.RANK_LABEL: col(ranking.RANK_KEY, lambda x: fmt_usd(x, 3)),
