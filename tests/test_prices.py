@@ -130,20 +130,32 @@ def test_cli_basis_no_gpu_has_is_infeasible_with_the_reason():
     assert r.exit_code == 1 and "no reserved-3y price" in r.output
 
 
+def test_the_h100_reserved_1y_market_rate_prices_only_the_h100_on_that_basis():
+    """The one sourced reserved price (SemiAnalysis' one-year H100 contract rate, 2.35 USD/GPU-hour, March 2026):
+    reserved-1y prices the H100 SXM from it, 20 % off is 2.35 x 0.8 = 1.88; the H200 has no such entry and is left
+    out, never priced on another basis."""
+    g = catalog.gpu("h100-sxm")
+    entry, why = price_for(g, "reserved-1y")
+    assert why == "" and entry.usd_per_hour == 2.35 and entry.provider == "SemiAnalysis market index"
+    q = FleetQuestion(model_id="llama-3.1-8b", rate_per_s=1.0, price_basis="reserved-1y", discount_pct=20)
+    assert gpu_price(q, g)[0] == pytest.approx(1.88)
+    assert price_for(catalog.gpu("h200-sxm"), "reserved-1y")[0] is None
+
+
 def test_a_reserved_entry_prices_its_gpu_on_that_basis_only():
-    """No catalog GPU has a reserved entry yet (issue #19: none found with a stated term); a table that has one is
-    priced from it on its own basis and term, the on-demand default unchanged.  The entry is a test fixture, not a
-    price: an 8-GPU instance at 40 USD/h is 5 USD per GPU-hour."""
+    """A table with a reserved entry is priced from it on its own basis and term, the on-demand default unchanged.
+    The entry is a test fixture, not a price: an 8-GPU instance at 16 USD/h is 2 USD per GPU-hour (cheaper than
+    the 2.35 market-rate entry, so the cheapest of the basis is the fixture)."""
     d = _doc("h100-sxm")
     d["prices"].append({"provider": "Fixture Cloud", "basis": "reserved-1y", "region": "test",
-                        "usd_per_hour": 40.0 / 8, "url": "https://example.test/prices", "date": "2026-01-01",
-                        "note": "test fixture: 8-GPU instance 40 USD/h / 8"})
+                        "usd_per_hour": 16.0 / 8, "url": "https://example.test/prices", "date": "2026-01-01",
+                        "note": "test fixture: 8-GPU instance 16 USD/h / 8"})
     g = parse_spec(GpuSpec, d, "h100-sxm.yaml")
     entry, why = price_for(g, "reserved-1y")
-    assert why == "" and entry.provider == "Fixture Cloud" and entry.usd_per_hour == 5.0
+    assert why == "" and entry.provider == "Fixture Cloud" and entry.usd_per_hour == 2.0
     assert price_for(g, "reserved-3y")[0] is None  # a 1-year price is not a 3-year one
     assert price_for(g, "on-demand")[0].usd_per_hour == catalog.gpu("h100-sxm").price_usd_per_hour
     q = FleetQuestion(model_id="llama-3.1-8b", rate_per_s=1.0, price_basis="reserved-1y", discount_pct=20)
     price, where = gpu_price(q, g)
-    assert price == pytest.approx(4.0) and where.startswith("Fixture Cloud reserved-1y, test, 2026-01-01")
+    assert price == pytest.approx(1.6) and where.startswith("Fixture Cloud reserved-1y, test, 2026-01-01")
 
