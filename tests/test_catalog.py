@@ -494,3 +494,27 @@ def test_resolve_profile_none_auto_and_path(tmp_path):
     with pytest.raises(SpecError, match=r"^--profile: expected auto, none or a profile YAML path; no such file"):
         catalog.resolve_profile(str(tmp_path / "nope.yaml"), "h200-sxm", field="--profile")
 
+
+
+def test_the_c_yaml_parser_reads_every_catalog_file_as_the_python_one_does() -> None:
+    """:data:`catalog.UniqueKeyLoader` runs on libyaml's parser where PyYAML has it (the catalog loads at every cold
+    start); the documents must be the ones PyYAML's pure-Python SafeLoader builds, file by file, key order included."""
+
+    class PythonLoader(yaml.SafeLoader):
+        pass
+
+    PythonLoader.add_constructor("tag:yaml.org,2002:timestamp", catalog._timestamp_as_text)
+    dirs = (catalog.MODELS_DIR, catalog.HARDWARE_DIR, catalog.PROFILES_DIR)
+    files = [p for d in dirs for p in sorted(d.glob("*.yaml"))]
+    assert len(files) > 20
+    for p in files:
+        ours = catalog.load_yaml_file(p)
+        python = yaml.load(p.read_text(encoding="utf-8"), Loader=PythonLoader)  # noqa: S506 - a SafeLoader subclass
+        assert ours == python and repr(ours) == repr(python), p.name
+
+
+@pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, "- " * 3000 + "x\n"])
+def test_yaml_nested_too_deeply_is_one_spec_error(tmp_path: Path, text: str) -> None:
+    """Python's recursion limit (pure-Python parser) or libyaml's 1,000-level limit (C parser): the same sentence."""
+    with pytest.raises(SpecError, match=r"deep\.yaml: YAML nested too deeply"):
+        catalog.load_yaml_file(_write(tmp_path, "deep.yaml", text))

@@ -30,7 +30,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binom
 
 from planner.capacity.demand import DemandCurve
 from planner.capacity.engine import ReplicaKnee
@@ -131,6 +130,8 @@ def _pmf(n: int, q: float) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(1), np.ones(1)
     if q >= 1 - Q_EPS:
         return np.array([float(n)]), np.ones(1)
+    from scipy.stats import binom  # here: importing scipy.stats takes ~1 s (the dashboard imports this module)
+
     mean, sd = n * q, math.sqrt(n * q * (1 - q))
     k = np.arange(max(0, math.floor(mean - 12 * sd - 1)), min(n, math.ceil(mean + 12 * sd + 40)) + 1)
     return k.astype(float), binom.pmf(k, n, q)
