@@ -134,8 +134,8 @@ def _deployment(q, g, tp: int, pp: int, dtype: str) -> Deployment:
 
 def candidate_layouts(q, m, g, prof, FleetCandidate):
     """``[(FleetCandidate, Setup | None)]`` for GPU ``g``: every TP × PP asked (default: TP 1, 2, 4, 8 within
-    the node at PP 1, and — TP and PP both left to the engine — the first PP of :data:`PIPELINE_STAGES` at the
-    node's TP that starts when none does);
+    the node at PP 1, and — PP left to the engine — the first PP of :data:`PIPELINE_STAGES` that starts when none does, at
+    the node's largest TP or at each TP asked);
     Setup None for a layout vLLM would not start (its reasons in the note); ``FleetCandidate`` the class
     (:class:`planner.fleet.FleetCandidate`, passed in: this module does not import the engine)."""
 
@@ -168,13 +168,17 @@ def candidate_layouts(q, m, g, prof, FleetCandidate):
     for pp in pps:
         for tp in tps:
             out.append(one(tp, pp))
-    if (q.pipeline_parallels is None and q.tensor_parallels is None and any(t <= g.max_gpus_per_node for t in tps)
-            and not any(s for _, s in out)):
-        for pp in PIPELINE_STAGES:
-            if pp <= m.num_layers:
-                out.append(one(max(t for t in tps if t <= g.max_gpus_per_node), pp))
-                if out[-1][1] is not None:
-                    break
+    # PP left to the engine and no layout starts at PP 1: the first stage count that starts, at the node's largest
+    # TP (TP left to the engine too) or at each TP asked within a node (`--tp 8` alone plans 8 x PP 2 where no
+    # node holds the model, as `--pp`'s help says: "more only when no node holds the model")
+    in_node = [t for t in tps if t <= g.max_gpus_per_node]
+    if q.pipeline_parallels is None and in_node and not any(s for _, s in out):
+        for tp in (in_node if q.tensor_parallels else [max(in_node)]):
+            for pp in PIPELINE_STAGES:
+                if pp <= m.num_layers:
+                    out.append(one(tp, pp))
+                    if out[-1][1] is not None:
+                        break
     if not tps:
         out.append((not_started(1, 1, "does not start: no TP asked divides the attention heads within a node"), None))
     return out

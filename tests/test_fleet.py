@@ -80,6 +80,20 @@ def test_pipeline_parallel_when_no_node_holds_the_model():
     assert started and all(c.pipeline_parallel > 1 and c.tensor_parallel == 8 for c in started)
 
 
+def test_a_tp_asked_alone_still_goes_across_nodes_when_no_node_holds_the_model():
+    """`--tp 8` without `--pp`: PP is the engine's, "more only when no node holds the model" -- DeepSeek-V3 bf16
+    at TP 8 does not start at PP 1 on H200 (1.3 TB of weights > 8 x 141 GB), so the engine plans TP 8 across
+    nodes (as it does with TP and PP both left to it) instead of declaring the question infeasible."""
+    p = plan_fleet(FleetQuestion(model_id="deepseek-v3", gpu_ids=("h200-sxm",), weight_dtype="bf16",
+                                 tensor_parallels=(8,), rate_per_s=0.5, **SHORT))
+    started = [c for c in p.candidates if c.status != "does not start"]
+    assert p.best is not None and started
+    assert all(c.tensor_parallel == 8 and c.pipeline_parallel > 1 for c in started)
+    pinned = plan_fleet(FleetQuestion(model_id="deepseek-v3", gpu_ids=("h200-sxm",), weight_dtype="bf16",
+                                      tensor_parallels=(8,), pipeline_parallels=(1,), rate_per_s=0.5, **SHORT))
+    assert pinned.best is None  # PP 1 asked: asked as asked, never widened
+
+
 def test_best_without_measured_basis_names_measured_alternative():
     """Issue: the recommended GPU was often the one the planner knows least.  A best fleet on a transferred
     calibration carries that basis and the cheapest measured alternative (here the H200, calibrated)."""
