@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planner.io import catalog
-from planner.dashboard.presets import PRESETS, resolve, sized_num_gpus
+from planner.dashboard.presets import PRESETS, resolve, sized_fleet
 from planner.dashboard.scenario import Scenario, plan_scenario, scenario_gpu, scenario_profile
 
 
@@ -23,10 +23,12 @@ def planned_preset(vals: dict):
 def test_every_preset_meets_its_own_targets(name):
     """Applied as the dashboard applies it (resolve on the catalog, the default calibrated latency model), a preset
     plans feasibly with no shortfall warning: its replicas hold every target user within the targets
-    (it had 4, 2 and 1 GPUs where its targets needed 12, 12 and 16)."""
+    (it had 4, 2 and 1 GPUs where its targets needed 12, 12 and 16 at the steady state; the fleet engine, sizing
+    on the p99 tail as every surface does, needs 120, 48 and 129)."""
     p = PRESETS[name]
     vals = resolve(p, catalog.models(), catalog.gpus())
-    assert vals["num_gpus"] == p.num_gpus  # the committed count is the fleet answer on the committed catalog
+    # the committed count and TP are the fleet engine's answer on the committed catalog
+    assert (vals["num_gpus"], vals["tensor_parallel"]) == (p.num_gpus, p.tensor_parallel)
     r = planned_preset(vals).report
     assert r.feasible and r.batch_size >= 1, r.reasons
     assert not r.warnings, r.warnings
@@ -39,9 +41,9 @@ def test_a_preset_falling_back_to_another_model_or_gpu_is_sized_for_it():
     models, gpus = catalog.models(), catalog.gpus()
     vals = resolve(p, {"mistral-7b-v0.3": models["mistral-7b-v0.3"]}, {"a100-sxm-80gb": gpus["a100-sxm-80gb"]})
     assert (vals["model_id"], vals["gpu_id"]) == ("mistral-7b-v0.3", "a100-sxm-80gb")
-    want = sized_num_gpus(p, models["mistral-7b-v0.3"], gpus["a100-sxm-80gb"],
-                          catalog.resolve_profile("auto", "a100-sxm-80gb")[0])
-    assert vals["num_gpus"] == want
+    want = sized_fleet(p, models["mistral-7b-v0.3"], gpus["a100-sxm-80gb"],
+                       catalog.resolve_profile("auto", "a100-sxm-80gb")[0])
+    assert (vals["num_gpus"], vals["tensor_parallel"]) == want
     r = planned_preset(vals).report
     assert r.feasible and not r.warnings
     assert resolve(p, ["llama-3.1-70b"], ["h200-sxm"])["num_gpus"] == p.num_gpus  # ids only: the committed count

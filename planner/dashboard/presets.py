@@ -11,9 +11,9 @@ throughput at a time.
 
 A preset names the models and GPUs it prefers, best first; the first one present in the catalog is
 used (:func:`resolve`), so a preset still works on a catalog that lacks its first choice.  Its GPU count
-is its own fleet answer (:func:`sized_num_gpus`: the replicas :func:`planner.plan.plan` says its target
-users need × TP), so a preset never under-provisions its own targets; ``num_gpus`` below is that answer
-on the committed catalog and profiles (a test keeps the two equal).
+and TP are its own fleet answer (:func:`sized_fleet`: the replicas × TP the fleet engine says its target users
+need at the tail), so a preset never under-provisions its own targets; ``num_gpus`` and ``tensor_parallel`` below
+are that answer on the committed catalog and profiles (a test keeps them equal).
 Numbers are SI: seconds, tokens.
 """
 
@@ -56,8 +56,8 @@ PRESETS: dict[str, Preset] = {
             summary="Quality + latency: a big model, small batches and fast responses; expensive per user.",
             model_ids=("llama-3.1-70b", "qwen2.5-72b", "qwen2.5-32b", "mistral-7b-v0.3"),
             gpu_ids=("h200-sxm", "h100-sxm", "a100-sxm-80gb"),
-            num_gpus=12,  # 3 replicas of TP 4: the TPOT target holds each to 13 of the 32 users
-            tensor_parallel=4,
+            num_gpus=120,  # 15 replicas of TP 8: p99 TTFT 0.5 s on 4K prompts holds each to ~2 requests in flight
+            tensor_parallel=8,
             weight_dtype="bf16",
             kv_cache_dtype="bf16",
             prompt_tokens=4096,  # the seeds' 4K-context example: keep the useful context
@@ -73,8 +73,8 @@ PRESETS: dict[str, Preset] = {
             summary="Quality + throughput: a big model, large batches and long re-sent contexts; users wait.",
             model_ids=("llama-3.1-70b", "qwen2.5-72b", "qwen2.5-32b", "mistral-7b-v0.3"),
             gpu_ids=("h200-sxm", "h100-sxm", "a100-sxm-80gb"),
-            num_gpus=12,  # 6 replicas of TP 2: the TPOT target holds each to 31 of the 160 users
-            tensor_parallel=2,
+            num_gpus=48,  # 12 replicas of TP 4 (TP 2 also needs 48): p99 TTFT 10 s on 16K prompts, ~14 in flight each
+            tensor_parallel=4,
             weight_dtype="bf16",
             kv_cache_dtype="fp8",  # fp8 KV: 'negligible accuracy loss', twice the tokens
             prompt_tokens=16384,  # agent loops keep re-sending the same scaffolding
@@ -90,7 +90,7 @@ PRESETS: dict[str, Preset] = {
             summary="Latency + throughput: a smaller or heavily quantised model served at high concurrency.",
             model_ids=("mistral-7b-v0.3", "llama-3.1-8b", "qwen2.5-7b"),
             gpu_ids=("l40s", "a100-sxm-80gb", "h100-sxm", "h200-sxm"),
-            num_gpus=16,  # 16 replicas of one GPU: the TPOT target holds each to 10 of the 160 users
+            num_gpus=129,  # 129 replicas of one GPU: p99 TTFT 0.2 s holds each to ~1 request in flight
             tensor_parallel=1,
             weight_dtype="int4",
             kv_cache_dtype="fp8",
@@ -114,19 +114,22 @@ def first_present(preferred: Iterable[str], available: Iterable[str]) -> str | N
     return next((x for x in preferred if x in have), None)
 
 
-def sized_num_gpus(preset: Preset, model, gpu, profile) -> int:
-    """GPUs the preset's own targets need on ``model`` / ``gpu`` (specs) under ``profile``: the fleet of
-    :func:`planner.plan.plan` for its target users (replicas × TP); ``preset.num_gpus`` when no batch meets
-    the targets (the dashboard then shows why)."""
-    from planner.plan import plan
-    from planner.specs import Deployment, Workload
+def sized_fleet(preset: Preset, model, gpu, profile) -> tuple[int, int]:
+    """``(num_gpus, tensor_parallel)`` the preset's own targets need on ``model`` / ``gpu`` (specs) under
+    ``profile``: the fleet engine's answer (:func:`planner.fleet.plan_fleet`, as every other surface asks it) for its
+    target users, each always waiting for an answer (no think time: ``target_users`` requests in flight), at the
+    preset's weight and KV formats and tail targets, PP 1, the engine choosing the TP (replicas x TP GPUs);
+    the preset's own ``(num_gpus, tensor_parallel)`` when no fleet meets the targets (the dashboard shows why)."""
+    from planner.fleet import FleetQuestion, plan_fleet
 
-    dep = Deployment.for_gpu(gpu, num_gpus=preset.tensor_parallel, tensor_parallel=preset.tensor_parallel,
-                             weight_dtype=preset.weight_dtype, kv_cache_dtype=preset.kv_cache_dtype)
-    wl = Workload(prompt_tokens=preset.prompt_tokens, output_tokens=preset.output_tokens,
-                  concurrency=preset.target_users, ttft_slo_s=preset.ttft_slo_s, tpot_slo_s=preset.tpot_slo_s)
-    r = plan(model, gpu, dep, wl, profile)
-    return max(r.fleet.num_gpus, preset.tensor_parallel) if r.feasible else preset.num_gpus
+    q = FleetQuestion(model_id=model.id, users=preset.target_users, prompt_tokens=preset.prompt_tokens,
+                      output_tokens=preset.output_tokens, ttft_slo_s=preset.ttft_slo_s, tpot_slo_s=preset.tpot_slo_s,
+                      gpu_ids=(gpu.id,), pipeline_parallels=(1,), weight_dtype=preset.weight_dtype,
+                      kv_cache_dtype=preset.kv_cache_dtype)
+    best = plan_fleet(q, model=model, gpus=[gpu], profile_for=lambda _gpu_id: profile).best
+    if best is None:
+        return preset.num_gpus, preset.tensor_parallel
+    return best.replicas * best.gpus_per_replica, best.tensor_parallel
 
 
 def _default_profile(gpu_id: str):
@@ -145,18 +148,18 @@ def resolve(preset: Preset, model_ids: Iterable[str], gpu_ids: Iterable[str]) ->
     (``None`` where none of its preferences is present: keep the current choice).
 
     Given the catalog's specs (``{id: ModelSpec}``, ``{id: GpuSpec}``, as ``catalog.models()`` /
-    ``catalog.gpus()`` return them), ``num_gpus`` is :func:`sized_num_gpus` on the chosen model and GPU
-    (the preset may have fallen back to another one); given ids only, the preset's own ``num_gpus``."""
+    ``catalog.gpus()`` return them), ``num_gpus`` and ``tensor_parallel`` are :func:`sized_fleet` on the chosen model
+    and GPU (the preset may have fallen back to another one); given ids only, the preset's own."""
     model_id = first_present(preset.model_ids, model_ids)
     gpu_id = first_present(preset.gpu_ids, gpu_ids)
-    num_gpus = preset.num_gpus
+    num_gpus, tp = preset.num_gpus, preset.tensor_parallel
     if model_id and gpu_id and isinstance(model_ids, Mapping) and isinstance(gpu_ids, Mapping):
-        num_gpus = sized_num_gpus(preset, model_ids[model_id], gpu_ids[gpu_id], _default_profile(gpu_id))
+        num_gpus, tp = sized_fleet(preset, model_ids[model_id], gpu_ids[gpu_id], _default_profile(gpu_id))
     return {
         "model_id": model_id,
         "gpu_id": gpu_id,
         "num_gpus": num_gpus,
-        "tensor_parallel": preset.tensor_parallel,
+        "tensor_parallel": tp,
         "weight_dtype": preset.weight_dtype,
         "kv_cache_dtype": preset.kv_cache_dtype,
         "prompt_tokens": preset.prompt_tokens,
