@@ -259,7 +259,8 @@ class KneeRun:
         try:
             self.bound = next(self._gen)
         except StopIteration as done:
-            self.result = _remember(self.key, lambda: self._finish(done.value))
+            knee = done.value  # the name `done` is unbound after this clause; the value is kept for the lambda
+            self.result = _remember(self.key, lambda: self._finish(knee))
             self.bound = self.result.knee_rate_per_s
 
     def run(self) -> Evaluated:
