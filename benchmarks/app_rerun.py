@@ -56,13 +56,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(app: Path) -> tuple[subprocess.Popen, str, object]:
+def start_server(app: Path, log_path: Path | None = None) -> tuple[subprocess.Popen, str, object]:
+    """``(process, url, log)``: ``streamlit run app`` on a free local port, headless, once its health check answers;
+    its output goes to ``log_path`` (default: a temporary file).  Stop it with :func:`stop_server`."""
     port = _free_port()
     exe = Path(sys.executable).with_name("streamlit")
     cmd = [*([str(exe)] if exe.exists() else [sys.executable, "-m", "streamlit"]), "run", str(app),
            "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    log = tempfile.NamedTemporaryFile("w", prefix="app_rerun-", suffix=".log", delete=False)  # noqa: SIM115 — closed by main
+    log = (log_path.open("w") if log_path is not None  # closed by stop_server
+           else tempfile.NamedTemporaryFile("w", prefix="app_rerun-", suffix=".log", delete=False))  # noqa: SIM115
     proc = subprocess.Popen(cmd, cwd=app.parent, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 90
@@ -73,8 +76,19 @@ def start_server(app: Path) -> tuple[subprocess.Popen, str, object]:
         except OSError:
             pass
         if proc.poll() is not None or time.time() > deadline:
-            raise SystemExit(f"streamlit did not start; see {log.name}")
+            stop_server(proc, log)
+            raise RuntimeError(f"streamlit did not start; see {log.name}")
         time.sleep(0.3)
+
+
+def stop_server(proc: subprocess.Popen, log) -> None:
+    """Ends a :func:`start_server` process (killed if it has not exited 10 s after SIGTERM) and closes its log."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
 
 
 class Page:
@@ -222,12 +236,7 @@ def main() -> int:
                             missed.append("Load simulation")
             browser.close()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        stop_server(proc, log)
     print(f"app_rerun_browser_ms_worst_view={worst * 1e3:.0f} ({worst_view})")
     if missed:
         print("missed: " + ", ".join(missed))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from app_rerun import CHROMIUM, LAUNCH_ARGS, ROOT, Page, start_server  # noqa: E402
+from app_rerun import CHROMIUM, LAUNCH_ARGS, ROOT, Page, start_server, stop_server
 
 TARGET_S = 3.0
 
@@ -44,8 +44,7 @@ def main() -> int:
                       f"'Best fleet' shown: {'yes' if best else 'no'}")
             browser.close()
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop_server(proc, log)
     ok = times[0] < TARGET_S
     print(f"first load {times[0]:.2f} s, target < {TARGET_S:g} s: {'ok' if ok else 'MISS'}")
     return 0 if ok else 1

@@ -13,17 +13,17 @@ import io
 import os
 import re
 import shlex
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from app_rerun import start_server, stop_server
+
 ARTIFACTS = ROOT / "tests" / "artifacts"
 VIEWS = ["Memory", "Latency", "Roofline", "Triangle", "Cost", "Sizing report", "Load", "Compare", "Deploy",
          "Capacity"]
@@ -45,42 +45,14 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = _free_port()
-    streamlit = Path(sys.executable).with_name("streamlit")
-    launcher = [str(streamlit)] if streamlit.exists() else [sys.executable, "-m", "streamlit"]
-    cmd = [*launcher, "run", str(ROOT / "app.py"), "--server.port", str(port), "--server.address", "127.0.0.1",
-           "--server.headless", "true", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    log = (ARTIFACTS / f"streamlit-{os.getpid()}.log").open("w")  # closed in the finally below
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
-    url = f"http://127.0.0.1:{port}"
+    proc, url, log = start_server(ROOT / "app.py", ARTIFACTS / f"streamlit-{os.getpid()}.log")
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read().strip() == b"ok":
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"streamlit did not start; see {log.name}")
-            time.sleep(0.3)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        stop_server(proc, log)
 
 
 @pytest.fixture(scope="module")
