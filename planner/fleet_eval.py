@@ -168,11 +168,14 @@ def candidate_layouts(q, m, g, prof, FleetCandidate):
     for pp in pps:
         for tp in tps:
             out.append(one(tp, pp))
-    # PP left to the engine and no layout starts at PP 1: the first stage count that starts, at the node's largest
-    # TP (TP left to the engine too) or at each TP asked within a node (`--tp 8` alone plans 8 x PP 2 where no
-    # node holds the model, as `--pp`'s help says: "more only when no node holds the model")
+    # PP left to the engine and no node holds the model (nothing starts at PP 1, not even at the node's largest
+    # TP): the first stage count that starts, at the node's largest TP (TP left to the engine too) or at each TP
+    # asked within a node (`--tp 8` alone plans 8 x PP 2 where no node holds the model, as `--pp`'s help says:
+    # "more only when no node holds the model"; `--tp 1` where TP 8 would hold it stays "does not fit")
     in_node = [t for t in tps if t <= g.max_gpus_per_node]
-    if q.pipeline_parallels is None and in_node and not any(s for _, s in out):
+    node_tps = tensor_parallel_candidates(m, g)
+    if (q.pipeline_parallels is None and in_node and not any(s for _, s in out)
+            and not (q.tensor_parallels and node_tps and max(node_tps) not in tps and one(max(node_tps), 1)[1])):
         for tp in (in_node if q.tensor_parallels else [max(in_node)]):
             for pp in PIPELINE_STAGES:
                 if pp <= m.num_layers:

@@ -92,6 +92,10 @@ def test_a_tp_asked_alone_still_goes_across_nodes_when_no_node_holds_the_model()
     pinned = plan_fleet(FleetQuestion(model_id="deepseek-v3", gpu_ids=("h200-sxm",), weight_dtype="bf16",
                                       tensor_parallels=(8,), pipeline_parallels=(1,), rate_per_s=0.5, **SHORT))
     assert pinned.best is None  # PP 1 asked: asked as asked, never widened
+    # TP 1 asked for Llama-70B on L4: a node (8 x 24 GB at TP 8) holds the model, so no stage is added
+    tp1 = plan_fleet(FleetQuestion(model_id="llama-3.1-70b", gpu_ids=("l4",), tensor_parallels=(1,),
+                                   rate_per_s=0.5, **SHORT))
+    assert tp1.best is None and all(c.pipeline_parallel == 1 for c in tp1.candidates)
 
 
 def test_best_without_measured_basis_names_measured_alternative():
