@@ -73,7 +73,8 @@ class StepCost:
         contexts + prefill chunks' prior context)."""
         if tokens <= 0:
             return 0.0, 0.0, 0.0
-        const = self._token_terms(tokens, sampled, att_prefill > 0)[3]
+        terms = self.token_memo.get((tokens, sampled, att_prefill > 0))  # _token_terms' memo, read inline
+        const = (terms or self._token_terms(tokens, sampled, att_prefill > 0))[3]
         ac, am, _, _ = attention_parts(self.model_costs, self.hw_coeffs, tokens, att_prefill, att_decode, kv_read)
         return const, ac, am
 
@@ -82,7 +83,8 @@ class StepCost:
         """Seconds of one step: :attr:`planner.roofline.StepTime.total_s` of the same step, on floats."""
         if tokens <= 0:
             return 0.0
-        linear, comm, overhead, _, launch = self._token_terms(tokens, sampled, att_prefill > 0)
+        terms = self.token_memo.get((tokens, sampled, att_prefill > 0))  # _token_terms' memo, read inline
+        linear, comm, overhead, _, launch = terms or self._token_terms(tokens, sampled, att_prefill > 0)
         ac, am, _, _ = attention_parts(self.model_costs, self.hw_coeffs, tokens, att_prefill, att_decode, kv_read)
         return step_total(linear, ac, am, comm, overhead, max, launch)
 
