@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections import deque
 
 from planner.serving.request import Request
-from planner.units import cdiv
 
 
 class CachedRun:
@@ -141,7 +140,7 @@ class BlockPool:
         vLLM would cache them too, but nothing can hit them, and skipping them keeps the simulator
         fast."""
         bs = self.block_size
-        req.num_uncached_blocks = cdiv(computed, bs) - req.num_cached_blocks
+        req.num_uncached_blocks = -(computed // -bs) - req.num_cached_blocks  # cdiv(computed, bs)
         if self.prefix_caching:
             full = computed // bs
             if not (recompute or req.has_next_turn) and full > req.shared_prefix_blocks:

@@ -14,6 +14,7 @@ import contextlib
 import gc
 import math
 import time
+from operator import attrgetter
 
 import numpy as np
 
@@ -269,14 +270,15 @@ class Engine:
         f = np.fromiter
         n = len(rs)
         scheduler, pool = self.scheduler, self.pool
+        done = f((r.state == DONE for r in rs), bool, n)
         return SimResult(
-            arrival_s=f((r.arrival_s for r in rs), float, n),
-            first_token_s=f((r.first_token_s if r.state == DONE else NAN for r in rs), float, n),
-            finish_s=f((r.finish_s if r.state == DONE else NAN for r in rs), float, n),
-            prompt_tokens=f((r.prompt_tokens for r in rs), np.int64, n),
-            output_tokens=f((r.output_tokens for r in rs), np.int64, n),
-            cached_prompt_tokens=f((max(r.cached_prompt_tokens, 0) for r in rs), np.int64, n),
-            preemptions_per_request=f((r.num_preemptions for r in rs), np.int64, n),
+            arrival_s=f(map(attrgetter("arrival_s"), rs), float, n),
+            first_token_s=np.where(done, f(map(attrgetter("first_token_s"), rs), float, n), NAN),
+            finish_s=np.where(done, f(map(attrgetter("finish_s"), rs), float, n), NAN),
+            prompt_tokens=f(map(attrgetter("prompt_tokens"), rs), np.int64, n),
+            output_tokens=f(map(attrgetter("output_tokens"), rs), np.int64, n),
+            cached_prompt_tokens=np.maximum(f(map(attrgetter("cached_prompt_tokens"), rs), np.int64, n), 0),
+            preemptions_per_request=f(map(attrgetter("num_preemptions"), rs), np.int64, n),
             request_overhead_s=self.scheduler.request_overhead_s,
             series_t_s=np.asarray(self.series_t_s, dtype=float),
             series_kv_usage=np.asarray(self.series_blocks_used, dtype=float) / max(pool.num_blocks, 1),

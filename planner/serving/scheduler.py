@@ -168,10 +168,11 @@ class Scheduler:
     def update_prefills(self, chunks: list[Chunk], now: float) -> None:
         """After a step: the chunks' tokens are computed; a finished prompt samples its first token
         and joins the decoders (or finishes, with one output token)."""
+        prefilling = self.prefilling
         for req, start, new in chunks:
             computed = req.num_computed = start + new
             if computed >= req.num_tokens:
-                self.prefilling.remove(req)
+                prefilling.remove(req)
                 generated = req.num_generated = req.num_generated + 1
                 if req.first_token_s != req.first_token_s:  # NaN: the first token
                     req.first_token_s = now
