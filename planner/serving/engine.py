@@ -125,7 +125,9 @@ class Engine:
         self.num_steps += 1
         if batch.num_running_seqs:
             batch.advance(1)
-            self.scheduler.finish_decoded(self.now)
+            heap = batch.finish_heap  # finish_decoded's own first test, inline: most steps finish no one
+            if heap and heap[0][0] <= batch.tokens_advanced:
+                self.scheduler.finish_decoded(self.now)
         self.scheduler.update_prefills(chunks, self.now)
 
     def fast_forward_limit(self, first_need: int) -> tuple[int, object]:
@@ -198,7 +200,9 @@ class Engine:
         self.now += dt
         self.num_steps += n
         batch.advance(n)
-        self.scheduler.finish_decoded(self.now)
+        heap = batch.finish_heap  # finish_decoded's own first test, inline: most steps finish no one
+        if heap and heap[0][0] <= batch.tokens_advanced:
+            self.scheduler.finish_decoded(self.now)
 
     # ------------------------------------------------------------------------------ the loop
 
@@ -343,7 +347,9 @@ def simulate(requests: Requests, cost: StepCost, config: EngineConfig, *, debug:
     with gc_paused():
         eng = Engine(requests.validate(), cost, config, fast_forward)
         eng.run(debug)
-        return eng.result(cost.mode, False, time.perf_counter() - t0)
+        res = eng.result(cost.mode, False, time.perf_counter() - t0)
+        del eng  # freed before the collector is back (else its first pass walks every object of the run)
+    return res
 
 
 def simulate_sequential(requests: Requests, cost: StepCost) -> SimResult:
@@ -358,4 +364,6 @@ def simulate_sequential(requests: Requests, cost: StepCost) -> SimResult:
     with gc_paused():
         eng = Engine(requests.validate(), cost, cfg)
         eng.run()
-        return eng.result(cost.mode, True, time.perf_counter() - t0)
+        res = eng.result(cost.mode, True, time.perf_counter() - t0)
+        del eng
+    return res

@@ -230,13 +230,15 @@ class Scheduler:
         chunks = []
         # running prefills, in admission order
         prefilling = self.prefilling
+        bs = pool.block_size
         i = 0
         while i < len(prefilling) and budget > 0:
             req = prefilling[i]
             new = min(req.num_tokens - req.num_computed, budget)
-            blocks = pool.blocks_for(req, req.num_computed + new)
+            # pool.blocks_for(req, req.num_computed + new), inlined (cdiv minus the blocks req holds)
+            blocks = -((req.num_computed + new) // -bs) - req.num_cached_blocks - req.num_uncached_blocks
             victim = None
-            while blocks > pool.num_free() and victim is not req:
+            while blocks > pool.num_free_uncached + pool.num_evictable and victim is not req:
                 victim = self.preempt_latest()
                 preempted = True
             if victim is req:
