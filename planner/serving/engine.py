@@ -193,8 +193,10 @@ class Engine:
                 run_s = self.decode_run_time_fn()[0]
             dt = run_s(n)
             self.prev_step_start_s = self.now + run_s(n - 1)
-            tokens_end = batch.tokens_after(batch.num_decode_steps + n)
-            extra = batch.blocks_needed(tokens_end - batch.tokens_advanced) - first_need
+            # tokens each decoder advances over the run (n: tokens_after is the identity without speculative decoding)
+            advance = n if not batch.num_spec_tokens else \
+                batch.tokens_after(batch.num_decode_steps + n) - batch.tokens_advanced
+            extra = batch.blocks_needed(advance) - first_need
             if extra > 0:
                 self.pool.take(extra)
         self.now += dt
