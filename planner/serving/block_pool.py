@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections import deque
 
 from planner.serving.request import Request
-from planner.units import cdiv
 
 
 class CachedRun:
@@ -61,6 +60,9 @@ class BlockPool:
     def take(self, m: int) -> None:
         """Allocate m blocks: uncached free blocks first, then evict cached unreferenced blocks,
         least recently freed first (each run's blocks from its last block down)."""
+        if m <= self.num_free_uncached:  # the common case: no eviction
+            self.num_free_uncached -= m
+            return
         t = min(self.num_free_uncached, m)
         self.num_free_uncached -= t
         m -= t
@@ -138,7 +140,7 @@ class BlockPool:
         vLLM would cache them too, but nothing can hit them, and skipping them keeps the simulator
         fast."""
         bs = self.block_size
-        req.num_uncached_blocks = cdiv(computed, bs) - req.num_cached_blocks
+        req.num_uncached_blocks = -(computed // -bs) - req.num_cached_blocks  # cdiv(computed, bs)
         if self.prefix_caching:
             full = computed // bs
             if not (recompute or req.has_next_turn) and full > req.shared_prefix_blocks:
@@ -210,7 +212,7 @@ class BlockPool:
     def blocks_for(self, req: Request, tokens: int, hit_blocks: int = 0) -> int:
         """New blocks req must take to hold its first ``tokens`` tokens: beyond the blocks it holds and the
         ``hit_blocks`` cached blocks of its prefix it is about to reference (:meth:`admit`)."""
-        return cdiv(tokens, self.block_size) - req.num_cached_blocks - req.num_uncached_blocks - hit_blocks
+        return -(tokens // -self.block_size) - req.num_cached_blocks - req.num_uncached_blocks - hit_blocks  # cdiv
 
     def admit(self, req: Request, hit_blocks: int, new_tokens: int) -> None:
         """req (holding no blocks: new, or released when preempted) starts at its cached prefix of ``hit_blocks``
@@ -228,7 +230,7 @@ class BlockPool:
     def allocate_chunk(self, req: Request, new_tokens: int) -> None:
         """Allocate blocks for req's next ``new_tokens`` prompt tokens and cache its full blocks."""
         end = req.num_computed + new_tokens
-        need = self.blocks_for(req, end)
+        need = -(end // -self.block_size) - req.num_cached_blocks - req.num_uncached_blocks  # blocks_for(req, end)
         if need > 0:
             self.take(need)
             req.num_uncached_blocks += need

@@ -75,8 +75,8 @@ class DecodeBatch:
 
     def advance(self, steps: int) -> None:
         """``steps`` decode steps ran."""
-        self.num_decode_steps += steps
-        self.tokens_advanced = self.tokens_after(self.num_decode_steps)
+        steps = self.num_decode_steps = self.num_decode_steps + steps
+        self.tokens_advanced = steps if not self.num_spec_tokens else self.tokens_after(steps)  # (the identity without)
 
     def blocks_needed(self, advance: int) -> int:
         """New blocks the decoders need to advance ``advance`` tokens from the current position.
@@ -85,6 +85,8 @@ class DecodeBatch:
         ceil((c + a)/16) − ceil(c/16) = q + [r = 0 and rem > 0] + [r > 16 − rem] more (a = 16q + rem);
         decoders are counted by r, so this is a few list sums, not a loop over requests."""
         bs, tokens, counts = self.block_size, self.tokens_advanced, self.count_by_block_phase
+        if advance == 1 and bs > 1:  # the common case (one decode step): q = 0, rem = 1
+            return counts[(-tokens) % bs]
         q, rem = divmod(advance, bs)
         total = q * self.num_running_seqs
         if rem:

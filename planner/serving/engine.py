@@ -10,8 +10,11 @@ chat requests take well under a second (``benchmarks/simulate_speed.py``).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import time
+from operator import attrgetter
 
 import numpy as np
 
@@ -21,9 +24,10 @@ from planner.serving.decode_batch import DecodeBatch
 from planner.serving.request import DONE, NAN, build_requests
 from planner.serving.result import SimResult
 from planner.serving.scheduler import Chunk, Scheduler
+from planner.roofline import attended_prefill, prefill_kv_read
 from planner.serving.step_cost import StepCost, sum_max_linear
 from planner.serving.workloads import Requests
-from planner.units import cdiv
+from planner.units import SCALAR, cdiv
 
 INF = math.inf
 
@@ -67,7 +71,8 @@ class Engine:
     def decode_step_s(self) -> float:
         """Seconds of one step of the decoders alone (draft included)."""
         load = self.batch.load(self.batch.tokens_advanced)
-        return self.cost.step_s(load[0], load[1], 0.0, load[2], load[3]) + self.draft_s(load[3])
+        return self.cost.step_s(load[0], load[1], 0.0, load[2], load[3]) + (
+            self.draft_s(load[3]) if self.draft_cost_steps else 0.0)  # (draft_s's 0.0, without the call)
 
     def decode_run_time_fn(self):
         """(S, first step's seconds, growth per step): S(n) = seconds of the next n pure-decode steps,
@@ -106,18 +111,23 @@ class Engine:
             tokens, sampled, att_decode, kv_read = batch.load(batch.tokens_advanced)
             if self.draft_cost_steps:
                 draft_s = self.draft_s(kv_read)
+        mc = cost.model_costs  # cost.attended_prefill / cost.prefill_kv_read, called directly
+        computed = 0
         for _, start, new in chunks:
             tokens += new
             sampled += 1
-            att_prefill += cost.attended_prefill(start, new)
-            kv_read += cost.prefill_kv_read(start)
-            self.prefill_tokens_computed += new
+            att_prefill += attended_prefill(mc, start, new, SCALAR)
+            kv_read += prefill_kv_read(mc, start, SCALAR)
+            computed += new
+        self.prefill_tokens_computed += computed
         self.prev_step_start_s = self.now
         self.now += cost.step_s(tokens, sampled, att_prefill, att_decode, kv_read) + draft_s
         self.num_steps += 1
         if batch.num_running_seqs:
             batch.advance(1)
-            self.scheduler.finish_decoded(self.now)
+            heap = batch.finish_heap  # finish_decoded's own first test, inline: most steps finish no one
+            if heap and heap[0][0] <= batch.tokens_advanced:
+                self.scheduler.finish_decoded(self.now)
         self.scheduler.update_prefills(chunks, self.now)
 
     def fast_forward_limit(self, first_need: int) -> tuple[int, object]:
@@ -127,20 +137,27 @@ class Engine:
         batch, scheduler = self.batch, self.scheduler
         if not self.fast_forward:
             return 1, None
-        tokens, sampled = batch.load(batch.tokens_advanced)[:2]
-        if self.cost.launch_s(tokens, sampled):
+        tokens = batch.num_running_seqs * (batch.num_spec_tokens + 1)  # batch.load()'s tokens and sampled
+        if self.cost.launch_s(tokens, tokens):
             return 1, None  # eager decode steps (a CPU launch floor) have no closed-form run sum
         finish_at = batch.next_finish()
-        n = batch.steps_until_tokens(finish_at) if finish_at is not None else 1
+        if finish_at is None:
+            n = 1
+        elif not batch.num_spec_tokens:  # steps_until_tokens without speculative decoding, inlined
+            n = finish_at - batch.num_decode_steps
+            n = n if n > 1 else 1
+        else:
+            n = batch.steps_until_tokens(finish_at)
         if batch.num_sliding_layers:
             window_exit_at = batch.next_window_exit()
             if window_exit_at is not None:
                 n = min(n, batch.steps_until_tokens(window_exit_at))
         # KV: keep the decoders' block needs within the free pool (plus what step 1 already took)
         if n > 1:
-            avail = self.pool.num_free() + first_need
+            pool = self.pool
+            avail = pool.num_free_uncached + pool.num_evictable + first_need
             steps0, tokens0 = batch.num_decode_steps, batch.tokens_advanced
-            advance = batch.tokens_after(steps0 + n) - tokens0
+            advance = n if not batch.num_spec_tokens else batch.tokens_after(steps0 + n) - tokens0
             if batch.num_running_seqs * (advance // batch.block_size + 1) > avail:
                 lo, hi = 1, n  # blocks_needed(after lo steps) <= avail holds for lo = 1
                 while hi - lo > 1:
@@ -176,19 +193,23 @@ class Engine:
                 run_s = self.decode_run_time_fn()[0]
             dt = run_s(n)
             self.prev_step_start_s = self.now + run_s(n - 1)
-            tokens_end = batch.tokens_after(batch.num_decode_steps + n)
-            extra = batch.blocks_needed(tokens_end - batch.tokens_advanced) - first_need
+            # tokens each decoder advances over the run (n: tokens_after is the identity without speculative decoding)
+            advance = n if not batch.num_spec_tokens else \
+                batch.tokens_after(batch.num_decode_steps + n) - batch.tokens_advanced
+            extra = batch.blocks_needed(advance) - first_need
             if extra > 0:
                 self.pool.take(extra)
         self.now += dt
         self.num_steps += n
         batch.advance(n)
-        self.scheduler.finish_decoded(self.now)
+        heap = batch.finish_heap  # finish_decoded's own first test, inline: most steps finish no one
+        if heap and heap[0][0] <= batch.tokens_advanced:
+            self.scheduler.finish_decoded(self.now)
 
     # ------------------------------------------------------------------------------ the loop
 
     def record(self) -> None:
-        """Sample the time series (inline arithmetic: called at every event)."""
+        """Sample the time series (inline arithmetic: called at every event; :meth:`run` inlines it)."""
         pool, scheduler = self.pool, self.scheduler
         self.series_t_s.append(self.now)
         self.series_blocks_used.append(pool.num_blocks - pool.num_free_uncached - pool.num_evictable)
@@ -212,25 +233,35 @@ class Engine:
             assert r.num_cached_blocks <= cdiv(r.context_offset + tokens, bs), ("decode blocks", r.index)
 
     def run(self, debug: bool = False) -> None:
-        scheduler, batch = self.scheduler, self.batch
+        scheduler, batch, pool = self.scheduler, self.batch, self.pool
+        # hot loop: bound methods and the time series' appends in locals; record() inlined
+        admit_arrivals, schedule = scheduler.admit_arrivals, scheduler.schedule
+        step_mixed, step_decode = self.step_mixed, self.step_decode
+        append_t, append_used = self.series_t_s.append, self.series_blocks_used.append
+        append_waiting, append_running = self.series_waiting.append, self.series_running.append
+        waiting, prefilling = scheduler.waiting, scheduler.prefilling  # (the scheduler keeps these objects)
+        num_blocks, sliding = pool.num_blocks, batch.num_sliding_layers
         while True:
-            scheduler.admit_arrivals(self.now, self.prev_step_start_s)
-            if not (batch.num_running_seqs or scheduler.prefilling or scheduler.waiting):
+            admit_arrivals(self.now, self.prev_step_start_s)
+            if not (batch.num_running_seqs or prefilling or waiting):
                 t = scheduler.next_arrival_s()
                 if t == INF:
                     break
                 self.record()
                 self.now = t
                 continue
-            if batch.num_sliding_layers:
+            if sliding:
                 batch.update_window()
             self.num_events += 1
-            plan = scheduler.schedule()
-            self.record()
+            plan = schedule()
+            append_t(self.now)
+            append_used(num_blocks - pool.num_free_uncached - pool.num_evictable)
+            append_waiting(len(waiting))
+            append_running(batch.num_running_seqs + len(prefilling))
             if plan.chunks:
-                self.step_mixed(plan.chunks)
+                step_mixed(plan.chunks)
             elif batch.num_running_seqs:
-                self.step_decode(plan.decode_blocks, fast_forward=not plan.preempted)
+                step_decode(plan.decode_blocks, not plan.preempted)
             elif not plan.preempted:  # nothing runnable: the waiting head cannot be placed even in an empty engine
                 scheduler.reject_waiting_head(self.now)
             if debug:
@@ -245,14 +276,15 @@ class Engine:
         f = np.fromiter
         n = len(rs)
         scheduler, pool = self.scheduler, self.pool
+        done = f((r.state == DONE for r in rs), bool, n)
         return SimResult(
-            arrival_s=f((r.arrival_s for r in rs), float, n),
-            first_token_s=f((r.first_token_s if r.state == DONE else NAN for r in rs), float, n),
-            finish_s=f((r.finish_s if r.state == DONE else NAN for r in rs), float, n),
-            prompt_tokens=f((r.prompt_tokens for r in rs), np.int64, n),
-            output_tokens=f((r.output_tokens for r in rs), np.int64, n),
-            cached_prompt_tokens=f((max(r.cached_prompt_tokens, 0) for r in rs), np.int64, n),
-            preemptions_per_request=f((r.num_preemptions for r in rs), np.int64, n),
+            arrival_s=f(map(attrgetter("arrival_s"), rs), float, n),
+            first_token_s=np.where(done, f(map(attrgetter("first_token_s"), rs), float, n), NAN),
+            finish_s=np.where(done, f(map(attrgetter("finish_s"), rs), float, n), NAN),
+            prompt_tokens=f(map(attrgetter("prompt_tokens"), rs), np.int64, n),
+            output_tokens=f(map(attrgetter("output_tokens"), rs), np.int64, n),
+            cached_prompt_tokens=np.maximum(f(map(attrgetter("cached_prompt_tokens"), rs), np.int64, n), 0),
+            preemptions_per_request=f(map(attrgetter("num_preemptions"), rs), np.int64, n),
             request_overhead_s=self.scheduler.request_overhead_s,
             series_t_s=np.asarray(self.series_t_s, dtype=float),
             series_kv_usage=np.asarray(self.series_blocks_used, dtype=float) / max(pool.num_blocks, 1),
@@ -293,6 +325,20 @@ def steps_to_reach(run_s, d0: float, d1: float, target: float, n: int) -> int:
     return m
 
 
+@contextlib.contextmanager
+def gc_paused():
+    """The cyclic garbage collector off while a run builds and drops its ~10⁵ objects (requests, heap entries,
+    step plans): its passes over them cost ~7% of a run and find nothing — a run's objects form no reference
+    cycles, so reference counting frees them all.  Restored afterwards (left off if it was off)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def simulate(requests: Requests, cost: StepCost, config: EngineConfig, *, debug: bool = False,
              fast_forward: bool = True) -> SimResult:
     """Simulate ``requests`` on one replica with step costs ``cost`` and engine knobs ``config``.
@@ -300,9 +346,12 @@ def simulate(requests: Requests, cost: StepCost, config: EngineConfig, *, debug:
     ``debug`` re-checks the block accounting from scratch after every event; ``fast_forward=False``
     simulates every decode step one by one (both for tests: same results, much slower)."""
     t0 = time.perf_counter()
-    eng = Engine(requests.validate(), cost, config, fast_forward)
-    eng.run(debug)
-    return eng.result(cost.mode, False, time.perf_counter() - t0)
+    with gc_paused():
+        eng = Engine(requests.validate(), cost, config, fast_forward)
+        eng.run(debug)
+        res = eng.result(cost.mode, False, time.perf_counter() - t0)
+        del eng  # freed before the collector is back (else its first pass walks every object of the run)
+    return res
 
 
 def simulate_sequential(requests: Requests, cost: StepCost) -> SimResult:
@@ -314,6 +363,9 @@ def simulate_sequential(requests: Requests, cost: StepCost) -> SimResult:
     cfg = EngineConfig(kv_capacity_tokens=longest + 16, max_num_seqs=1,
                        max_num_batched_tokens=int(requests.prompt_tokens.max()) + int(requests.output_tokens.max()),
                        enable_prefix_caching=False, spec=None)
-    eng = Engine(requests.validate(), cost, cfg)
-    eng.run()
-    return eng.result(cost.mode, True, time.perf_counter() - t0)
+    with gc_paused():
+        eng = Engine(requests.validate(), cost, cfg)
+        eng.run()
+        res = eng.result(cost.mode, True, time.perf_counter() - t0)
+        del eng
+    return res

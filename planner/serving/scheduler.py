@@ -21,8 +21,7 @@ import numpy as np
 from planner.serving.block_pool import BlockPool
 from planner.serving.config import EngineConfig
 from planner.serving.decode_batch import DecodeBatch
-from planner.serving.request import DONE, NAN, PREFILL, REJECTED, WAITING, Request
-from planner.units import cdiv
+from planner.serving.request import DECODE, DONE, NAN, PREFILL, REJECTED, WAITING, Request
 
 INF = float("inf")
 
@@ -72,7 +71,7 @@ class Scheduler:
         else:
             idx = np.flatnonzero(~np.isnan(arrival_s))
             idx = idx[np.argsort(arrival_s[idx], kind="stable")]
-            self.timed_arrivals = [(float(arrival_s[i]), int(i)) for i in idx]
+            self.timed_arrivals = list(zip(arrival_s[idx].tolist(), idx.tolist()))  # (float, int) pairs
             self.released_arrivals = []
             self.next_closed_loop = n
         self.next_timed = 0  # index of the next timed arrival
@@ -103,10 +102,13 @@ class Scheduler:
         cutoff = now
         if self.async_scheduling and (self.batch.num_running_seqs or self.prefilling or self.waiting):
             cutoff = prev_step_start_s  # the step starting now was scheduled when the last one started
-        timed, released = self.timed_arrivals, self.released_arrivals
-        while self.next_timed < len(timed) and timed[self.next_timed][0] <= cutoff:
-            self.arrive(timed[self.next_timed], now)
-            self.next_timed += 1
+        timed, released, i = self.timed_arrivals, self.released_arrivals, self.next_timed
+        if i < len(timed) and timed[i][0] <= cutoff:
+            num_timed = len(timed)
+            while i < num_timed and timed[i][0] <= cutoff:
+                self.arrive(timed[i], now)
+                i += 1
+            self.next_timed = i
         while released and released[0][0] <= cutoff:
             self.arrive(heapq.heappop(released), now)
 
@@ -115,7 +117,7 @@ class Scheduler:
         req = self.requests[i]
         req.arrival_s = t
         pool = self.pool
-        if cdiv(req.prompt_tokens + req.output_tokens, pool.block_size) > pool.num_blocks:
+        if -((req.prompt_tokens + req.output_tokens) // -pool.block_size) > pool.num_blocks:  # cdiv, inlined
             self.reject(req, now)  # can never fit: vLLM rejects it
             return
         req.state = WAITING
@@ -152,10 +154,13 @@ class Scheduler:
     def finish_decoded(self, now: float) -> None:
         """Finish every decoder whose last token is out."""
         batch = self.batch
-        heap = batch.finish_heap
-        if not heap or heap[0][0] > batch.tokens_advanced:
+        heap, tokens = batch.finish_heap, batch.tokens_advanced
+        if not heap or heap[0][0] > tokens:
             return  # the common case, checked inline (hot path)
-        while (req := batch.pop_finished()) is not None:
+        while heap and heap[0][0] <= tokens:  # batch.pop_finished(), inlined
+            _, seq, req = heapq.heappop(heap)
+            if req.state != DECODE or req.admit_seq != seq:
+                continue  # stale: preempted since
             computed = batch.leave(req)
             req.num_generated = req.output_tokens
             self.finish(req, computed, now)
@@ -163,15 +168,16 @@ class Scheduler:
     def update_prefills(self, chunks: list[Chunk], now: float) -> None:
         """After a step: the chunks' tokens are computed; a finished prompt samples its first token
         and joins the decoders (or finishes, with one output token)."""
+        prefilling = self.prefilling
         for req, start, new in chunks:
-            req.num_computed = start + new
-            if req.num_computed >= req.num_tokens:
-                self.prefilling.remove(req)
-                req.num_generated += 1
+            computed = req.num_computed = start + new
+            if computed >= req.num_tokens:
+                prefilling.remove(req)
+                generated = req.num_generated = req.num_generated + 1
                 if req.first_token_s != req.first_token_s:  # NaN: the first token
                     req.first_token_s = now
-                if req.num_generated >= req.output_tokens:
-                    self.finish(req, req.num_computed, now)
+                if generated >= req.output_tokens:
+                    self.finish(req, computed, now)
                 else:
                     self.batch.join(req)
 
@@ -199,13 +205,17 @@ class Scheduler:
         """One scheduling pass: the decoders' next tokens first, then running prefills, then waiting
         requests (FCFS), within the token budget and the pool."""
         batch, pool = self.batch, self.pool
-        advance = batch.tokens_after(batch.num_decode_steps + 1) - batch.tokens_advanced if batch.num_running_seqs else 0
-        if batch.num_running_seqs and not self.prefilling and not self.waiting:  # the common case: decodes only
-            need = batch.blocks_needed(advance)
-            if need <= pool.num_free_uncached + pool.num_evictable:
-                if need:
-                    pool.take(need)
-                return StepPlan((), False, need)
+        advance = 0
+        if batch.num_running_seqs:
+            # tokens the next step adds to each context: 1 without speculative decoding (tokens_after is the identity)
+            advance = 1 if not batch.num_spec_tokens else \
+                batch.tokens_after(batch.num_decode_steps + 1) - batch.tokens_advanced
+            if not self.prefilling and not self.waiting:  # the common case: decodes only
+                need = batch.blocks_needed(advance)
+                if need <= pool.num_free_uncached + pool.num_evictable:
+                    if need:
+                        pool.take(need)
+                    return StepPlan((), False, need)
         preempted = False
         need = batch.blocks_needed(advance) if batch.num_running_seqs else 0
         while batch.num_running_seqs and need > pool.num_free():
@@ -220,13 +230,15 @@ class Scheduler:
         chunks = []
         # running prefills, in admission order
         prefilling = self.prefilling
+        bs = pool.block_size
         i = 0
         while i < len(prefilling) and budget > 0:
             req = prefilling[i]
             new = min(req.num_tokens - req.num_computed, budget)
-            blocks = pool.blocks_for(req, req.num_computed + new)
+            # pool.blocks_for(req, req.num_computed + new), inlined (cdiv minus the blocks req holds)
+            blocks = -((req.num_computed + new) // -bs) - req.num_cached_blocks - req.num_uncached_blocks
             victim = None
-            while blocks > pool.num_free() and victim is not req:
+            while blocks > pool.num_free_uncached + pool.num_evictable and victim is not req:
                 victim = self.preempt_latest()
                 preempted = True
             if victim is req:
@@ -244,22 +256,27 @@ class Scheduler:
         """Admit waiting requests FCFS while the token budget, max_num_seqs and the pool allow."""
         pool, batch, waiting, prefilling = self.pool, self.batch, self.waiting, self.prefilling
         bs, prefix_caching = pool.block_size, self.prefix_caching
-        while waiting and budget > 0 and batch.num_running_seqs + len(prefilling) < self.max_num_seqs:
+        # free sequence slots (admissions join the prefills; the decoders do not change here)
+        slots = self.max_num_seqs - batch.num_running_seqs - len(prefilling)
+        queries = hits = 0
+        while waiting and budget > 0 and slots > 0:
             req = waiting[0]
             hit = evictable = 0
-            if prefix_caching and req.num_computed == 0:
+            if prefix_caching and req.num_computed == 0 and pool.runs:  # (no runs: lookup finds nothing)
                 hit, evictable = pool.lookup(req)
             start = hit * bs
-            new = min(req.num_tokens - start, budget)
-            blocks = pool.blocks_for(req, start + new, hit)
-            if blocks + evictable > pool.num_free():
+            num_tokens = req.num_tokens
+            new = num_tokens - start if num_tokens - start < budget else budget
+            # pool.blocks_for(req, start + new, hit), inlined: cdiv(start + new, bs) minus the blocks held and hit
+            blocks = -((start + new) // -bs) - req.num_cached_blocks - req.num_uncached_blocks - hit
+            if blocks + evictable > pool.num_free_uncached + pool.num_evictable:
                 break
             waiting.popleft()
             if not req.prefix_queried:  # prefix-cache hit statistics: first admission only
                 req.prefix_queried = True
                 req.cached_prompt_tokens = start
-            self.prefix_cache_queries_tokens += req.num_tokens
-            self.prefix_cache_hits_tokens += start
+            queries += num_tokens
+            hits += start
             pool.admit(req, hit, new)
             req.state = PREFILL
             req.admit_seq = self.next_admit_seq
@@ -267,3 +284,6 @@ class Scheduler:
             prefilling.append(req)
             chunks.append(Chunk(req, start, new))
             budget -= new
+            slots -= 1
+        self.prefix_cache_queries_tokens += queries
+        self.prefix_cache_hits_tokens += hits
