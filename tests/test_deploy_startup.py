@@ -3,6 +3,8 @@ command refusing such a plan (exit 1, one line, no files)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import make_deployment, make_gpu, mistral_7b
 from typer.testing import CliRunner
@@ -110,6 +112,10 @@ def test_deploy_refuses_a_plan_that_would_not_start(tmp_path, args, flag):
 
 
 def test_deploy_refuses_a_model_no_layout_can_hold():
-    """Llama 3.1 405B bf16 on one 8 × H100 node (--tp 8, PP 1): 811 GB of weights on 8 × 79 GiB."""
-    r = CliRunner().invoke(app, ["deploy", "-m", "llama-3.1-405b", "-g", "h100-sxm", "--tp", "8"])
+    """Llama 3.1 405B bf16 on one 8 × H100 node (--tp 8 --pp 1): 811 GB of weights on 8 × 79 GiB.  With --tp 8
+    alone the PP is the engine's ("more only when no node holds the model"): TP 8 × PP 2 on two nodes."""
+    r = CliRunner().invoke(app, ["deploy", "-m", "llama-3.1-405b", "-g", "h100-sxm", "--tp", "8", "--pp", "1"])
     assert r.exit_code == 1 and r.output.startswith("error: infeasible: --gpu-memory-utilization: does not fit")
+    r = CliRunner().invoke(app, ["deploy", "-m", "llama-3.1-405b", "-g", "h100-sxm", "--tp", "8", "--json"])
+    assert r.exit_code == 0, r.output
+    assert "--tensor-parallel-size 8 --pipeline-parallel-size 2" in json.loads(r.stdout)["serve_command"]

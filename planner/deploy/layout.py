@@ -43,7 +43,7 @@ class ReplicaLayout:
     pipeline_parallel: int
     gpus_per_node: int  # this replica's GPUs on each of its nodes
     nodes: int
-    auto: bool  # chosen by layout_candidates (True) or as asked (False)
+    auto: bool  # chosen by layout_candidates (True) or given (False: the fleet plan's TP/PP)
 
     @property
     def gpus(self) -> int:
@@ -55,7 +55,7 @@ class ReplicaLayout:
 
     def describe(self) -> str:
         where = f"{self.nodes} nodes × {self.gpus_per_node} GPUs" if self.multi_node else "one node"
-        how = "chosen: the smallest layout that starts" if self.auto else "as asked"
+        how = "chosen: the smallest layout that starts" if self.auto else "the fleet plan's: TP/PP as asked, else chosen"
         return (f"TP {self.tensor_parallel} × PP {self.pipeline_parallel} = {self.gpus} GPU(s) per replica on "
                 f"{where} ({how})")
 
