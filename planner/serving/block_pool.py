@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import deque
 
 from planner.serving.request import Request
+from planner.units import cdiv
 
 
 class CachedRun:
@@ -140,7 +141,7 @@ class BlockPool:
         vLLM would cache them too, but nothing can hit them, and skipping them keeps the simulator
         fast."""
         bs = self.block_size
-        req.num_uncached_blocks = -(computed // -bs) - req.num_cached_blocks  # cdiv(computed, bs)
+        req.num_uncached_blocks = cdiv(computed, bs) - req.num_cached_blocks
         if self.prefix_caching:
             full = computed // bs
             if not (recompute or req.has_next_turn) and full > req.shared_prefix_blocks:
@@ -212,7 +213,7 @@ class BlockPool:
     def blocks_for(self, req: Request, tokens: int, hit_blocks: int = 0) -> int:
         """New blocks req must take to hold its first ``tokens`` tokens: beyond the blocks it holds and the
         ``hit_blocks`` cached blocks of its prefix it is about to reference (:meth:`admit`)."""
-        return -(tokens // -self.block_size) - req.num_cached_blocks - req.num_uncached_blocks - hit_blocks  # cdiv
+        return cdiv(tokens, self.block_size) - req.num_cached_blocks - req.num_uncached_blocks - hit_blocks
 
     def admit(self, req: Request, hit_blocks: int, new_tokens: int) -> None:
         """req (holding no blocks: new, or released when preempted) starts at its cached prefix of ``hit_blocks``
@@ -230,7 +231,7 @@ class BlockPool:
     def allocate_chunk(self, req: Request, new_tokens: int) -> None:
         """Allocate blocks for req's next ``new_tokens`` prompt tokens and cache its full blocks."""
         end = req.num_computed + new_tokens
-        need = -(end // -self.block_size) - req.num_cached_blocks - req.num_uncached_blocks  # blocks_for(req, end)
+        need = self.blocks_for(req, end)
         if need > 0:
             self.take(need)
             req.num_uncached_blocks += need

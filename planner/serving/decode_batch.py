@@ -75,8 +75,8 @@ class DecodeBatch:
 
     def advance(self, steps: int) -> None:
         """``steps`` decode steps ran."""
-        steps = self.num_decode_steps = self.num_decode_steps + steps
-        self.tokens_advanced = steps if not self.num_spec_tokens else self.tokens_after(steps)  # (the identity without)
+        self.num_decode_steps += steps
+        self.tokens_advanced = self.tokens_after(self.num_decode_steps)
 
     def blocks_needed(self, advance: int) -> int:
         """New blocks the decoders need to advance ``advance`` tokens from the current position.

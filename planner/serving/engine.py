@@ -24,10 +24,9 @@ from planner.serving.decode_batch import DecodeBatch
 from planner.serving.request import DONE, NAN, build_requests
 from planner.serving.result import SimResult
 from planner.serving.scheduler import Chunk, Scheduler
-from planner.roofline import attended_prefill, prefill_kv_read
 from planner.serving.step_cost import StepCost, sum_max_linear
 from planner.serving.workloads import Requests
-from planner.units import SCALAR, cdiv
+from planner.units import cdiv
 
 INF = math.inf
 
@@ -71,8 +70,7 @@ class Engine:
     def decode_step_s(self) -> float:
         """Seconds of one step of the decoders alone (draft included)."""
         load = self.batch.load(self.batch.tokens_advanced)
-        return self.cost.step_s(load[0], load[1], 0.0, load[2], load[3]) + (
-            self.draft_s(load[3]) if self.draft_cost_steps else 0.0)  # (draft_s's 0.0, without the call)
+        return self.cost.step_s(load[0], load[1], 0.0, load[2], load[3]) + self.draft_s(load[3])
 
     def decode_run_time_fn(self):
         """(S, first step's seconds, growth per step): S(n) = seconds of the next n pure-decode steps,
@@ -111,23 +109,18 @@ class Engine:
             tokens, sampled, att_decode, kv_read = batch.load(batch.tokens_advanced)
             if self.draft_cost_steps:
                 draft_s = self.draft_s(kv_read)
-        mc = cost.model_costs  # cost.attended_prefill / cost.prefill_kv_read, called directly
-        computed = 0
         for _, start, new in chunks:
             tokens += new
             sampled += 1
-            att_prefill += attended_prefill(mc, start, new, SCALAR)
-            kv_read += prefill_kv_read(mc, start, SCALAR)
-            computed += new
-        self.prefill_tokens_computed += computed
+            att_prefill += cost.attended_prefill(start, new)
+            kv_read += cost.prefill_kv_read(start)
+            self.prefill_tokens_computed += new
         self.prev_step_start_s = self.now
         self.now += cost.step_s(tokens, sampled, att_prefill, att_decode, kv_read) + draft_s
         self.num_steps += 1
         if batch.num_running_seqs:
             batch.advance(1)
-            heap = batch.finish_heap  # finish_decoded's own first test, inline: most steps finish no one
-            if heap and heap[0][0] <= batch.tokens_advanced:
-                self.scheduler.finish_decoded(self.now)
+            self.scheduler.finish_decoded(self.now)
         self.scheduler.update_prefills(chunks, self.now)
 
     def fast_forward_limit(self, first_need: int) -> tuple[int, object]:
@@ -137,27 +130,20 @@ class Engine:
         batch, scheduler = self.batch, self.scheduler
         if not self.fast_forward:
             return 1, None
-        tokens = batch.num_running_seqs * (batch.num_spec_tokens + 1)  # batch.load()'s tokens and sampled
-        if self.cost.launch_s(tokens, tokens):
+        tokens, sampled = batch.load(batch.tokens_advanced)[:2]
+        if self.cost.launch_s(tokens, sampled):
             return 1, None  # eager decode steps (a CPU launch floor) have no closed-form run sum
         finish_at = batch.next_finish()
-        if finish_at is None:
-            n = 1
-        elif not batch.num_spec_tokens:  # steps_until_tokens without speculative decoding, inlined
-            n = finish_at - batch.num_decode_steps
-            n = n if n > 1 else 1
-        else:
-            n = batch.steps_until_tokens(finish_at)
+        n = batch.steps_until_tokens(finish_at) if finish_at is not None else 1
         if batch.num_sliding_layers:
             window_exit_at = batch.next_window_exit()
             if window_exit_at is not None:
                 n = min(n, batch.steps_until_tokens(window_exit_at))
         # KV: keep the decoders' block needs within the free pool (plus what step 1 already took)
         if n > 1:
-            pool = self.pool
-            avail = pool.num_free_uncached + pool.num_evictable + first_need
+            avail = self.pool.num_free() + first_need
             steps0, tokens0 = batch.num_decode_steps, batch.tokens_advanced
-            advance = n if not batch.num_spec_tokens else batch.tokens_after(steps0 + n) - tokens0
+            advance = batch.tokens_after(steps0 + n) - tokens0
             if batch.num_running_seqs * (advance // batch.block_size + 1) > avail:
                 lo, hi = 1, n  # blocks_needed(after lo steps) <= avail holds for lo = 1
                 while hi - lo > 1:
@@ -193,23 +179,19 @@ class Engine:
                 run_s = self.decode_run_time_fn()[0]
             dt = run_s(n)
             self.prev_step_start_s = self.now + run_s(n - 1)
-            # tokens each decoder advances over the run (n: tokens_after is the identity without speculative decoding)
-            advance = n if not batch.num_spec_tokens else \
-                batch.tokens_after(batch.num_decode_steps + n) - batch.tokens_advanced
-            extra = batch.blocks_needed(advance) - first_need
+            tokens_end = batch.tokens_after(batch.num_decode_steps + n)
+            extra = batch.blocks_needed(tokens_end - batch.tokens_advanced) - first_need
             if extra > 0:
                 self.pool.take(extra)
         self.now += dt
         self.num_steps += n
         batch.advance(n)
-        heap = batch.finish_heap  # finish_decoded's own first test, inline: most steps finish no one
-        if heap and heap[0][0] <= batch.tokens_advanced:
-            self.scheduler.finish_decoded(self.now)
+        self.scheduler.finish_decoded(self.now)
 
     # ------------------------------------------------------------------------------ the loop
 
     def record(self) -> None:
-        """Sample the time series (inline arithmetic: called at every event; :meth:`run` inlines it)."""
+        """Sample the time series (inline arithmetic: called at every event)."""
         pool, scheduler = self.pool, self.scheduler
         self.series_t_s.append(self.now)
         self.series_blocks_used.append(pool.num_blocks - pool.num_free_uncached - pool.num_evictable)
@@ -233,14 +215,12 @@ class Engine:
             assert r.num_cached_blocks <= cdiv(r.context_offset + tokens, bs), ("decode blocks", r.index)
 
     def run(self, debug: bool = False) -> None:
-        scheduler, batch, pool = self.scheduler, self.batch, self.pool
-        # hot loop: bound methods and the time series' appends in locals; record() inlined
-        admit_arrivals, schedule = scheduler.admit_arrivals, scheduler.schedule
+        scheduler, batch = self.scheduler, self.batch
+        # hot loop: bound methods in locals
+        admit_arrivals, schedule, record = scheduler.admit_arrivals, scheduler.schedule, self.record
         step_mixed, step_decode = self.step_mixed, self.step_decode
-        append_t, append_used = self.series_t_s.append, self.series_blocks_used.append
-        append_waiting, append_running = self.series_waiting.append, self.series_running.append
         waiting, prefilling = scheduler.waiting, scheduler.prefilling  # (the scheduler keeps these objects)
-        num_blocks, sliding = pool.num_blocks, batch.num_sliding_layers
+        sliding = batch.num_sliding_layers
         while True:
             admit_arrivals(self.now, self.prev_step_start_s)
             if not (batch.num_running_seqs or prefilling or waiting):
@@ -254,10 +234,7 @@ class Engine:
                 batch.update_window()
             self.num_events += 1
             plan = schedule()
-            append_t(self.now)
-            append_used(num_blocks - pool.num_free_uncached - pool.num_evictable)
-            append_waiting(len(waiting))
-            append_running(batch.num_running_seqs + len(prefilling))
+            record()
             if plan.chunks:
                 step_mixed(plan.chunks)
             elif batch.num_running_seqs:

@@ -21,7 +21,8 @@ import numpy as np
 from planner.serving.block_pool import BlockPool
 from planner.serving.config import EngineConfig
 from planner.serving.decode_batch import DecodeBatch
-from planner.serving.request import DECODE, DONE, NAN, PREFILL, REJECTED, WAITING, Request
+from planner.serving.request import DONE, NAN, PREFILL, REJECTED, WAITING, Request
+from planner.units import cdiv
 
 INF = float("inf")
 
@@ -117,7 +118,7 @@ class Scheduler:
         req = self.requests[i]
         req.arrival_s = t
         pool = self.pool
-        if -((req.prompt_tokens + req.output_tokens) // -pool.block_size) > pool.num_blocks:  # cdiv, inlined
+        if cdiv(req.prompt_tokens + req.output_tokens, pool.block_size) > pool.num_blocks:
             self.reject(req, now)  # can never fit: vLLM rejects it
             return
         req.state = WAITING
@@ -154,13 +155,10 @@ class Scheduler:
     def finish_decoded(self, now: float) -> None:
         """Finish every decoder whose last token is out."""
         batch = self.batch
-        heap, tokens = batch.finish_heap, batch.tokens_advanced
-        if not heap or heap[0][0] > tokens:
+        heap = batch.finish_heap
+        if not heap or heap[0][0] > batch.tokens_advanced:
             return  # the common case, checked inline (hot path)
-        while heap and heap[0][0] <= tokens:  # batch.pop_finished(), inlined
-            _, seq, req = heapq.heappop(heap)
-            if req.state != DECODE or req.admit_seq != seq:
-                continue  # stale: preempted since
+        while (req := batch.pop_finished()) is not None:
             computed = batch.leave(req)
             req.num_generated = req.output_tokens
             self.finish(req, computed, now)
@@ -207,9 +205,7 @@ class Scheduler:
         batch, pool = self.batch, self.pool
         advance = 0
         if batch.num_running_seqs:
-            # tokens the next step adds to each context: 1 without speculative decoding (tokens_after is the identity)
-            advance = 1 if not batch.num_spec_tokens else \
-                batch.tokens_after(batch.num_decode_steps + 1) - batch.tokens_advanced
+            advance = batch.tokens_after(batch.num_decode_steps + 1) - batch.tokens_advanced
             if not self.prefilling and not self.waiting:  # the common case: decodes only
                 need = batch.blocks_needed(advance)
                 if need <= pool.num_free_uncached + pool.num_evictable:
@@ -230,15 +226,13 @@ class Scheduler:
         chunks = []
         # running prefills, in admission order
         prefilling = self.prefilling
-        bs = pool.block_size
         i = 0
         while i < len(prefilling) and budget > 0:
             req = prefilling[i]
             new = min(req.num_tokens - req.num_computed, budget)
-            # pool.blocks_for(req, req.num_computed + new), inlined (cdiv minus the blocks req holds)
-            blocks = -((req.num_computed + new) // -bs) - req.num_cached_blocks - req.num_uncached_blocks
+            blocks = pool.blocks_for(req, req.num_computed + new)
             victim = None
-            while blocks > pool.num_free_uncached + pool.num_evictable and victim is not req:
+            while blocks > pool.num_free() and victim is not req:
                 victim = self.preempt_latest()
                 preempted = True
             if victim is req:
@@ -266,10 +260,9 @@ class Scheduler:
                 hit, evictable = pool.lookup(req)
             start = hit * bs
             num_tokens = req.num_tokens
-            new = num_tokens - start if num_tokens - start < budget else budget
-            # pool.blocks_for(req, start + new, hit), inlined: cdiv(start + new, bs) minus the blocks held and hit
-            blocks = -((start + new) // -bs) - req.num_cached_blocks - req.num_uncached_blocks - hit
-            if blocks + evictable > pool.num_free_uncached + pool.num_evictable:
+            new = min(num_tokens - start, budget)
+            blocks = pool.blocks_for(req, start + new, hit)
+            if blocks + evictable > pool.num_free():
                 break
             waiting.popleft()
             if not req.prefix_queried:  # prefix-cache hit statistics: first admission only

@@ -73,8 +73,7 @@ class StepCost:
         contexts + prefill chunks' prior context)."""
         if tokens <= 0:
             return 0.0, 0.0, 0.0
-        terms = self.token_memo.get((tokens, sampled, att_prefill > 0))  # _token_terms' memo, read inline
-        const = (terms or self._token_terms(tokens, sampled, att_prefill > 0))[3]
+        const = self._token_terms(tokens, sampled, att_prefill > 0)[3]
         ac, am, _, _ = attention_parts(self.model_costs, self.hw_coeffs, tokens, att_prefill, att_decode, kv_read)
         return const, ac, am
 
@@ -83,17 +82,13 @@ class StepCost:
         """Seconds of one step: :attr:`planner.roofline.StepTime.total_s` of the same step, on floats."""
         if tokens <= 0:
             return 0.0
-        terms = self.token_memo.get((tokens, sampled, att_prefill > 0))  # _token_terms' memo, read inline
-        linear, comm, overhead, _, launch = terms or self._token_terms(tokens, sampled, att_prefill > 0)
+        linear, comm, overhead, _, launch = self._token_terms(tokens, sampled, att_prefill > 0)
         ac, am, _, _ = attention_parts(self.model_costs, self.hw_coeffs, tokens, att_prefill, att_decode, kv_read)
         return step_total(linear, ac, am, comm, overhead, max, launch)
 
     def launch_s(self, tokens: float, sampled: float, prefill: bool = False) -> float:
         """The CPU launch floor of a step of this shape (> 0 only above the largest CUDA graph)."""
-        if tokens <= 0:
-            return 0.0
-        terms = self.token_memo.get((tokens, sampled, prefill))  # _token_terms' memo, read inline
-        return (terms or self._token_terms(tokens, sampled, prefill))[4]
+        return self._token_terms(tokens, sampled, prefill)[4] if tokens > 0 else 0.0
 
     def attended_prefill(self, start: float, chunk: float) -> float:
         """:func:`planner.roofline.attended_prefill` on floats."""
@@ -116,10 +111,9 @@ def sum_max_linear(a1: float, b1: float, a2: float, b2: float, n: int) -> float:
         return 0.0
     d0, db = a1 - a2, b1 - b2
     if db == 0.0 or (d0 >= 0.0 and db > 0.0) or (d0 <= 0.0 and db < 0.0):
-        # one line throughout: _line_sum(a, b, 0, n), inlined (the common case; same operations)
         if d0 > 0.0 or (d0 == 0.0 and db >= 0.0):
-            return a1 * n + b1 * (n - 1) * n * 0.5
-        return a2 * n + b2 * (n - 1) * n * 0.5
+            return _line_sum(a1, b1, 0, n)
+        return _line_sum(a2, b2, 0, n)
     m = min(n, int(-d0 / db) + 1)  # j < m keep the sign of d0
     if d0 > 0.0:
         return _line_sum(a1, b1, 0, m) + _line_sum(a2, b2, m, n)
