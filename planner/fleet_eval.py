@@ -30,7 +30,7 @@ from planner.serving.load import (
     steady_saturation,
 )
 from planner.specs import Deployment, tensor_parallel_candidates
-from planner.startup import PIPELINE_STAGES, startup_check
+from planner.startup import pipeline_stages, startup_check
 
 __all__ = ["Evaluated", "KneeRun", "candidate_layouts", "clear_cache", "first_guess", "gpu_price", "resolve",
            "saturation_bound"]
@@ -134,7 +134,7 @@ def _deployment(q, g, tp: int, pp: int, dtype: str) -> Deployment:
 
 def candidate_layouts(q, m, g, prof, FleetCandidate):
     """``[(FleetCandidate, Setup | None)]`` for GPU ``g``: every TP × PP asked (default: TP 1, 2, 4, 8 within
-    the node at PP 1, and — PP left to the engine — the first PP of :data:`PIPELINE_STAGES` that starts when none does, at
+    the node at PP 1, and — PP left to the engine — the first PP of :func:`~planner.startup.pipeline_stages` that starts when none does, at
     the node's largest TP or at each TP asked);
     Setup None for a layout vLLM would not start (its reasons in the note); ``FleetCandidate`` the class
     (:class:`planner.fleet.FleetCandidate`, passed in: this module does not import the engine)."""
@@ -173,15 +173,17 @@ def candidate_layouts(q, m, g, prof, FleetCandidate):
     # asked within a node (`--tp 8` alone plans 8 x PP 2 where no node holds the model, as `--pp`'s help says:
     # "more only when no node holds the model"; `--tp 1` where TP 8 would hold it stays "does not fit")
     in_node = [t for t in tps if t <= g.max_gpus_per_node]
-    node_tps = tensor_parallel_candidates(m, g)
-    if (q.pipeline_parallels is None and in_node and not any(s for _, s in out)
-            and not (q.tensor_parallels and node_tps and max(node_tps) not in tps and one(max(node_tps), 1)[1])):
+
+    def node_holds_model() -> bool:  # at PP 1 at the node's largest TP (already tried, and failed, when asked)
+        node_tps = tensor_parallel_candidates(m, g)
+        return bool(node_tps) and max(node_tps) not in tps and one(max(node_tps), 1)[1] is not None
+
+    if q.pipeline_parallels is None and in_node and not any(s for _, s in out) and not node_holds_model():
         for tp in (in_node if q.tensor_parallels else [max(in_node)]):
-            for pp in PIPELINE_STAGES:
-                if pp <= m.num_layers:
-                    out.append(one(tp, pp))
-                    if out[-1][1] is not None:
-                        break
+            for pp in pipeline_stages(m.num_layers):
+                out.append(one(tp, pp))
+                if out[-1][1] is not None:
+                    break
     if not tps:
         out.append((not_started(1, 1, "does not start: no TP asked divides the attention heads within a node"), None))
     return out

@@ -35,6 +35,11 @@ MIN_HEADROOM_BYTES = 1.0 * GiB
 PIPELINE_STAGES = (2, 3, 4, 6, 8)
 
 
+def pipeline_stages(num_layers: int) -> tuple[int, ...]:
+    """The stage counts of :data:`PIPELINE_STAGES` a model of ``num_layers`` layers can be split into, in order."""
+    return tuple(pp for pp in PIPELINE_STAGES if pp <= num_layers)
+
+
 @dataclass(frozen=True)
 class StartupProblem:
     """One reason a deployment would not start: the field (flag) at fault and a sentence with numbers."""

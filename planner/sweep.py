@@ -33,7 +33,7 @@ from planner.quality import quality_estimate
 from planner.ranking import rank
 from planner.roofline import HwCoeffs, ModelCosts, hw_coeffs, model_costs
 from planner.specs import Deployment, GpuSpec, ModelSpec, Workload, tensor_parallel_candidates
-from planner.startup import PIPELINE_STAGES, startup_check
+from planner.startup import pipeline_stages, startup_check
 
 __all__ = ["BOUNDS", "DEFAULT_BATCH_SIZES", "MAX_SWEEP_ROWS", "SWEEP_COLUMNS", "sweep"]
 
@@ -142,7 +142,7 @@ def sweep(
       the attention heads (:func:`planner.specs.tensor_parallel_candidates`).  One replica = TP × PP GPUs
       (``num_gpus``), PP 1 — except, TPs left out, for a GPU and formats no layout of one node starts at the
       longest context: then also the fleet engine's layout across nodes, the first pipeline stage count of
-      :data:`planner.startup.PIPELINE_STAGES` at the node's TP that starts (:func:`_pipeline_layout`, the rule of
+      :func:`planner.startup.pipeline_stages` at the node's TP that starts (:func:`_pipeline_layout`, the rule of
       :func:`planner.fleet_eval.candidate_layouts`).
     * ``contexts``: **prompt** lengths to try (default: ``workload.prompt_tokens``); each row's
       ``context_tokens`` = prompt + ``workload.output_tokens`` (what a request holds at its end).
@@ -241,7 +241,7 @@ def sweep(
 def _pipeline_layout(model: ModelSpec, g: GpuSpec, wd: str, kv: str, tps: Sequence[int], prof: CalibrationProfile,
                      defaults: dict, context_tokens: int) -> tuple[int, int] | None:
     """``(TP, PP)`` across nodes for GPU ``g`` in these formats when no TP of ``tps`` (one node's) starts at PP 1
-    at ``context_tokens``: the first of :data:`~planner.startup.PIPELINE_STAGES` (within the layer count) at the
+    at ``context_tokens``: the first of :func:`~planner.startup.pipeline_stages` at the
     largest TP that starts, as :func:`planner.fleet_eval.candidate_layouts` tries them; None when a single-node
     layout starts, or none across nodes does."""
 
@@ -253,7 +253,7 @@ def _pipeline_layout(model: ModelSpec, g: GpuSpec, wd: str, kv: str, tps: Sequen
     if not tps or any(starts(tp, 1) for tp in tps):
         return None
     tp = max(tps)
-    return next(((tp, pp) for pp in PIPELINE_STAGES if pp <= model.num_layers and starts(tp, pp)), None)
+    return next(((tp, pp) for pp in pipeline_stages(model.num_layers) if starts(tp, pp)), None)
 
 
 def _kv_per_request_bytes(model: ModelSpec, kv_dtype: str, context_tokens: np.ndarray, block: int) -> np.ndarray:

@@ -124,8 +124,8 @@ def pinned_layouts(tp: int, pp: int) -> tuple[tuple[int, ...] | None, tuple[int,
     """The engine's ``(tensor_parallels, pipeline_parallels)`` across GPUs for the sidebar's pinned TP and PP (0 =
     auto), as ``planner size`` maps ``--tp`` / ``--pp`` without ``--gpu``
     (:meth:`planner.cli.flags.PlanFlags.question`): a pin is the one size tried on every GPU; auto is the engine's
-    default (TP 1–8 in a node; PP 1, more stages only when no single-node layout starts — with TP and PP both
-    auto)."""
+    default (TP 1–8 in a node; PP 1, more stages only when no node holds the model, at the pinned TP or the
+    node's largest)."""
     return (tp,) if tp else None, (pp,) if pp else None
 
 
@@ -141,10 +141,8 @@ def layout_asked(tp: int, pp: int) -> tuple[tuple[int, ...] | None, tuple[int, .
     with PP auto tries every stage count of :data:`planner.startup.PIPELINE_STAGES` (the cheapest fleet wins)."""
     from planner.startup import PIPELINE_STAGES
 
-    tps = (tp,) if tp else None
-    if pp:
-        return tps, (pp,)
-    return tps, (None if tps is None else (1, *PIPELINE_STAGES))
+    tps, pps = pinned_layouts(tp, pp)
+    return tps, (pps if pps is not None or tps is None else (1, *PIPELINE_STAGES))
 
 
 def options_frame(plan: FleetPlan) -> pd.DataFrame:
