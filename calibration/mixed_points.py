@@ -28,13 +28,14 @@ def _ok(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 
-def mixed_cells(records: list[dict], excluded: list[str] | None = None) -> dict[tuple, list[float]]:
-    """(model, batch, context, chunk) -> the repeats' mixed_step_s of the finished ``mixed_grid`` cells; a cell
-    whose prompt did not finish or whose time is not a finite positive number is left out (and listed in
-    ``excluded`` as 'line N: why')."""
+def mixed_cells(records: list[dict], excluded: list[str] | None = None,
+                prompts: int = 1) -> dict[tuple, list[float]]:
+    """(model, batch, context, chunk) -> the repeats' mixed_step_s of the finished ``mixed_grid`` cells whose chunk
+    was split among ``prompts`` new prompts (records without the field had one); a cell whose prompts did not
+    finish or whose time is not a finite positive number is left out (and listed in ``excluded`` as 'line N: why')."""
     cells: dict[tuple, list[float]] = {}
     for k, r in enumerate(records, 1):
-        if r.get("type") != "mixed_grid":
+        if r.get("type") != "mixed_grid" or r.get("prompts", 1) != prompts:
             continue
         try:
             key = (str(r["model"]), int(r["batch_size"]), float(r["context_tokens"]), int(r["chunk_tokens"]))

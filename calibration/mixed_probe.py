@@ -34,7 +34,8 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
-def time_cell(eng, rng, vocab: int, batch: int, context: int, chunk: int, steps: int, tag: str) -> dict:
+def time_cell(eng, rng, vocab: int, batch: int, context: int, chunk: int, steps: int, tag: str,
+              prompts: int = 1) -> dict:
     from vllm import SamplingParams
 
     from calibration.probes import random_prompts
@@ -58,14 +59,16 @@ def time_cell(eng, rng, vocab: int, batch: int, context: int, chunk: int, steps:
         return time.perf_counter() - t, outs
 
     decode = [timed()[0] for _ in range(steps)] if batch else []
-    rid = f"{tag}-p"
-    eng.add_request(rid, {"prompt_token_ids": random_prompts(rng, 1, chunk, vocab)[0]}, sp_pre)
-    window, done, extra = [], False, 0
+    rids = {f"{tag}-p{i}" for i in range(prompts)}
+    for rid, p in zip(sorted(rids), random_prompts(rng, prompts, chunk // prompts, vocab)):
+        eng.add_request(rid, {"prompt_token_ids": p}, sp_pre)
+    window, left, extra = [], set(rids), 0
     while extra < 2 and time.perf_counter() < t_end + 30:
         dt, outs = timed()
         window.append(dt)
-        done = done or any(o.request_id == rid and o.finished for o in outs)
-        extra += done
+        left -= {o.request_id for o in outs if o.finished}
+        extra += not left
+    done = not left
     if dec_ids:
         eng.abort_request(dec_ids)
     while eng.has_unfinished_requests():
@@ -85,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--context", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--prompts", default="1", help="new prompts per step: the chunk split evenly among them")
     ap.add_argument("--max-num-batched-tokens", type=int, default=8192)  # vllm serve's default (planner deploy)
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument("--work-dir", type=Path, default=Path("/tmp/mixed-probe"))
@@ -120,16 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(7)
     time_cell(eng, rng, model.vocab_size, 8, ns.context, 1024, 2, "warm")  # first-use compiles out of the grid
     time_cell(eng, rng, model.vocab_size, 64, ns.context, 2048, 2, "warm2")
-    cells = [(b, c) for c in _ints(ns.chunks) for b in _ints(ns.batches)]
+    cells = [(b, c, k) for k in _ints(ns.prompts) for c in _ints(ns.chunks) for b in _ints(ns.batches)]
     for r in range(ns.repeats):
-        for b, c in cells:
+        for b, c, k in cells:
             if time.perf_counter() - t0 > ns.budget_s:
                 print("BUDGET reached", flush=True)
                 return 0
-            rec = time_cell(eng, rng, model.vocab_size, b, ns.context, c, ns.steps, f"r{r}b{b}c{c}")
+            rec = time_cell(eng, rng, model.vocab_size, b, ns.context, c, ns.steps, f"r{r}b{b}c{c}k{k}", k)
             append_record(ns.out, {"type": "mixed_grid", **base, "batch_size": b, "context_tokens": ns.context,
-                                   "chunk_tokens": c, "repeat": r, **rec})
-            print(f"CELL B={b} chunk={c} r={r}: mixed {1e3 * rec['mixed_step_s']:.1f} ms, decode "
+                                   "chunk_tokens": c - c % k, "prompts": k, "repeat": r, **rec})
+            print(f"CELL B={b} chunk={c} prompts={k} r={r}: mixed {1e3 * rec['mixed_step_s']:.1f} ms, decode "
                   f"{1e3 * rec['decode_period_s']:.1f} ms", flush=True)
     return 0
 

@@ -225,12 +225,13 @@ def run_benches(front, runs: list[dict], served: str, model_dir: Path, out: Path
         if time.perf_counter() - t_start + est > budget_s:
             append_record(records, {"type": "skipped", "run": run["name"], "reason": "time budget"})
             continue
-        t = time.perf_counter()
+        t, wall = time.perf_counter(), time.time()
         before = counters()
         try:
             path = bench_serve(front, model_dir, out, run, seed + i, timeout_s=est + 120, tokenizer_dir=tok_dir)
             append_record(records, {"type": "bench", "run": run["name"], "spec": run, "file": path.name,
-                                    "wall_s": time.perf_counter() - t, "metrics_before": before,
+                                    "wall_s": time.perf_counter() - t, "wall_start": wall, "wall_end": time.time(),
+                                    "metrics_before": before,
                                     "metrics_after": counters()})
             print(f"BENCH {run['name']} done in {time.perf_counter() - t:.0f} s", flush=True)
         except Exception as err:  # noqa: BLE001
@@ -251,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu-memory-utilization", type=float, default=Deployment.default("gpu_memory_utilization"))
     ap.add_argument("--no-prefix-caching", action="store_true")
     ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--step-trace", action="store_true",
+                    help="time every engine step in the server (calibration/steptrace: OUT/steps.<pid>.jsonl)")
+    ap.add_argument("--switch-interval-s", type=float, default=0.0,
+                    help="sys.setswitchinterval in the server's processes (0: Python's default, 5 ms)")
     add_bench_args(ap)
     ap.add_argument("--agentic", default="", help="sessions=,turns=,system=,user=,output=,think=,session_rate=")
     ap.add_argument("--guidellm", default="", help="rate=,n=,input=,output=")
@@ -287,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
                             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                             "command": " ".join(sys.argv)})
     print(f"DEPLOY {cmd.shell()}", flush=True)
-    env = {**os.environ, **MULTICAST_OFF, **cmd.env}
+    env = {**os.environ, **MULTICAST_OFF, **cmd.env, **trace_env(ns.out, ns.step_trace, ns.switch_interval_s)}
     server = Server(cmd.serve_args(), env, ns.out / "serve.log", ns.port)
     try:
         boot_s = server.wait_ready(ns.boot_timeout_s)
@@ -347,6 +352,19 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
     return 0
+
+
+def trace_env(out: Path, step_trace: bool, switch_interval_s: float) -> dict:
+    """The server's extra environment for calibration/steptrace/sitecustomize.py (nothing when neither is asked)."""
+    if not step_trace and not switch_interval_s:
+        return {}
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "calibration" / "steptrace"),
+                                                       os.environ.get("PYTHONPATH", "")]))}
+    if step_trace:
+        env["PLANNER_STEP_TRACE"] = str(out.resolve() / "steps")
+    if switch_interval_s:
+        env["PLANNER_SWITCH_INTERVAL_S"] = f"{switch_interval_s:g}"
+    return env
 
 
 #: vLLM's per-request latency histograms whose _sum/_count a bench record keeps: the engine's own split of TTFT into

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Engine steps under real `vllm serve` load (issue #21): the MoE chat TTFT is under-predicted by 41-47 % and the
+# records cannot say whether the eager steps (> 512 tokens) of a served engine are longer than the same steps
+# in-process.  One H200, vLLM 0.26.0 + MoE add-on, dummy weights.
+#   a: in-process mixed steps of Qwen3-30B-A3B (128 experts, top-8) with the serving steps' shape: B decodes + a
+#      1,024/2,048-token chunk split among 1, 2 or 4 new prompts (calibration/mixed_probe.py --prompts);
+#   b: Qwen3-30B-A3B behind `vllm serve` with every engine step timed inside the engine core
+#      (calibration/steptrace, serve_bench --step-trace): a warm-up, then chat at 20 and 34 req/s;
+#   c: Llama-3.1-8B the same (dense control; the 513-1,023-token step dispute): chat 10/24/36 req/s, prefix 20;
+#   d: Qwen3-30B-A3B chat20 again with the GIL hand-over interval at 0.5 ms (default 5 ms) in the server.
+# Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d OUTDIR
+set -u
+D=$2
+. "$(dirname "$0")/common.sh"
+CHAT="input=1024,output=128,ratio=0.8"
+PREFIX="input=256,output=64,prefix=2048"
+case $1 in
+  a) job 0 270 x-moe-k python3 -m calibration.mixed_probe --model qwen3-30b-a3b --out "$D/mixed-k.jsonl" \
+       --budget-s 250 --batches 0,64,128 --chunks 1024,2048 --prompts 1,2,4 --repeats 3 ;;
+  b) job 0 320 m-trace python3 -m calibration.serve_bench --model qwen3-30b-a3b --max-model-len 4096 --step-trace \
+       --out "$D/serve-qwen3-30b-a3b-trace" --port 8001 --budget-s 300 \
+       --run warm:$CHAT,n=240,rate=20 --run chat20:$CHAT,n=240,rate=20 --run chat34:$CHAT,n=408,rate=34 ;;
+  c) job 0 280 d-trace python3 -m calibration.serve_bench --model llama-3.1-8b --max-model-len 4096 --step-trace \
+       --out "$D/serve-llama-trace" --port 8002 --budget-s 260 \
+       --run chat10:$CHAT,n=200,rate=10 --run chat24:$CHAT,n=360,rate=24 --run chat36:$CHAT,n=432,rate=36 \
+       --run prefix20:$PREFIX,n=300,rate=20 ;;
+  d) job 0 250 m-gil python3 -m calibration.serve_bench --model qwen3-30b-a3b --max-model-len 4096 --step-trace \
+       --switch-interval-s 0.0005 --out "$D/serve-qwen3-30b-a3b-gil" --port 8003 --budget-s 230 \
+       --run warm:$CHAT,n=160,rate=20 --run chat20:$CHAT,n=240,rate=20 ;;
+esac
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
+echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"

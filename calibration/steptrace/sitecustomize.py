@@ -1,0 +1,110 @@
+"""Device side: time every engine step inside a real ``vllm serve`` (issue #21: the client's token timestamps
+cannot time single steps, and the in-process probes do not run the server's processes and threads).
+
+Put this folder first on ``PYTHONPATH`` and set ``PLANNER_STEP_TRACE=PREFIX``: every Python process started with
+that environment (the API server, the engine core) patches, when vLLM imports them,
+
+* ``Scheduler.schedule`` -> one record per call: wall and ``perf_counter`` time at entry and exit, the tokens
+  scheduled, the requests by kind (new, decoding = 1 token, prefill chunks = their sizes), running and waiting;
+* ``Scheduler.update_from_output`` -> its entry/exit ``perf_counter`` (the step's output back on the CPU);
+* ``UniProcExecutor.execute_model`` / ``sample_tokens`` -> their call durations (the CPU launching the step).
+
+Records go to ``PREFIX.<pid>.jsonl`` in batches of 64 lines (and at exit).  Consecutive ``schedule`` entries are
+one engine-loop period apart (asynchronous scheduling schedules once per step).  Read with
+``python -m calibration.serve_steps --trace PREFIX.<pid>.jsonl`` (pure).  ``PLANNER_SWITCH_INTERVAL_S`` sets
+``sys.setswitchinterval`` in those processes (the GIL hand-over interval; Python's default is 5 ms).
+"""
+
+import os
+import sys
+
+_PREFIX = os.environ.get("PLANNER_STEP_TRACE", "")
+if os.environ.get("PLANNER_SWITCH_INTERVAL_S"):
+    sys.setswitchinterval(float(os.environ["PLANNER_SWITCH_INTERVAL_S"]))
+
+if _PREFIX:
+    import atexit
+    import importlib.abc
+    import importlib.util
+    import json
+    import time
+
+    _buf: list = []
+    _last: dict = {}
+
+    def _flush() -> None:
+        if _buf:
+            with open(f"{_PREFIX}.{os.getpid()}.jsonl", "a", encoding="utf-8") as f:
+                f.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in _buf))
+            _buf.clear()
+
+    def _emit(rec: dict) -> None:
+        _buf.append(rec)
+        if len(_buf) >= 64:
+            _flush()
+
+    atexit.register(_flush)
+
+    def _patch_scheduler(mod) -> None:
+        cls = mod.Scheduler
+        schedule, update = cls.schedule, cls.update_from_output
+
+        def traced_schedule(self, *a, **k):
+            wall, t0 = time.time(), time.perf_counter()
+            out = schedule(self, *a, **k)
+            t1 = time.perf_counter()
+            sizes = list(out.num_scheduled_tokens.values())
+            new_ids = {r.req_id for r in out.scheduled_new_reqs}
+            _emit({"k": "s", "wall": wall, "t0": t0, "t1": t1, "tok": out.total_num_scheduled_tokens,
+                   "new": len(new_ids), "dec": sum(1 for n in sizes if n == 1),
+                   "chunks": [n for n in sizes if n > 1],
+                   "ctx": [self.requests[r].num_computed_tokens for r, n in out.num_scheduled_tokens.items()
+                           if n > 1 and r in self.requests],
+                   "run": len(self.running), "wait": len(self.waiting), **_last})
+            _last.clear()
+            return out
+
+        def traced_update(self, *a, **k):
+            t0 = time.perf_counter()
+            out = update(self, *a, **k)
+            _last["u0"], _last["u1"] = t0, time.perf_counter()
+            return out
+
+        cls.schedule, cls.update_from_output = traced_schedule, traced_update
+
+    def _patch_executor(mod) -> None:
+        cls = mod.UniProcExecutor
+        for name, key in (("execute_model", "x"), ("sample_tokens", "y")):
+            fn = getattr(cls, name)
+
+            def traced(self, *a, _fn=fn, _key=key, **k):
+                t0 = time.perf_counter()
+                out = _fn(self, *a, **k)
+                _last[_key] = time.perf_counter() - t0
+                return out
+
+            setattr(cls, name, traced)
+
+    _TARGETS = {"vllm.v1.core.sched.scheduler": _patch_scheduler,
+                "vllm.v1.executor.uniproc_executor": _patch_executor}
+
+    class _Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            patch = _TARGETS.get(name)
+            if patch is None:
+                return None
+            sys.meta_path.remove(self)
+            try:
+                spec = importlib.util.find_spec(name)
+            finally:
+                sys.meta_path.insert(0, self)
+            exec_module = spec.loader.exec_module
+
+            def run(module):
+                exec_module(module)
+                patch(module)
+
+            spec.loader.exec_module = run
+            return spec
+
+    sys.meta_path.insert(0, _Finder())
