@@ -19,7 +19,7 @@ st.set_page_config(page_title="LLM inference capacity planner", page_icon="🧮"
 import pandas as pd
 
 from planner.io import catalog, hf_import
-from planner.dashboard import capacity_view, charts, charts_cost, compare, cost_view, deploy_view, headline, inputs
+from planner.dashboard import charts, charts_cost, compare, cost_view, deploy_view, headline, inputs
 from planner.dashboard import hardware_inputs, layout, view_text, views
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.memory import device_total_bytes
@@ -480,6 +480,7 @@ def _capacity_results() -> dict:
 
 
 def view_capacity(sc: Scenario, o: Planned, r, da) -> None:
+    from planner.dashboard import capacity_view  # planner.capacity: off the first screen's imports
     capacity_view.render(st, o, _capacity_results())
 
 
