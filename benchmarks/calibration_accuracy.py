@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from calibration.families import family_of, regime_of  # noqa: E402
 from calibration.family_fit import fit_new_families, load_points, print_table, table  # noqa: E402
 from calibration.fit import fit_profile  # noqa: E402
-from calibration.refit import inputs  # noqa: E402
+from calibration.refit import inputs, with_serve_floors  # noqa: E402
 from planner.profile import IDEAL_PROFILE  # noqa: E402
 from planner.validate import error_pct, predict  # noqa: E402
 
@@ -42,7 +42,7 @@ def main() -> int:
     records, points, extra = inputs()
     prof, points = fit_profile(records, points=points, extra_validation=extra)
     fam_points = load_points()  # issue #21's families and the V1 runner's memory terms on top (as calibration.refit)
-    prof = fit_new_families(prof, fam_points)
+    prof = with_serve_floors(fit_new_families(prof, fam_points), points, extra, fam_points)  # as calibration.refit
     held = [p for p in points if p.role != "fit"] + list(extra)
     fitted = [p for p in points if p.role == "fit"]
 

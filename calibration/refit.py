@@ -17,7 +17,8 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | fp8 weights (W8A8) | Llama-3.1-8B | Qwen2.5-32B |
 | int4 weights (W4A16) | Llama-3.1-8B | none measured (see the README: published numbers) |
 | MoE | Qwen3-30B-A3B (128 experts, top-8; probes + mixed steps) | Mixtral-8x7B (8 experts, top-2), from its serving runs |
-| mixed steps under vllm serve's settings | Qwen3-30B-A3B (MoE eager launch floor) | Llama-3.1-8B (dense) |
+| mixed steps under vllm serve's settings | Qwen3-30B-A3B (in-process: the MoE stage's eager floor) | Llama-3.1-8B (dense) |
+| eager launch floor under vllm serve (set last, TRACES) | Llama-3.1-8B (per layer), Qwen3-30B-A3B (per MoE layer) | the serving runs of benchmarks/serving_accuracy.py |
 | TP 2 | Llama-3.1-8B | none: the Qwen2.5-32B TP 2 boot's requests failed (HTTP 400) |
 | MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrid, V1-runner MoE memory | see calibration/family_fit.py | |
 """
@@ -36,6 +37,8 @@ from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
 from calibration.serving_points import fit_http_frontend, serving_points
+from calibration.trace_points import launch_floor, launch_terms, range_period_s
+from planner.io import catalog
 from planner.validate import write_measurements
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -55,6 +58,10 @@ RAW: dict[str, str | None] = {
 #: mixed engine steps (calibration/mixed_probe.py, vllm serve's scheduler settings) and each model's role: the MoE
 #: eager launch floor is fitted on Qwen3-30B-A3B's cells; Llama-3.1-8B's (dense) are held out
 MIXED = {"h200-2026-12-01-moe-mixed/mixed.jsonl": {"qwen3-30b-a3b": "fit", "llama-3.1-8b": "validate"}}
+#: engines whose steps were timed inside vllm serve (calibration/trace_points.py): their eager launch floors are fixed
+#: before the latency stages (dense per layer from Llama-3.1-8B, the fused-MoE layers' part from Qwen3-30B-A3B)
+TRACES = {"h200-2026-12-02-serve-steps/c/serve-llama-trace": "llama-3.1-8b",
+          "h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace": "qwen3-30b-a3b"}
 #: serving runs whose idle-engine requests give held-out points (serve_bench records + vllm bench serve JSON)
 SERVING = {f"{CAMPAIGN}/serve-mixtral-8x7b": "mixtral-8x7b"}
 #: the light-load HTTP run the OpenAI server's per-request overhead is fitted on (the other runs validate it)
@@ -94,6 +101,45 @@ def memory_rows(prof, points: list, extra: list):
                                    "error_bands": {**prof.error_bands, **bands}})
 
 
+def with_serve_floors(prof, points: list, extra: list, family_points: list):
+    """``prof`` with the eager launch floors traced inside vllm serve (:data:`TRACES`) in place of the fitted ones,
+    a GEMM-shape correction kept only where a traced engine of that shape shows it under vllm serve, and its latency
+    residuals, held-out rows and bands recomputed.  The stages fit on in-process probes, whose eager steps launch
+    faster than a served engine's (no API input/output threads in the process: Qwen3-30B-A3B's in-process eager steps
+    42-80 ms, served 92 ms, served with a 0.5 ms GIL hand-over 81 ms; calibration/data/README.md), so the served
+    floors go in last: the product predicts vllm serve."""
+    floors = {model: launch_floor(DATA / folder, model) for folder, model in TRACES.items()}
+    dense_s, moe_s = launch_terms(list(floors.values()))
+    keep = []
+    for c in prof.shape_corrections:
+        shaped = [(folder, m) for folder, m in TRACES.items() if catalog.model(m).moe is None
+                  and (catalog.model(m).hidden_size, catalog.model(m).intermediate_size)
+                  == (c.hidden_size, c.intermediate_size)]
+        if shaped:
+            folder, m = shaped[0]
+            period, n = range_period_s(DATA / folder, m, c.tokens_lo, c.tokens_hi)
+            cliff = c.extra_s_per_layer * catalog.model(m).num_layers
+            print(f"  shape {c.hidden_size}x{c.intermediate_size}: traced {m} {n} steps of {c.tokens_lo:.0f}-"
+                  f"{c.tokens_hi:.0f} tokens, median period {1e3 * period:.1f} ms vs launch {1e3 * floors[m].eager_call_s:.1f}"
+                  f" ms + half the cliff {0.5e3 * cliff:.1f} ms: {'kept' if period > floors[m].eager_call_s + cliff / 2 else 'dropped'}")
+            if not period > floors[m].eager_call_s + cliff / 2:
+                continue
+        keep.append(c)
+    upd = {"shape_corrections": keep}
+    if dense_s is not None:
+        upd["eager_layer_launch_s"] = dense_s
+    if moe_s is not None and prof.moe is not None:
+        upd["moe"] = prof.moe.model_copy(update={"eager_layer_launch_s": moe_s})
+    prof = prof.model_copy(update=upd)
+    fit = [p for p in points + family_points if p.role == "fit"]
+    val = [p for p in points + family_points if p.role != "fit"] + list(extra)
+    return prof.model_copy(update={
+        "residuals": {**prof.residuals, **residuals_by(fit, prof, lambda p: f"{family_of(p)}/{regime_of(p)}")},
+        "validation": {**prof.validation, **residuals_by(val, prof, lambda p: f"{family_of(p)}/{p.model.id}/"
+                                                                            f"{p.deployment.kv_cache_dtype}/{regime_of(p)}")},
+        "error_bands": {**prof.error_bands, **error_bands(fit, val, prof)}})
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="python -m calibration.refit", description="Refit the committed H200 profile from the committed raw "
@@ -119,12 +165,14 @@ def refit(comparison_out: Path | None = None):
     prof = prof.model_copy(update={"http_frontend_overhead_s": fit_http_frontend(DATA / folder, model_id, prof, run)})
     # issue #21's families (MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrids, the V1 runner's memory
     # terms) on top, each from its own engine of the 2026-12-01 campaign: calibration/family_fit.py
-    prof = memory_rows(fit_new_families(prof, load_points(excluded)), points, extra)
+    family_points = load_points(excluded)
+    prof = memory_rows(fit_new_families(prof, family_points), points, extra)
+    prof = with_serve_floors(prof, points, extra, family_points)
     # the fit transferred to every GPU of calibration/data/public
     comparisons, transfer = public_check(base=prof, out=comparison_out)
     prof = prof.model_copy(update={
         "transfer_error_bands": transfer,
-        "raw_data": [str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]],
+        "raw_data": [str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]] + list(TRACES),
         "raw_data_sha256": [sha256_file(p) for p in paths],
         "command": COMMAND,
     })

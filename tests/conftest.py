@@ -124,10 +124,11 @@ def fitted():
     inputs), shared by the calibration tests of a worker."""
     from calibration.family_fit import fit_new_families, load_points
     from calibration.fit import fit_profile
-    from calibration.refit import inputs
+    from calibration.refit import inputs, with_serve_floors
 
     records, points, extra = inputs()
     prof, points = fit_profile(records, points=points, extra_validation=extra)
-    # issue #21's families on top, as calibration/refit.py does (their points: calibration.family_fit.load_points)
-    return fit_new_families(prof, load_points()), points, extra
+    # issue #21's families on top, then the eager launch floors traced under vllm serve, as calibration/refit.py does
+    family = load_points()
+    return with_serve_floors(fit_new_families(prof, family), points, extra, family), points, extra
 

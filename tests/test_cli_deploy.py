@@ -28,8 +28,8 @@ def test_writes_the_bundle(tmp_path):
     size = json.loads(run(["size", *EXAMPLE[1:], "--json"]).stdout)["fleet"]  # the fleet engine's answer
     assert "vllm serve meta-llama/Llama-3.1-8B" in r.output
     assert f"Fleet: {size['replicas']} replica(s) = {size['num_gpus']} GPUs" in r.output
-    line = (tmp_path / "serve.sh").read_text().strip().splitlines()[-1]
-    assert parse_serve_args(shlex.split(line)[2:])["--max-model-len"] == "4608"
+    words = shlex.split((tmp_path / "serve.sh").read_text().strip().splitlines()[-1])  # [ENV=… ] vllm serve …
+    assert parse_serve_args(words[words.index("vllm") + 2:])["--max-model-len"] == "4608"
     assert (tmp_path / "serve.sh").stat().st_mode & 0o111
     validate_manifest_text((tmp_path / "k8s-deployment.yaml").read_text())
     pred = json.loads((tmp_path / "predictions.json").read_text())

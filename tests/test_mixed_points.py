@@ -44,33 +44,37 @@ def test_the_refit_fits_the_moe_cells_and_holds_out_the_dense_ones(prof):
     assert "h200-2026-12-01-moe-mixed/mixed.jsonl" in prof.raw_data
 
 
-def test_the_committed_profile_reproduces_the_moe_cells(prof):
-    """The 20 Qwen3-30B-A3B cells (repeats of one cell spread 40-93 ms): median |error| <= 12 % (11.5 %), every
-    cell within 35 % (worst: B=8 + 1,024 tokens, 42.1 ms measured, 56.1 predicted, +33 %), and the 15 eager cells
-    (> 512 tokens) unbiased: median signed error within 10 % (-3.2 %).  Without the launch floor the same
-    eager cells are predicted at 23-38 ms, median -52.7 %."""
+def test_the_served_floor_sits_above_the_in_process_cells(prof):
+    """The committed profile's eager launch floor is the one traced inside vllm serve (Qwen3-30B-A3B: 87.8 ms;
+    calibration/refit.py with_serve_floors), and in-process engine steps launch faster (no API threads in the
+    process).  So the 15 eager cells (> 512 tokens) of these in-process probes are over-predicted: median +61.7 %
+    (+19 % to +124 %: one cell's repeats spread 40-93 ms), while the 5 cells inside the CUDA graphs (a 256-token
+    prompt) stay within 15 % (-13.4 % to +4.3 %).  Without any floor the eager cells come out at -45 % or less."""
     pts = mixed_points(MIXED_JSONL, {"qwen3-30b-a3b": "fit"})
     err = np.array([error_pct(predict(p, prof), p.measured) for p in pts])
     assert len(pts) == 20
-    assert np.median(np.abs(err)) <= 12.0 and np.max(np.abs(err)) <= 35.0
     eager = np.array([p.batch_size + p.chunk_tokens > 512 for p in pts])
-    assert eager.sum() == 15 and abs(np.median(err[eager])) <= 10.0
-    no_floor = prof.model_copy(update={"moe": prof.moe.model_copy(update={"eager_layer_launch_s": 0.0})})
+    assert eager.sum() == 15
+    assert 40.0 < np.median(err[eager]) < 80.0 and err[eager].min() > 10.0
+    assert np.max(np.abs(err[~eager])) <= 15.0
+    no_floor = prof.model_copy(update={"eager_layer_launch_s": 0.0,
+                                       "moe": prof.moe.model_copy(update={"eager_layer_launch_s": 0.0})})
     assert np.median([error_pct(predict(p, no_floor), p.measured) for p, e in zip(pts, eager) if e]) < -45.0
 
 
 def test_an_eager_step_takes_the_longer_of_gpu_work_and_its_launch_floor(prof):
-    """Qwen3-30B-A3B, a lone 768-token prompt (eager: > 512 tokens): floor = 48 MoE layers x the fitted
-    per-MoE-layer launch (the dense per-layer launch is 0: no dense point identifies one); the step takes
-    max(GPU work, floor) + overheads, not their sum.  A 256-token prompt (in a CUDA graph) has no floor."""
+    """Qwen3-30B-A3B, a lone 768-token prompt (eager: > 512 tokens): floor = 48 layers x (every layer's launch,
+    0.749 ms traced on Llama-3.1-8B, + the fused-MoE layer's, 1.079 ms traced on Qwen3-30B-A3B) = 87.8 ms; the step
+    takes max(GPU work, floor) + overheads, not their sum.  A 256-token prompt (in a CUDA graph) has no floor."""
     m, g = catalog.model("qwen3-30b-a3b"), catalog.gpu("h200-sxm")
     mc, hw = model_costs(m, Deployment.for_gpu(g)), hw_coeffs(g, "bf16", prof, m)
     st = step_time(mc, hw, prefill_tokens=768.0, prefill_attended=attended_prefill(mc, 0.0, 768.0), sampled_seqs=1.0)
-    assert prof.eager_layer_launch_s == 0.0
-    assert float(st.launch_s) == pytest.approx(48 * prof.moe.eager_layer_launch_s, rel=1e-12)
+    assert prof.eager_layer_launch_s == pytest.approx(0.000749, rel=1e-3)
+    assert float(st.launch_s) == pytest.approx(48 * (prof.eager_layer_launch_s + prof.moe.eager_layer_launch_s),
+                                               rel=1e-12) == pytest.approx(0.0878, rel=1e-3)
     gpu = float(linear_s(st.linear_compute_s, st.linear_memory_s, st.dequant_s, st.moe_compute_s, st.moe_memory_s)
                 + max(st.attention_compute_s, st.attention_memory_s) + st.comm_s)
-    assert 0.010 < gpu < 0.5 * float(st.launch_s)  # ~17 ms of GPU work under a ~50 ms floor: total = floor + overhead
+    assert 0.010 < gpu < 0.5 * float(st.launch_s)  # ~17 ms of GPU work under an ~88 ms floor: total = floor + overhead
     assert float(st.total_s) == pytest.approx(float(st.launch_s) + float(st.overhead_s), rel=1e-12)
     small = step_time(mc, hw, prefill_tokens=256.0, prefill_attended=attended_prefill(mc, 0.0, 256.0),
                       sampled_seqs=1.0)

@@ -7,9 +7,11 @@
 #   b: Qwen3-30B-A3B behind `vllm serve` with every engine step timed inside the engine core
 #      (calibration/steptrace, serve_bench --step-trace): a warm-up, then chat at 20 and 34 req/s;
 #   c: Llama-3.1-8B the same (dense control; the 513-1,023-token step dispute): chat 10/24/36 req/s, prefix 20;
-#   d: Qwen3-30B-A3B chat20 again with the GIL hand-over interval at 0.5 ms (default 5 ms) in the server.
+#   d: Qwen3-30B-A3B chat20 again with the GIL hand-over interval at 0.5 ms (default 5 ms) in the server;
+#   e: held out of the launch floor: Qwen2.5-7B (dense, 28 layers, 3,584 x 18,944) chat 10/24 req/s, traced;
+#   f: held out: Mixtral-8x7B (MoE, 8 experts top-2, 32 layers) chat 2/4 req/s after a warm-up, traced.
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -28,6 +30,12 @@ case $1 in
   d) job 0 250 m-gil python3 -m calibration.serve_bench --model qwen3-30b-a3b --max-model-len 4096 --step-trace \
        --switch-interval-s 0.0005 --out "$D/serve-qwen3-30b-a3b-gil" --port 8003 --budget-s 230 \
        --run warm:$CHAT,n=160,rate=20 --run chat20:$CHAT,n=240,rate=20 ;;
+  e) job 0 230 q7-trace python3 -m calibration.serve_bench --model qwen2.5-7b --max-model-len 4096 --step-trace \
+       --out "$D/serve-qwen2.5-7b-trace" --port 8004 --budget-s 215 \
+       --run chat10:$CHAT,n=200,rate=10 --run chat24:$CHAT,n=360,rate=24 ;;
+  f) job 0 260 mx-trace python3 -m calibration.serve_bench --model mixtral-8x7b --max-model-len 4096 --step-trace \
+       --out "$D/serve-mixtral-8x7b-trace" --port 8005 --budget-s 245 \
+       --run warm:$CHAT,n=20,rate=4 --run chat2:$CHAT,n=40,rate=2 --run chat4:$CHAT,n=80,rate=4 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"

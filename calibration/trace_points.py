@@ -1,0 +1,106 @@
+"""Engine steps timed inside a real ``vllm serve`` (:mod:`calibration.steptrace`, ``serve_bench --step-trace``) ->
+the CPU launch floor of an eager step (pure: no torch/vLLM).
+
+Under load the steps above the largest CUDA graph (every step that carries a prompt of more than ~500 tokens) are
+launched layer by layer from Python.  Their ``execute_model`` call keeps the CPU for the launch of every kernel;
+the GPU runs them as they come, so the step lasts max(GPU work, launch) (:func:`planner.roofline.step_total`).  The
+traces time that call for every step: on the H200 of 2026-12-02 Llama-3.1-8B's eager steps took 25.7 ms (median
+of 385) from 513 to 8,192 tokens alike, and Qwen3-30B-A3B's 91.7 ms (233), where its CUDA-graph steps' calls took
+1.8 and 4.0 ms (preparing inputs and sampling, which an eager step does too).  The launch floor of an engine =
+median eager call − median graph-step call, over its runs after the warm-up (a cold engine's first traffic
+compiles kernels inside the calls).
+
+    floor = launch_floor(folder, "llama-3.1-8b")          # LaunchFloor(seconds, eager steps, graph steps)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from planner.io import catalog
+from planner.io.jsonl import read_jsonl
+from planner.kernel_families import cudagraph_max_tokens
+from planner.specs import Deployment
+
+#: runs whose engine was cold (compiles inside the calls): not used for the floor
+WARM_UP_RUNS = ("warm",)
+
+
+@dataclass(frozen=True)
+class LaunchFloor:
+    model_id: str
+    seconds: float  # median eager execute_model call - median graph-step call
+    eager_steps: int
+    graph_steps: int
+    eager_call_s: float
+    graph_call_s: float
+    source: str
+
+
+def traced_steps(folder: Path) -> list[dict]:
+    """Every ``schedule`` record of the folder's ``steps.*.jsonl`` files in time order, each with the
+    ``execute_model`` call time of its own step (``exec_s``: carried by the next record of its process)."""
+    out = []
+    for path in sorted(Path(folder).glob("steps.*.jsonl")):
+        recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        recs = [r for r in recs if r.get("k") == "s"]
+        recs.sort(key=lambda r: r["t0"])
+        for r, nxt in zip(recs, recs[1:]):
+            out.append({**r, "exec_s": nxt.get("x")})
+    out.sort(key=lambda r: r["wall"])
+    return out
+
+
+def launch_floor(folder: Path, model_id: str) -> LaunchFloor:
+    """The engine's eager launch floor from the steps of its non-warm-up ``bench`` runs (module docstring)."""
+    folder = Path(folder)
+    recs = read_jsonl(folder / "serve_bench.jsonl")
+    deploy = next(r for r in recs if r.get("type") == "deploy")
+    argv = deploy["argv"]
+    dep = Deployment.for_gpu(catalog.gpu(deploy.get("gpu", "h200-sxm")),
+                             max_num_batched_tokens=int(argv[argv.index("--max-num-batched-tokens") + 1]),
+                             max_num_seqs=int(argv[argv.index("--max-num-seqs") + 1]))
+    graph_max = cudagraph_max_tokens(dep, catalog.model(model_id))
+    windows = [(r["wall_start"], r["wall_end"]) for r in recs
+               if r.get("type") == "bench" and r.get("run") not in WARM_UP_RUNS and "wall_start" in r]
+    eager, graph = [], []
+    for s in traced_steps(folder):
+        x = s.get("exec_s")
+        if x is None or s["tok"] <= 0 or not any(a <= s["wall"] <= b for a, b in windows):
+            continue
+        (eager if s["tok"] > graph_max else graph).append(float(x))
+    if not eager or not graph:
+        raise ValueError(f"{folder}: no traced eager or graph steps in its runs")
+    e, g = float(np.median(eager)), float(np.median(graph))
+    return LaunchFloor(model_id, e - g, len(eager), len(graph), e, g, str(folder))
+
+
+def launch_terms(floors: list[LaunchFloor]) -> tuple[float | None, float | None]:
+    """(s per layer of every eager step, s per MoE layer on top for the default fused-MoE kernel) from the traced
+    engines' floors: the dense engines' floor per layer (median over engines), then the default-kernel MoE
+    engines' floor less their layers at that rate, per MoE layer; None where no engine of that kind was traced."""
+    from planner.kernel_families import moe_variant
+
+    models = {f.model_id: catalog.model(f.model_id) for f in floors}
+    dense = [f.seconds / models[f.model_id].num_layers for f in floors if models[f.model_id].moe is None]
+    per_layer = float(np.median(dense)) if dense else None
+    moe = [(f.seconds - m.num_layers * (per_layer or 0.0)) / (m.num_layers - m.moe.num_dense_layers)
+           for f in floors if (m := models[f.model_id]).moe is not None and moe_variant(m, "bf16") == "default"]
+    return per_layer, (max(0.0, float(np.median(moe))) if moe else None)
+
+
+def range_period_s(folder: Path, model_id: str, lo: float, hi: float) -> tuple[float, int]:
+    """(median engine-loop period, count) of the traced steps of ``lo`` < tokens < ``hi`` in the non-warm-up runs:
+    the time from a step's ``schedule`` to the next (one loop pass; asynchronous scheduling overlaps a step's GPU
+    work with the next launch, so a single period is its launch or its GPU work, whichever is longer)."""
+    recs = read_jsonl(Path(folder) / "serve_bench.jsonl")
+    windows = [(r["wall_start"], r["wall_end"]) for r in recs
+               if r.get("type") == "bench" and r.get("run") not in WARM_UP_RUNS and "wall_start" in r]
+    steps = traced_steps(folder)
+    per = [b["t0"] - a["t0"] for a, b in zip(steps, steps[1:])
+           if lo < a["tok"] < hi and any(x <= a["wall"] <= y for x, y in windows) and b["wall"] >= a["wall"]]
+    return (float(np.median(per)) if per else float("nan")), len(per)
