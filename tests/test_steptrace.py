@@ -10,7 +10,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from calibration.serve_bench import trace_env
+from planner.io import catalog
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -77,3 +80,52 @@ def test_trace_env_is_empty_unless_asked_and_puts_the_folder_first(tmp_path):
     env = trace_env(tmp_path, True, 0.0)
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO / "calibration" / "steptrace")
     assert env["PLANNER_STEP_TRACE"] == str(tmp_path.resolve() / "steps") and "PLANNER_SWITCH_INTERVAL_S" not in env
+
+
+# ------------------------------------------------------------ the traced floors (calibration/trace_points.py)
+
+TRACES = REPO / "calibration/data/h200-2026-12-02-serve-steps"
+
+
+def test_launch_floor_is_the_eager_calls_less_the_graph_calls():
+    """Llama-3.1-8B served (chat 10 + 24 req/s): 385 eager steps' execute_model calls, median 25.67 ms; 3,717 graph
+    steps', 1.70 ms: floor 23.97 ms; its 108 steps of 512-1,024 tokens ran at a median period of 30.4 ms."""
+    from calibration.trace_points import launch_floor, range_period_s
+
+    f = launch_floor(TRACES / "c/serve-llama-trace", "llama-3.1-8b")
+    assert (f.eager_steps, f.graph_steps) == (385, 3717)
+    assert f.eager_call_s == pytest.approx(0.02567, abs=1e-5) and f.graph_call_s == pytest.approx(0.00170, abs=1e-5)
+    assert f.seconds == pytest.approx(f.eager_call_s - f.graph_call_s, rel=1e-12)
+    period, n = range_period_s(TRACES / "c/serve-llama-trace", "llama-3.1-8b", 512, 1024)
+    assert n == 108 and period == pytest.approx(0.0304, abs=1e-4)
+
+
+def test_launch_terms_per_layer_and_per_moe_layer_and_their_held_out_check():
+    """dense: 23.97 ms / 32 layers = 0.749 ms per layer; MoE (Qwen3-30B-A3B, 48 layers, all MoE): (87.77 ms −
+    48 × 0.749) / 48 = 1.079 ms per MoE layer on top.  Held out: Qwen2.5-7B (28 layers) predicted 21.0 ms, traced
+    20.8 ms (+0.9 %); Mixtral-8x7B (32 MoE layers) predicted 58.5 ms, traced 49.4 ms (+18.3 %)."""
+    from calibration.trace_points import launch_floor, launch_terms
+
+    floors = [launch_floor(TRACES / "c/serve-llama-trace", "llama-3.1-8b"),
+              launch_floor(TRACES / "b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")]
+    dense, moe = launch_terms(floors)
+    assert dense == pytest.approx(floors[0].seconds / 32, rel=1e-12) == pytest.approx(0.000749, rel=1e-3)
+    assert moe == pytest.approx((floors[1].seconds - 48 * dense) / 48, rel=1e-12) == pytest.approx(0.001079, rel=1e-3)
+    assert launch_terms(floors[:1]) == (dense, None) and launch_terms([]) == (None, None)
+    qwen = launch_floor(TRACES / "e/serve-qwen2.5-7b-trace", "qwen2.5-7b")
+    mixtral = launch_floor(TRACES / "f/serve-mixtral-8x7b-trace", "mixtral-8x7b")
+    assert abs(28 * dense / qwen.seconds - 1) < 0.02
+    assert 0.15 < 32 * (dense + moe) / mixtral.seconds - 1 < 0.22
+    prof = catalog.profile_for("h200-sxm", "0.26.0")  # the committed profile carries them
+    assert prof.eager_layer_launch_s == pytest.approx(dense, rel=1e-9)
+    assert prof.moe.eager_layer_launch_s == pytest.approx(moe, rel=1e-9)
+    assert prof.shape_corrections == []
+
+
+def test_a_trace_without_eager_or_graph_steps_is_refused(tmp_path):
+    from calibration.trace_points import launch_floor
+
+    (tmp_path / "serve_bench.jsonl").write_text(json.dumps({"type": "deploy", "gpu": "h200-sxm", "argv": [
+        "vllm", "serve", "m", "--max-num-batched-tokens", "8192", "--max-num-seqs", "1024"]}) + "\n")
+    with pytest.raises(ValueError, match="no traced eager or graph steps"):
+        launch_floor(tmp_path, "llama-3.1-8b")
