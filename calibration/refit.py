@@ -31,8 +31,8 @@ from pathlib import Path
 
 from calibration.families import error_bands, family_of, regime_of
 from calibration.family_fit import fit_new_families, load_points
-from calibration.mixed_points import mixed_points
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml, residuals_by
+from calibration.mixed_points import mixed_points
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file

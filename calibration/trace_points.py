@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +50,7 @@ def traced_steps(folder: Path) -> list[dict]:
         recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         recs = [r for r in recs if r.get("k") == "s"]
         recs.sort(key=lambda r: r["t0"])
-        for r, nxt in zip(recs, recs[1:]):
+        for r, nxt in pairwise(recs):
             out.append({**r, "exec_s": nxt.get("x")})
     out.sort(key=lambda r: r["wall"])
     return out
@@ -101,6 +102,6 @@ def range_period_s(folder: Path, model_id: str, lo: float, hi: float) -> tuple[f
     windows = [(r["wall_start"], r["wall_end"]) for r in recs
                if r.get("type") == "bench" and r.get("run") not in WARM_UP_RUNS and "wall_start" in r]
     steps = traced_steps(folder)
-    per = [b["t0"] - a["t0"] for a, b in zip(steps, steps[1:])
+    per = [b["t0"] - a["t0"] for a, b in pairwise(steps)
            if lo < a["tok"] < hi and any(x <= a["wall"] <= y for x, y in windows) and b["wall"] >= a["wall"]]
     return (float(np.median(per)) if per else float("nan")), len(per)
