@@ -16,9 +16,7 @@ from dataclasses import dataclass
 
 from planner.memory import weight_bytes
 from planner.specs import GpuSpec, ModelSpec, tensor_parallel_candidates
-
-#: At most this many nodes per replica are tried when the layout is chosen automatically.
-MAX_NODES_PER_REPLICA = 16
+from planner.startup import pipeline_stages
 
 #: Engine start-up without reading weights: process start, torch.compile, KV-pool profiling and CUDA-graph
 #: capture.  Our vLLM 0.26 boots on the H200 with dummy weights took 89 s (Llama-3.1-8B), 117 s
@@ -75,14 +73,14 @@ def replica_layout(gpu: GpuSpec, tensor_parallel: int, pipeline_parallel: int, a
 
 def layout_candidates(model: ModelSpec, gpu: GpuSpec) -> Iterator[ReplicaLayout]:
     """Layouts from smallest to largest: every TP of :func:`planner.specs.tensor_parallel_candidates` on one
-    node (PP 1), then TP = the node's GPUs (the largest candidate) with PP = 2, 3, … nodes (at most
-    :data:`MAX_NODES_PER_REPLICA` and the model's layer count)."""
+    node (PP 1), then TP = the node's GPUs (the largest candidate) with the fleet engine's pipeline stages
+    (:func:`planner.startup.pipeline_stages`: 2, 3, 4, 6, 8 nodes, at most the model's layer count)."""
     tps = tensor_parallel_candidates(model, gpu)
     for tp in tps:
         yield replica_layout(gpu, tp, 1, auto=True)
     if not tps or tps[-1] != gpu.max_gpus_per_node:
         return  # TP cannot fill a node: no whole-node multi-node layout
-    for pp in range(2, min(MAX_NODES_PER_REPLICA, model.num_layers) + 1):
+    for pp in pipeline_stages(model.num_layers):
         yield replica_layout(gpu, tps[-1], pp, auto=True)
 
 
