@@ -28,7 +28,7 @@ from planner.dashboard.presets import PRESETS, resolve
 from planner.report import csv_bytes
 from planner.dashboard.scenario import Planned, Scenario, plan_scenario, scenario_gpu, scenario_problems, scenario_profile
 from planner.specs import ModelSpec
-from planner.units import MS, fmt_ms, fmt_usd
+from planner.units import MS, fmt_layout, fmt_ms, fmt_usd
 
 LOG = logging.getLogger("planner.app")
 UPLOAD = "upload config.json"  # the model option that opens the uploader
@@ -323,8 +323,7 @@ def view_memory(sc: Scenario, o: Planned, r, da) -> None:
     st.markdown(view_text.memory_sentence(o, max_ctx))
     st.dataframe(views.memory_table(o), hide_index=True, width="stretch")
     fits = _fits(sc)
-    pp = f" × PP {sc.pipeline_parallel}" if sc.pipeline_parallel > 1 else ""
-    st.markdown(f"**Fits per GPU** at {sc.context_tokens:,} tokens (TP {sc.tensor_parallel}{pp}, {sc.weight_dtype} "
+    st.markdown(f"**Fits per GPU** at {sc.context_tokens:,} tokens ({fmt_layout(sc.tensor_parallel, sc.pipeline_parallel)}, {sc.weight_dtype} "
                 f"weights, KV {sc.kv_cache_dtype}):")
     st.table(fits.assign(fits=fits["fits"].map({True: "✅ fits", False: "❌ does not fit"}))[
         ["gpu", "fits", "sentence"]].set_index("gpu"))

@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from planner.fleet_eval import Evaluated, first_guess, gpu_price
 from planner.prices import PriceBasis
 from planner.steady_fleet import HOURS_PER_MONTH, WholeFleet
-from planner.units import fmt_usd
+from planner.units import fmt_layout, fmt_usd
 
 __all__ = ["DEFAULT_HEADROOM", "HOURS_PER_MONTH", "FleetCandidate", "FleetPlan", "FleetQuestion", "plan_fleet"]
 
@@ -165,8 +165,7 @@ class FleetCandidate(WholeFleet):
         return self.gpus_per_replica * self.price_usd_per_gpu_hour / 3600 / k.output_tokens_per_s * 1e6
 
     def layout(self) -> str:
-        pp = f" × PP {self.pipeline_parallel}" if self.pipeline_parallel > 1 else ""
-        return f"{self.gpu_id} TP {self.tensor_parallel}{pp} {self.weight_dtype}"
+        return f"{self.gpu_id} {fmt_layout(self.tensor_parallel, self.pipeline_parallel)} {self.weight_dtype}"
 
     def as_dict(self) -> dict:
         """JSON-safe: every field, the knee's numbers flattened, the derived GPUs and costs."""

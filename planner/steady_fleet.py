@@ -31,7 +31,7 @@ from planner.cost import fleet_for
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.report import SizingReport
 from planner.specs import Deployment, GpuSpec, ModelSpec, Workload
-from planner.units import fmt_usd
+from planner.units import fmt_layout, fmt_usd
 
 __all__ = ["HOURS_PER_MONTH", "FleetAnswer", "e2e_s", "fleet_answer", "plan_for_demand", "users_rate_per_s"]
 
@@ -143,7 +143,7 @@ class FleetAnswer(WholeFleet):
 
     def lines(self) -> list[str]:
         """The headline: the fleet and its cost first, then the demand it was sized for."""
-        layout = f"TP {self.tensor_parallel}" + (f" × PP {self.pipeline_parallel}" if self.pipeline_parallel > 1 else "")
+        layout = fmt_layout(self.tensor_parallel, self.pipeline_parallel)
         head = (f"Fleet: {self.replicas:,} replica(s) × {self.gpus_per_replica} GPU(s) ({layout}) = {self.num_gpus:,} × "
                 f"{self.gpu_name} — {fmt_usd(self.usd_per_hour)}/hour, {fmt_usd(self.usd_per_month, 0)}/month "
                 f"({self.band_text()})")

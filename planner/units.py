@@ -126,3 +126,9 @@ def fmt_usd(usd: float, digits: int = 2) -> str:
 
 def fmt_int(x: float) -> str:
     return f"{int(x):,}" if _finite(x) else "—"
+
+
+def fmt_layout(tensor_parallel: int, pipeline_parallel: int = 1, *, always_pp: bool = False) -> str:
+    """A replica's parallel layout: 'TP 4', 'TP 8 × PP 2' (PP shown when > 1, or always with ``always_pp``)."""
+    pp = f" × PP {pipeline_parallel}" if always_pp or pipeline_parallel > 1 else ""
+    return f"TP {tensor_parallel}{pp}"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from planner.dashboard import inputs, layout
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
-from planner.units import cdiv
+from planner.units import cdiv, fmt_layout
 
 #: session_state key: True once the user chose a weight format (it then no longer follows the model).
 WDTYPE_CHOSEN = "wdtype_chosen"
@@ -54,7 +54,7 @@ def hardware_section(st, gpus: dict, native_dtype: str, num: Callable, warnings:
                                     "no single-node layout starts", **bind))
     per = tp * pp
     if per and n % per:  # whole replicas only: 3 GPUs at TP 2 would be priced as 2
-        name = f"TP {tp}" + (f" × PP {pp}" if pp > 1 else "")
+        name = fmt_layout(tp, pp)
         label = f"tensor parallel {tp}" if pp == 1 else f"{name} ({per} GPUs)"
         whole = cdiv(n, per) * per
         warnings.append(f"GPUs: {n:,} is " + (f"fewer than {label}; using {per} GPUs (one replica)" if per > n

@@ -20,7 +20,7 @@ from planner.dashboard.scenario import Scenario
 from planner.fleet import FleetCandidate, FleetPlan
 from planner.startup import PIPELINE_STAGES
 from planner.specs import ModelSpec
-from planner.units import cdiv, fmt_usd
+from planner.units import cdiv, fmt_layout, fmt_usd
 
 AUTO = "auto"
 #: The pipeline-parallel sizes the sidebar offers after "auto" (the engine's stage counts).
@@ -77,6 +77,6 @@ def resolve_layout(sc: Scenario, demand: Demand, model: ModelSpec | None = None)
     per = tp * pp
     n = max(per, cdiv(sc.num_gpus, per) * per)
     asked = " and ".join(x for x, v in (("TP", sc.tensor_parallel), ("PP", sc.pipeline_parallel)) if not v)
-    note = (f"{asked} auto: the fleet engine chose TP {tp} × PP {pp} on {sc.gpu_id} ({why}); the views use it, "
+    note = (f"{asked} auto: the fleet engine chose {fmt_layout(tp, pp, always_pp=True)} on {sc.gpu_id} ({why}); the views use it, "
             f"{n:,} GPU(s) = {n // per:,} replica(s).")
     return Layout(sc._replace(tensor_parallel=tp, pipeline_parallel=pp, num_gpus=n), note, plan)

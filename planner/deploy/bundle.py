@@ -66,6 +66,7 @@ from planner.plan import plan
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.report import SizingReport
 from planner.specs import Deployment, GpuSpec, ModelSpec, Workload
+from planner.units import fmt_layout
 
 #: The most pods one Kubernetes cluster is built for (kubernetes.io, "Considerations for large clusters": at most
 #: 150,000 total pods, 5,000 nodes): a fleet beyond it is not one cluster's manifest.
@@ -214,8 +215,8 @@ def _choose(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload: Workload
         raise DeployRefused(fld, "; ".join(report.reasons) or "no batch meets the SLO")
     assert problem is not None
     if auto_layout and tried is not None:
-        raise DeployRefused(problem.field, f"no layout up to TP {tried.tensor_parallel} × PP "
-                                           f"{tried.pipeline_parallel} starts; the largest: {problem.reason}")
+        raise DeployRefused(problem.field, f"no layout up to {fmt_layout(tried.tensor_parallel, tried.pipeline_parallel, always_pp=True)}"
+                                           f" starts; the largest: {problem.reason}")
     raise DeployRefused(problem.field, problem.reason)
 
 
@@ -244,7 +245,7 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
             report.fleet, replicas_for_rate=int(replicas), replicas_for_concurrency=0))
     if disaggregated and layout.multi_node:
         raise ValueError("--disaggregated: replicas spanning nodes are not written for disaggregated serving "
-                         f"(TP {layout.tensor_parallel} × PP {layout.pipeline_parallel} > {gpu.max_gpus_per_node} GPUs)")
+                         f"({fmt_layout(layout.tensor_parallel, layout.pipeline_parallel, always_pp=True)} > {gpu.max_gpus_per_node} GPUs)")
     common = {"max_model_len": mml, "profile": profile, "enable_prefix_caching": enable_prefix_caching,
               "speculative_config": spec_cfg, "model_path": model_path}
     cmd = serve_command(model, gpu, dep, distributed_executor_backend="ray" if layout.multi_node else None, **common)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from planner.memory import weight_bytes
 from planner.specs import GpuSpec, ModelSpec, tensor_parallel_candidates
 from planner.startup import pipeline_stages
+from planner.units import fmt_layout
 
 #: Engine start-up without reading weights: process start, torch.compile, KV-pool profiling and CUDA-graph
 #: capture.  Our vLLM 0.26 boots on the H200 with dummy weights took 89 s (Llama-3.1-8B), 117 s
@@ -54,7 +55,7 @@ class ReplicaLayout:
     def describe(self) -> str:
         where = f"{self.nodes} nodes × {self.gpus_per_node} GPUs" if self.multi_node else "one node"
         how = "chosen: the smallest layout that starts" if self.auto else "the fleet plan's: TP/PP as asked, else chosen"
-        return (f"TP {self.tensor_parallel} × PP {self.pipeline_parallel} = {self.gpus} GPU(s) per replica on "
+        return (f"{fmt_layout(self.tensor_parallel, self.pipeline_parallel, always_pp=True)} = {self.gpus} GPU(s) per replica on "
                 f"{where} ({how})")
 
 
