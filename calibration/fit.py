@@ -296,13 +296,18 @@ def fit_profile(records: list[dict], *, source: str = "", points: list[Point] | 
                          else str(err)) from None
     prof = fit_families(lat_pts, start, nccl_from_microbench(records, link))
     step_spread, request_spread = overhead_spread(points, prof)
-    res = residuals_by(fit_pts, prof, lambda p: f"{family_of(p)}/{regime_of(p)}")
-    val = residuals_by(val_pts, prof, lambda p: f"{family_of(p)}/{p.model.id}/{p.deployment.kv_cache_dtype}/"
-                                                 f"{regime_of(p)}") if val_pts else {}
-    prof = prof.model_copy(update={"residuals": res, "validation": val, "step_overhead_spread": step_spread,
-                                   "request_overhead_spread": request_spread,
-                                   "error_bands": error_bands(fit_pts, val_pts, prof)})
+    prof = prof.model_copy(update={**residual_fields(fit_pts, val_pts, prof), "step_overhead_spread": step_spread,
+                                   "request_overhead_spread": request_spread})
     return prof, points
+
+
+def residual_fields(fit_pts: list[Point], val_pts: list[Point], profile: CalibrationProfile) -> dict:
+    """A profile's ``residuals`` (the fit points by family/regime), ``validation`` (the held-out points by
+    family/model/KV dtype/regime) and ``error_bands`` under ``profile``."""
+    return {"residuals": residuals_by(fit_pts, profile, lambda p: f"{family_of(p)}/{regime_of(p)}"),
+            "validation": residuals_by(val_pts, profile, lambda p: f"{family_of(p)}/{p.model.id}/"
+                                       f"{p.deployment.kv_cache_dtype}/{regime_of(p)}") if val_pts else {},
+            "error_bands": error_bands(fit_pts, val_pts, profile)}
 
 
 def _rounded(v):

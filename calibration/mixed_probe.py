@@ -59,8 +59,8 @@ def time_cell(eng, rng, vocab: int, batch: int, context: int, chunk: int, steps:
         return time.perf_counter() - t, outs
 
     decode = [timed()[0] for _ in range(steps)] if batch else []
-    rids = {f"{tag}-p{i}" for i in range(prompts)}
-    for rid, p in zip(sorted(rids), random_prompts(rng, prompts, chunk // prompts, vocab)):
+    rids = [f"{tag}-p{i}" for i in range(prompts)]
+    for rid, p in zip(rids, random_prompts(rng, prompts, chunk // prompts, vocab)):
         eng.add_request(rid, {"prompt_token_ids": p}, sp_pre)
     window, left, extra = [], set(rids), 0
     while extra < 2 and time.perf_counter() < t_end + 30:

@@ -29,9 +29,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from calibration.families import error_bands, family_of, regime_of
 from calibration.family_fit import fit_new_families, load_points
-from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml, residuals_by
+from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml, residual_fields
 from calibration.mixed_points import mixed_points
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
@@ -87,42 +86,30 @@ def inputs(excluded: list[str] | None = None) -> tuple[list[dict], list, list]:
     return records, points, extra
 
 
-def memory_rows(prof, points: list, extra: list):
-    """``prof`` with its KV-pool and weight residuals, validation rows and bands recomputed: fit_profile took them
-    before the V1 runner's MoE memory terms (calibration/family_fit.py) were in the profile."""
-    mem = ("kv_capacity", "weights")
-    fit = [p for p in points if p.role == "fit"]
-    val = [p for p in points if p.role != "fit"] + list(extra)
-    res = residuals_by([p for p in fit if regime_of(p) in mem], prof, lambda p: f"{family_of(p)}/{regime_of(p)}")
-    held = residuals_by([p for p in val if regime_of(p) in mem], prof,
-                        lambda p: f"{family_of(p)}/{p.model.id}/{p.deployment.kv_cache_dtype}/{regime_of(p)}")
-    bands = {k: v for k, v in error_bands(fit, val, prof).items() if k.split("/")[-1] in mem}
-    return prof.model_copy(update={"residuals": {**prof.residuals, **res}, "validation": {**prof.validation, **held},
-                                   "error_bands": {**prof.error_bands, **bands}})
-
-
 def with_serve_floors(prof, points: list, extra: list, family_points: list):
     """``prof`` with the eager launch floors traced inside vllm serve (:data:`TRACES`) in place of the fitted ones,
     a GEMM-shape correction kept only where a traced engine of that shape shows it under vllm serve, and its latency
-    residuals, held-out rows and bands recomputed.  The stages fit on in-process probes, whose eager steps launch
+    residuals, held-out rows and bands recomputed on every point (the memory rows of the V1 runner's terms, which
+    calibration/family_fit.py added after fit_profile took them, included).  The stages fit on in-process probes, whose eager steps launch
     faster than a served engine's (no API input/output threads in the process: Qwen3-30B-A3B's in-process eager steps
     42-80 ms, served 92 ms, served with a 0.5 ms GIL hand-over 81 ms; calibration/data/README.md), so the served
     floors go in last: the product predicts vllm serve."""
     floors = {model: launch_floor(DATA / folder, model) for folder, model in TRACES.items()}
     dense_s, moe_s = launch_terms(list(floors.values()))
+    dense_traced = {(m.hidden_size, m.intermediate_size): (folder, m) for folder, m in
+                    ((folder, catalog.model(mid)) for folder, mid in TRACES.items()) if m.moe is None}
     keep = []
     for c in prof.shape_corrections:
-        shaped = [(folder, m) for folder, m in TRACES.items() if catalog.model(m).moe is None
-                  and (catalog.model(m).hidden_size, catalog.model(m).intermediate_size)
-                  == (c.hidden_size, c.intermediate_size)]
-        if shaped:
-            folder, m = shaped[0]
-            period, n = range_period_s(DATA / folder, m, c.tokens_lo, c.tokens_hi)
-            cliff = c.extra_s_per_layer * catalog.model(m).num_layers
-            print(f"  shape {c.hidden_size}x{c.intermediate_size}: traced {m} {n} steps of {c.tokens_lo:.0f}-"
-                  f"{c.tokens_hi:.0f} tokens, median period {1e3 * period:.1f} ms vs launch {1e3 * floors[m].eager_call_s:.1f}"
-                  f" ms + half the cliff {0.5e3 * cliff:.1f} ms: {'kept' if period > floors[m].eager_call_s + cliff / 2 else 'dropped'}")
-            if not period > floors[m].eager_call_s + cliff / 2:
+        if (c.hidden_size, c.intermediate_size) in dense_traced:
+            folder, m = dense_traced[(c.hidden_size, c.intermediate_size)]
+            period, n = range_period_s(DATA / folder, m.id, c.tokens_lo, c.tokens_hi)
+            cliff = c.extra_s_per_layer * m.num_layers
+            shown = period > floors[m.id].eager_call_s + cliff / 2
+            print(f"  shape {c.hidden_size}x{c.intermediate_size}: traced {m.id} {n} steps of {c.tokens_lo:.0f}-"
+                  f"{c.tokens_hi:.0f} tokens, median period {1e3 * period:.1f} ms vs launch "
+                  f"{1e3 * floors[m.id].eager_call_s:.1f} ms + half the cliff {0.5e3 * cliff:.1f} ms: "
+                  f"{'kept' if shown else 'dropped'}")
+            if not shown:
                 continue
         keep.append(c)
     upd = {"shape_corrections": keep}
@@ -131,13 +118,9 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
     if moe_s is not None and prof.moe is not None:
         upd["moe"] = prof.moe.model_copy(update={"eager_layer_launch_s": moe_s})
     prof = prof.model_copy(update=upd)
-    fit = [p for p in points + family_points if p.role == "fit"]
-    val = [p for p in points + family_points if p.role != "fit"] + list(extra)
-    return prof.model_copy(update={
-        "residuals": {**prof.residuals, **residuals_by(fit, prof, lambda p: f"{family_of(p)}/{regime_of(p)}")},
-        "validation": {**prof.validation, **residuals_by(val, prof, lambda p: f"{family_of(p)}/{p.model.id}/"
-                                                                            f"{p.deployment.kv_cache_dtype}/{regime_of(p)}")},
-        "error_bands": {**prof.error_bands, **error_bands(fit, val, prof)}})
+    fields = residual_fields([p for p in points + family_points if p.role == "fit"],
+                             [p for p in points + family_points if p.role != "fit"] + list(extra), prof)
+    return prof.model_copy(update={k: {**getattr(prof, k), **v} for k, v in fields.items()})
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -166,8 +149,7 @@ def refit(comparison_out: Path | None = None):
     # issue #21's families (MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrids, the V1 runner's memory
     # terms) on top, each from its own engine of the 2026-12-01 campaign: calibration/family_fit.py
     family_points = load_points(excluded)
-    prof = memory_rows(fit_new_families(prof, family_points), points, extra)
-    prof = with_serve_floors(prof, points, extra, family_points)
+    prof = with_serve_floors(fit_new_families(prof, family_points), points, extra, family_points)
     # the fit transferred to every GPU of calibration/data/public
     comparisons, transfer = public_check(base=prof, out=comparison_out)
     prof = prof.model_copy(update={

@@ -60,6 +60,18 @@ def serving_points(folder: Path, model_id: str) -> list[Measurement]:
     return out
 
 
+def recorded_deployment(deploy: dict) -> Deployment:
+    """The Deployment a serve_bench ``deploy`` record started: its GPU, TP, dtypes and the scheduler limits of its
+    ``vllm serve`` argv."""
+    argv = deploy["argv"]
+    tp = int(deploy.get("tensor_parallel", 1))
+    return Deployment.for_gpu(catalog.gpu(deploy.get("gpu", "h200-sxm")), num_gpus=tp, tensor_parallel=tp,
+                              weight_dtype=deploy.get("weight_dtype", "bf16"),
+                              kv_cache_dtype=KV_ALIASES.get(deploy.get("kv_cache_dtype", "bf16"), "bf16"),
+                              max_num_batched_tokens=int(argv[argv.index("--max-num-batched-tokens") + 1]),
+                              max_num_seqs=int(argv[argv.index("--max-num-seqs") + 1]))
+
+
 def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: float | None = None,
                   records: str = "serve_bench.jsonl", role: str | None = None):
     """(StepCost, EngineConfig) of a recorded serve_bench run: its deployment from the ``deploy`` record, its
@@ -73,11 +85,7 @@ def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     boot = next(r for r in recs if r.get("type") == "boot" and r.get("role") == role)
     argv = deploy["argv"]
     gpu, model = catalog.gpu(deploy.get("gpu", "h200-sxm")), catalog.model(model_id)
-    tp = int(deploy.get("tensor_parallel", 1))
-    dep = Deployment.for_gpu(gpu, num_gpus=tp, tensor_parallel=tp, weight_dtype=deploy.get("weight_dtype", "bf16"),
-                     kv_cache_dtype=KV_ALIASES.get(deploy.get("kv_cache_dtype", "bf16"), "bf16"),
-                     max_num_batched_tokens=int(argv[argv.index("--max-num-batched-tokens") + 1]),
-                     max_num_seqs=int(argv[argv.index("--max-num-seqs") + 1]))
+    dep = recorded_deployment(deploy)
     bs = int(boot.get("block_size", Deployment.default("block_size_tokens")))
     fe = profile.http_frontend_overhead_s if frontend_overhead_s is None else frontend_overhead_s
     cfg = EngineConfig((int(boot["num_gpu_blocks"]) - 1) * bs, dep.max_num_seqs, dep.max_num_batched_tokens, bs,

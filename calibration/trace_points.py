@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+from calibration.serving_points import recorded_deployment
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
-from planner.kernel_families import cudagraph_max_tokens
-from planner.specs import Deployment
+from planner.kernel_families import cudagraph_max_tokens, moe_variant
 
 #: runs whose engine was cold (compiles inside the calls): not used for the floor
 WARM_UP_RUNS = ("warm",)
@@ -56,24 +56,25 @@ def traced_steps(folder: Path) -> list[dict]:
     return out
 
 
-def launch_floor(folder: Path, model_id: str) -> LaunchFloor:
-    """The engine's eager launch floor from the steps of its non-warm-up ``bench`` runs (module docstring)."""
-    folder = Path(folder)
-    recs = read_jsonl(folder / "serve_bench.jsonl")
-    deploy = next(r for r in recs if r.get("type") == "deploy")
-    argv = deploy["argv"]
-    dep = Deployment.for_gpu(catalog.gpu(deploy.get("gpu", "h200-sxm")),
-                             max_num_batched_tokens=int(argv[argv.index("--max-num-batched-tokens") + 1]),
-                             max_num_seqs=int(argv[argv.index("--max-num-seqs") + 1]))
-    graph_max = cudagraph_max_tokens(dep, catalog.model(model_id))
+def _run_steps(folder: Path) -> tuple[dict, list[dict], list[bool]]:
+    """(the folder's ``deploy`` record, its traced steps, whether each ran inside a non-warm-up ``bench`` run)."""
+    recs = read_jsonl(Path(folder) / "serve_bench.jsonl")
     windows = [(r["wall_start"], r["wall_end"]) for r in recs
                if r.get("type") == "bench" and r.get("run") not in WARM_UP_RUNS and "wall_start" in r]
+    steps = traced_steps(folder)
+    return (next(r for r in recs if r.get("type") == "deploy"), steps,
+            [any(a <= s["wall"] <= b for a, b in windows) for s in steps])
+
+
+def launch_floor(folder: Path, model_id: str) -> LaunchFloor:
+    """The engine's eager launch floor from the steps of its non-warm-up ``bench`` runs (module docstring)."""
+    deploy, steps, in_run = _run_steps(folder)
+    graph_max = cudagraph_max_tokens(recorded_deployment(deploy), catalog.model(model_id))
     eager, graph = [], []
-    for s in traced_steps(folder):
+    for s, inside in zip(steps, in_run):
         x = s.get("exec_s")
-        if x is None or s["tok"] <= 0 or not any(a <= s["wall"] <= b for a, b in windows):
-            continue
-        (eager if s["tok"] > graph_max else graph).append(float(x))
+        if inside and x is not None and s["tok"] > 0:
+            (eager if s["tok"] > graph_max else graph).append(float(x))
     if not eager or not graph:
         raise ValueError(f"{folder}: no traced eager or graph steps in its runs")
     e, g = float(np.median(eager)), float(np.median(graph))
@@ -84,8 +85,6 @@ def launch_terms(floors: list[LaunchFloor]) -> tuple[float | None, float | None]
     """(s per layer of every eager step, s per MoE layer on top for the default fused-MoE kernel) from the traced
     engines' floors: the dense engines' floor per layer (median over engines), then the default-kernel MoE
     engines' floor less their layers at that rate, per MoE layer; None where no engine of that kind was traced."""
-    from planner.kernel_families import moe_variant
-
     models = {f.model_id: catalog.model(f.model_id) for f in floors}
     dense = [f.seconds / models[f.model_id].num_layers for f in floors if models[f.model_id].moe is None]
     per_layer = float(np.median(dense)) if dense else None
@@ -98,10 +97,7 @@ def range_period_s(folder: Path, model_id: str, lo: float, hi: float) -> tuple[f
     """(median engine-loop period, count) of the traced steps of ``lo`` < tokens < ``hi`` in the non-warm-up runs:
     the time from a step's ``schedule`` to the next (one loop pass; asynchronous scheduling overlaps a step's GPU
     work with the next launch, so a single period is its launch or its GPU work, whichever is longer)."""
-    recs = read_jsonl(Path(folder) / "serve_bench.jsonl")
-    windows = [(r["wall_start"], r["wall_end"]) for r in recs
-               if r.get("type") == "bench" and r.get("run") not in WARM_UP_RUNS and "wall_start" in r]
-    steps = traced_steps(folder)
-    per = [b["t0"] - a["t0"] for a, b in pairwise(steps)
-           if lo < a["tok"] < hi and any(x <= a["wall"] <= y for x, y in windows) and b["wall"] >= a["wall"]]
+    _, steps, in_run = _run_steps(folder)
+    per = [b["t0"] - a["t0"] for a, b, inside in zip(steps, steps[1:], in_run)
+           if inside and lo < a["tok"] < hi and b["wall"] >= a["wall"]]
     return (float(np.median(per)) if per else float("nan")), len(per)
