@@ -323,7 +323,8 @@ def view_memory(sc: Scenario, o: Planned, r, da) -> None:
     st.markdown(view_text.memory_sentence(o, max_ctx))
     st.dataframe(views.memory_table(o), hide_index=True, width="stretch")
     fits = _fits(sc)
-    st.markdown(f"**Fits per GPU** at {sc.context_tokens:,} tokens ({fmt_layout(sc.tensor_parallel, sc.pipeline_parallel)}, {sc.weight_dtype} "
+    tp_pp = fmt_layout(sc.tensor_parallel, sc.pipeline_parallel)
+    st.markdown(f"**Fits per GPU** at {sc.context_tokens:,} tokens ({tp_pp}, {sc.weight_dtype} "
                 f"weights, KV {sc.kv_cache_dtype}):")
     st.table(fits.assign(fits=fits["fits"].map({True: "✅ fits", False: "❌ does not fit"}))[
         ["gpu", "fits", "sentence"]].set_index("gpu"))

@@ -19,13 +19,13 @@ lengths, multi-turn parents and engine settings:
   chat-like lengths (1,024/128 ± 80 %) at 8, 20 and 34 req/s (calibration/campaigns/h200-moe-chat.sh).
 * calibration/data/h200-2026-12-01-moe-load2 (calibration/campaigns/h200-moe-load2.sh): Qwen3-30B-A3B again, chat
   at 20 req/s as a fresh engine's first traffic; gpt-oss-20b (MXFP4 MoE, held out of every fit) at 30 req/s as
-  its engine's first traffic (``warm``), then 10 and 30 req/s.
+  its engine's first traffic (``warm``), then 10 and 30 req/s. Every gpt-oss-20b run has TTFTs of 0.7-4.4 s
+  throughout (chat10 at 10 req/s: no request finished in its first 12.7 s), which the simulator does not model.
 * calibration/data/h200-2026-12-02-serve-steps (calibration/campaigns/h200-serve-steps.sh b|c): Qwen3-30B-A3B chat at
   20 and 34 req/s and Llama-3.1-8B chat at 10 and 24 req/s with every engine step timed inside the server; the
   profile's eager launch floors are these engines' traced medians, so their runs are reported, not checked;
   (h200-serve-steps.sh e|f) Qwen2.5-7B chat at 10 and 24 req/s and Mixtral-8x7B chat at 2 and 4 req/s (after a
-  20-request warm-up), traced the same way and held out of every fit: checked.  Every gpt-oss-20b run has TTFTs of 0.7-4.4 s
-  throughout (chat10 at 10 req/s: no request finished in its first 12.7 s), which the simulator does not model.
+  20-request warm-up), traced the same way and held out of every fit: checked.
 
 Targets, below saturation: output throughput within 3 %, TPOT p50 within 7 %, TTFT p50 within 10 %, TTFT
 p99 within 20 %; at and above saturation, throughput within 5 %.  Also: slo-search's rate below the

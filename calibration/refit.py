@@ -17,8 +17,8 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | fp8 weights (W8A8) | Llama-3.1-8B | Qwen2.5-32B |
 | int4 weights (W4A16) | Llama-3.1-8B | none measured (see the README: published numbers) |
 | MoE | Qwen3-30B-A3B (128 experts, top-8; probes + mixed steps) | Mixtral-8x7B (8 experts, top-2), from its serving runs |
-| mixed steps under vllm serve's settings | Qwen3-30B-A3B (in-process: the MoE stage's eager floor) | Llama-3.1-8B (dense) |
-| eager launch floor under vllm serve (set last, TRACES) | Llama-3.1-8B (per layer), Qwen3-30B-A3B (per MoE layer) | the serving runs of benchmarks/serving_accuracy.py |
+| mixed steps, vllm serve's settings | Qwen3-30B-A3B (in-process: the MoE stage) | Llama-3.1-8B (dense) |
+| served launch floor (TRACES, set last) | Llama-3.1-8B per layer, Qwen3-30B-A3B per MoE layer | Qwen2.5-7B, Mixtral |
 | TP 2 | Llama-3.1-8B | none: the Qwen2.5-32B TP 2 boot's requests failed (HTTP 400) |
 | MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrid, V1-runner MoE memory | see calibration/family_fit.py | |
 """
@@ -90,10 +90,10 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
     """``prof`` with the eager launch floors traced inside vllm serve (:data:`TRACES`) in place of the fitted ones,
     a GEMM-shape correction kept only where a traced engine of that shape shows it under vllm serve, and its latency
     residuals, held-out rows and bands recomputed on every point (the memory rows of the V1 runner's terms, which
-    calibration/family_fit.py added after fit_profile took them, included).  The stages fit on in-process probes, whose eager steps launch
-    faster than a served engine's (no API input/output threads in the process: Qwen3-30B-A3B's in-process eager steps
-    42-80 ms, served 92 ms, served with a 0.5 ms GIL hand-over 81 ms; calibration/data/README.md), so the served
-    floors go in last: the product predicts vllm serve."""
+    calibration/family_fit.py added after fit_profile took them, included).  The stages fit on in-process probes,
+    whose eager steps launch faster than a served engine's (no API input/output threads in the process:
+    Qwen3-30B-A3B's in-process eager steps 42-80 ms, served 92 ms, served with a 0.5 ms GIL hand-over 81 ms;
+    calibration/data/README.md), so the served floors go in last: the product predicts vllm serve."""
     floors = {model: launch_floor(DATA / folder, model) for folder, model in TRACES.items()}
     dense_s, moe_s = launch_terms(list(floors.values()))
     dense_traced = {(m.hidden_size, m.intermediate_size): (folder, m) for folder, m in

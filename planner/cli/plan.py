@@ -71,7 +71,8 @@ def plan_from_flags(flags, **question) -> FlagPlan:
         catalog.gpu(flags.gpu)  # an unknown id exits 2 naming it
     catalog.resolve_profile(flags.profile, flags.gpu or "h200-sxm", field="--profile")  # a bad path: exit 2
     if flags.num_gpus is not None and flags.tp and flags.num_gpus < flags.tp * (flags.pp or 1):
-        raise error_exit("--num-gpus", f"{flags.num_gpus} GPUs hold no replica of {fmt_layout(flags.tp, flags.pp or 1, always_pp=True)}")
+        raise error_exit("--num-gpus", f"{flags.num_gpus} GPUs hold no replica of "
+                                       f"{fmt_layout(flags.tp, flags.pp or 1, always_pp=True)}")
     fp = plan_fleet(flags.question(**question))
     best = fp.best
     if best is None:

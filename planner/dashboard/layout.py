@@ -77,6 +77,7 @@ def resolve_layout(sc: Scenario, demand: Demand, model: ModelSpec | None = None)
     per = tp * pp
     n = max(per, cdiv(sc.num_gpus, per) * per)
     asked = " and ".join(x for x, v in (("TP", sc.tensor_parallel), ("PP", sc.pipeline_parallel)) if not v)
-    note = (f"{asked} auto: the fleet engine chose {fmt_layout(tp, pp, always_pp=True)} on {sc.gpu_id} ({why}); the views use it, "
+    note = (f"{asked} auto: the fleet engine chose {fmt_layout(tp, pp, always_pp=True)} on {sc.gpu_id} ({why}); "
+            "the views use it, "
             f"{n:,} GPU(s) = {n // per:,} replica(s).")
     return Layout(sc._replace(tensor_parallel=tp, pipeline_parallel=pp, num_gpus=n), note, plan)

@@ -215,8 +215,8 @@ def _choose(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload: Workload
         raise DeployRefused(fld, "; ".join(report.reasons) or "no batch meets the SLO")
     assert problem is not None
     if auto_layout and tried is not None:
-        raise DeployRefused(problem.field, f"no layout up to {fmt_layout(tried.tensor_parallel, tried.pipeline_parallel, always_pp=True)}"
-                                           f" starts; the largest: {problem.reason}")
+        largest = fmt_layout(tried.tensor_parallel, tried.pipeline_parallel, always_pp=True)
+        raise DeployRefused(problem.field, f"no layout up to {largest} starts; the largest: {problem.reason}")
     raise DeployRefused(problem.field, problem.reason)
 
 
@@ -244,8 +244,9 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
         report = dataclasses.replace(report, fleet=dataclasses.replace(
             report.fleet, replicas_for_rate=int(replicas), replicas_for_concurrency=0))
     if disaggregated and layout.multi_node:
+        spans = fmt_layout(layout.tensor_parallel, layout.pipeline_parallel, always_pp=True)
         raise ValueError("--disaggregated: replicas spanning nodes are not written for disaggregated serving "
-                         f"({fmt_layout(layout.tensor_parallel, layout.pipeline_parallel, always_pp=True)} > {gpu.max_gpus_per_node} GPUs)")
+                         f"({spans} > {gpu.max_gpus_per_node} GPUs)")
     common = {"max_model_len": mml, "profile": profile, "enable_prefix_caching": enable_prefix_caching,
               "speculative_config": spec_cfg, "model_path": model_path}
     cmd = serve_command(model, gpu, dep, distributed_executor_backend="ray" if layout.multi_node else None, **common)

@@ -55,8 +55,8 @@ class ReplicaLayout:
     def describe(self) -> str:
         where = f"{self.nodes} nodes × {self.gpus_per_node} GPUs" if self.multi_node else "one node"
         how = "chosen: the smallest layout that starts" if self.auto else "the fleet plan's: TP/PP as asked, else chosen"
-        return (f"{fmt_layout(self.tensor_parallel, self.pipeline_parallel, always_pp=True)} = {self.gpus} GPU(s) per replica on "
-                f"{where} ({how})")
+        layout = fmt_layout(self.tensor_parallel, self.pipeline_parallel, always_pp=True)
+        return f"{layout} = {self.gpus} GPU(s) per replica on {where} ({how})"
 
 
 def replica_layout(gpu: GpuSpec, tensor_parallel: int, pipeline_parallel: int, auto: bool = False) -> ReplicaLayout:
