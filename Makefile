@@ -16,7 +16,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 install: $(STAMP)
 
 app: $(STAMP)
-	$(BIN)/streamlit run app.py --server.address 127.0.0.1 --server.headless true --browser.gatherUsageStats false
+	$(BIN)/python app.py --server.address 127.0.0.1 --server.headless true --browser.gatherUsageStats false
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests

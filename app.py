@@ -1,19 +1,25 @@
-"""LLM inference capacity planner — the Streamlit dashboard (`make app`).
+"""LLM inference capacity planner — the Streamlit dashboard (`make app`: `python app.py`, planner.dashboard.warm).
 
-Views only: widgets -> a Scenario (planner.dashboard.inputs says whenever a typed or shared value is not the one
-used) -> planner calls (planner.dashboard.views, headline, cost_view, compare and deploy_view compute every frame,
-number and sentence) -> metrics, tables and plotly figures (planner.dashboard.charts, planner.dashboard.charts_cost).  Every
-input that changes an answer is bound to a query parameter, so a plan is shared as a URL.
-"""
+Views only: widgets -> a Scenario (planner.dashboard.inputs says whenever a typed or shared value is not the one used)
+-> planner calls (planner.dashboard views, headline, cost_view, compare, deploy_view compute every frame, number and
+sentence) -> metrics, tables and plotly figures (charts, charts_cost).  Every input that changes an answer is bound
+to a query parameter, so a plan is shared as a URL; .streamlit/dashboard.css keeps it compact on a phone."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from pathlib import Path
 
 import streamlit as st
 
+if not st.runtime.scriptrunner.get_script_run_ctx(suppress_warning=True):  # `python app.py [flags]` (make app):
+    from streamlit.testing.v1 import AppTest  # the opening page run once here (warm), then `streamlit run` it
+    from streamlit.web import cli
+
+    from planner.dashboard import warm
+    sys.exit(warm.serve(__file__, AppTest, cli.main, sys.argv[1:]))
 st.set_page_config(page_title="LLM inference capacity planner", page_icon="🧮", layout="wide")
 
 import pandas as pd
@@ -37,7 +43,6 @@ CALIB_CHOICES, DEFAULTS, B = inputs.CALIB_CHOICES, inputs.DEFAULTS, list(inputs.
 VIEWS = view_text.VIEW_BLURBS  # tab name -> the sentence that explains it
 BIND = {"bind": "query-params"}  # every input that changes an answer mirrors itself in the URL
 WARNINGS: list[str] = []  # this run's sentences: a typed or shared value is not the one used
-# Compact on a phone, metric values never clipped (.streamlit/dashboard.css).
 CSS = f"<style>{(Path(__file__).parent / '.streamlit' / 'dashboard.css').read_text(encoding='utf-8')}</style>"
 
 
@@ -45,8 +50,7 @@ CSS = f"<style>{(Path(__file__).parent / '.streamlit' / 'dashboard.css').read_te
 
 
 @st.cache_resource
-def _uploads() -> dict[str, ModelSpec]:
-    """Uploaded models by content hash (content-addressed, so sessions can share it)."""
+def _uploads() -> dict[str, ModelSpec]:  # uploaded models by content hash (so sessions can share them)
     return {}
 
 
@@ -59,9 +63,8 @@ def _catalog() -> tuple[dict, dict, str | None]:
 
 
 def _model(model_key: str) -> ModelSpec:
-    if model_key.startswith("upload:"):
-        return _uploads()[model_key.removeprefix("upload:")]
-    return catalog.model(model_key)
+    up = model_key.startswith("upload:")
+    return _uploads()[model_key.removeprefix("upload:")] if up else catalog.model(model_key)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -134,8 +137,7 @@ def _deploy(sc: Scenario, rate: float, replicas: int | None) -> deploy_view.Depl
 
 
 @st.cache_resource(max_entries=1)
-def _load_results() -> dict:
-    """Finished load simulations by (scenario, requests): filled with a progress bar, outside any cache."""
+def _load_results() -> dict:  # finished load simulations by (scenario, requests): filled with a progress bar
     return {}
 
 
@@ -391,8 +393,7 @@ def view_cost(sc: Scenario, o: Planned, r, da) -> None:
     st.caption(cost_view.RANKING_DEFINITION + " " + (cost_view.overrides_note(sc, o.gpu.name) or ""))
     st.plotly_chart(charts_cost.cost_bars(best), key="cost")
     st.dataframe(views.cost_table(best, names), hide_index=True, width="stretch")
-    missing = sorted(set(names) - set(best["gpu_id"].astype(str)))
-    if missing:
+    if missing := sorted(set(names) - set(best["gpu_id"].astype(str))):
         st.caption("No configuration meets the targets on: " + ", ".join(names[g] for g in missing) + ".")
     fig = charts_cost.cost_vs_speed(_pareto(cost_view.sweep_key(sc, same), same), cost_view.scenario_speed_point(r),
                                     cost_view.PICK_FIELDS)
@@ -474,8 +475,7 @@ def view_deploy(sc: Scenario, o: Planned, r, da) -> None:
 
 
 @st.cache_resource(max_entries=1)
-def _capacity_results() -> dict:
-    """Finished capacity plans by their inputs (filled when **Plan capacity** is pressed)."""
+def _capacity_results() -> dict:  # finished capacity plans by their inputs (filled by **Plan capacity**)
     return {}
 
 

@@ -1,7 +1,7 @@
 """How long each dashboard view takes, in a real browser, from a widget change to the page settling.
 
-`streamlit run app.py` on a free local port; headless Chromium (playwright, /usr/bin/chromium, no
-download) opens every view at 1440×900 and changes sidebar inputs (target users, the context length,
+`python app.py` (as `make app`: the opening page warmed, then `streamlit run`) on a free local port; headless
+Chromium (playwright, /usr/bin/chromium, no download) opens every view at 1440×900 and changes sidebar inputs (target users, the context length,
 the TPOT target), each time to a value not seen before, so the caches that depend on that input miss.
 A change is timed from the key press that submits it to the later of
 
@@ -57,11 +57,10 @@ def _free_port() -> int:
 
 
 def start_server(app: Path, log_path: Path | None = None) -> tuple[subprocess.Popen, str, object]:
-    """``(process, url, log)``: ``streamlit run app`` on a free local port, headless, once its health check answers;
-    its output goes to ``log_path`` (default: a temporary file).  Stop it with :func:`stop_server`."""
+    """``(process, url, log)``: ``python app`` (as ``make app``) on a free local port, headless, once its health check
+    answers; its output goes to ``log_path`` (default: a temporary file).  Stop it with :func:`stop_server`."""
     port = _free_port()
-    exe = Path(sys.executable).with_name("streamlit")
-    cmd = [*([str(exe)] if exe.exists() else [sys.executable, "-m", "streamlit"]), "run", str(app),
+    cmd = [sys.executable, str(app),  # as `make app`: the opening page warmed, then served (planner.dashboard.warm)
            "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     log = (log_path.open("w") if log_path is not None  # closed by stop_server

@@ -1,4 +1,4 @@
-"""The dashboard in a real browser: `streamlit run app.py` on a free local port, headless Debian Chromium
+"""The dashboard in a real browser: `python app.py` (as `make app`) on a free local port, headless Debian Chromium
 (playwright, no browser download) opens every view at a desktop (1440×900) and a phone (390×844) viewport,
 changes widgets, checks the numbers and the URL follow, downloads the sweep CSV, and saves screenshots
 under tests/artifacts/.  Each defect of issue #13 that shows on a page has a test here.
@@ -511,6 +511,15 @@ def test_dashboard_loads_changes_and_follows_in_a_real_browser(page, server):
     page.wait_for_selector('[data-testid="stMetric"]')
     wait_idle(page)
     assert metric_value(page, "Max concurrent users") == preset
+
+
+def test_make_app_warms_the_opening_page_before_it_listens(server):
+    """`python app.py` (make app, start_server) ran the bare URL's page once in its own process before the health
+    check answered (planner.dashboard.warm), and it did not fail there."""
+    log = (ARTIFACTS / f"streamlit-{os.getpid()}.log").read_text(encoding="utf-8")
+    warmed = log.index("planner: opening page warmed in ")
+    assert "failed in the warm-up" not in log and "Traceback" not in log
+    assert warmed < log.index("You can now view your Streamlit app")
 
 
 def test_fleet_headline_answers_a_demand(page, server):
