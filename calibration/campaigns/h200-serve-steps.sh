@@ -10,8 +10,12 @@
 #   d: Qwen3-30B-A3B chat20 again with the GIL hand-over interval at 0.5 ms (default 5 ms) in the server;
 #   e: held out of the launch floor: Qwen2.5-7B (dense, 28 layers, 3,584 x 18,944) chat 10/24 req/s, traced;
 #   f: held out: Mixtral-8x7B (MoE, 8 experts top-2, 32 layers) chat 2/4 req/s after a warm-up, traced.
+#   g: MXFP4 MoE (2026-12-02, second round): gpt-oss-120b (128 experts top-4, 36 layers, Triton MXFP4 MoE) served,
+#      traced: a 400-request warm-up, then chat 8 and 20 req/s (is a served MXFP4 step its CPU launch, as Qwen3's?);
+#   h: held out: gpt-oss-20b (32 experts top-4, 24 layers) the same, a longer warm-up, chat 10 and 30 req/s, and
+#      chat 30 again at the end (does the engine still compile new shapes after 1,400 requests?).
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f|g|h OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -36,6 +40,13 @@ case $1 in
   f) job 0 260 mx-trace python3 -m calibration.serve_bench --model mixtral-8x7b --max-model-len 4096 --step-trace \
        --out "$D/serve-mixtral-8x7b-trace" --port 8005 --budget-s 245 \
        --run warm:$CHAT,n=20,rate=4 --run chat2:$CHAT,n=40,rate=2 --run chat4:$CHAT,n=80,rate=4 ;;
+  g) job 0 470 oss120-trace python3 -m calibration.serve_bench --model gpt-oss-120b --weight-dtype mxfp4 \
+       --max-model-len 4096 --step-trace --out "$D/serve-gpt-oss-120b-trace" --port 8006 --budget-s 450 \
+       --run warm:$CHAT,n=400,rate=20 --run chat8:$CHAT,n=160,rate=8 --run chat20:$CHAT,n=400,rate=20 ;;
+  h) job 0 560 oss20-trace python3 -m calibration.serve_bench --model gpt-oss-20b --weight-dtype mxfp4 \
+       --max-model-len 4096 --step-trace --out "$D/serve-gpt-oss-20b-trace" --port 8007 --budget-s 540 \
+       --run warm:$CHAT,n=600,rate=30 --run chat10:$CHAT,n=200,rate=10 --run chat30:$CHAT,n=600,rate=30 \
+       --run chat30b:$CHAT,n=600,rate=30 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"
