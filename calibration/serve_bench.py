@@ -251,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-model-len", type=int, default=4096)
     ap.add_argument("--gpu-memory-utilization", type=float, default=Deployment.default("gpu_memory_utilization"))
     ap.add_argument("--no-prefix-caching", action="store_true")
+    ap.add_argument("--max-num-batched-tokens", type=int, default=Deployment.default("max_num_batched_tokens"),
+                    help="the scheduler's token budget per step (vllm serve's default 8,192)")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--step-trace", action="store_true",
                     help="time every engine step in the server (calibration/steptrace: OUT/steps.<pid>.jsonl)")
@@ -270,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     records = ns.out / "serve_bench.jsonl"
     model, gpu = catalog.model(ns.model), catalog.gpu(ns.gpu)
     dep = Deployment.for_gpu(gpu, num_gpus=ns.tp, tensor_parallel=ns.tp, weight_dtype=ns.weight_dtype,
-                             kv_cache_dtype=ns.kv_dtype, gpu_memory_utilization=ns.gpu_memory_utilization)
+                             kv_cache_dtype=ns.kv_dtype, gpu_memory_utilization=ns.gpu_memory_utilization,
+                             max_num_batched_tokens=ns.max_num_batched_tokens)
     profile = catalog.profile_for(gpu.id, transfer=True)
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"serve-bench-{model.id}-{ns.weight_dtype}-{ns.port}"
     model_dir = write_hf_config(model, work, ns.weight_dtype)

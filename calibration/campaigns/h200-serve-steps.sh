@@ -13,9 +13,11 @@
 #   g: MXFP4 MoE (2026-12-02, second round): gpt-oss-120b (128 experts top-4, 36 layers, Triton MXFP4 MoE) served,
 #      traced: a 400-request warm-up, then chat 8 and 20 req/s (is a served MXFP4 step its CPU launch, as Qwen3's?);
 #   h: held out: gpt-oss-20b (32 experts top-4, 24 layers) the same, a longer warm-up, chat 10 and 30 req/s, and
-#      chat 30 again at the end (does the engine still compile new shapes after 1,400 requests?).
+#      chat 30 again at the end (does the engine still compile new shapes after 1,400 requests?);
+#   i: gpt-oss-20b as h with --max-num-batched-tokens 1024 (every step inside the CUDA graphs, up to 1,024 tokens
+#      for gpt-oss): do the 1-2 s stalls of g and h (eager steps only) go away?
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f|g|h OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f|g|h|i OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -47,6 +49,10 @@ case $1 in
        --max-model-len 4096 --step-trace --out "$D/serve-gpt-oss-20b-trace" --port 8007 --budget-s 540 \
        --run warm:$CHAT,n=600,rate=30 --run chat10:$CHAT,n=200,rate=10 --run chat30:$CHAT,n=600,rate=30 \
        --run chat30b:$CHAT,n=600,rate=30 ;;
+  i) job 0 480 oss20-mnbt1024 python3 -m calibration.serve_bench --model gpt-oss-20b --weight-dtype mxfp4 \
+       --max-model-len 4096 --max-num-batched-tokens 1024 --step-trace --out "$D/serve-gpt-oss-20b-mnbt1024" \
+       --port 8008 --budget-s 460 --run warm:$CHAT,n=300,rate=30 --run chat10:$CHAT,n=200,rate=10 \
+       --run chat30:$CHAT,n=600,rate=30 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"
