@@ -26,6 +26,10 @@ lengths, multi-turn parents and engine settings:
   profile's eager launch floors are these engines' traced medians, so their runs are reported, not checked;
   (h200-serve-steps.sh e|f) Qwen2.5-7B chat at 10 and 24 req/s and Mixtral-8x7B chat at 2 and 4 req/s (after a
   20-request warm-up), traced the same way and held out of every fit: checked.
+* calibration/data/h200-2026-12-02-serve-mxfp4 (h200-serve-steps.sh g|h|i): gpt-oss-120b and gpt-oss-20b (MXFP4 MoE)
+  chat at vllm serve's 8,192 tokens per step, where the Triton MXFP4 MoE stalls 0.7-6 s on 15-40 % of the steps
+  above the CUDA graphs for the whole run (each run's stalls printed; reported, not checked), and gpt-oss-20b with
+  --max-num-batched-tokens 1024 (every step inside the graphs, no stall; held out of every fit: checked).
 
 Targets, below saturation: output throughput within 3 %, TPOT p50 within 7 %, TTFT p50 within 10 %, TTFT
 p99 within 20 %; at and above saturation, throughput within 5 %.  Also: slo-search's rate below the
@@ -43,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from calibration.serving_points import replay_folder  # noqa: E402
+from calibration.trace_points import stalls  # noqa: E402
 from planner.io import catalog  # noqa: E402
 from planner.serving import workloads as wl  # noqa: E402
 from planner.serving import engine_setup, max_rate_under_slo, replay  # noqa: E402
@@ -137,6 +142,21 @@ def main() -> int:
                 "warm") else ("" if held else "launch floor traced here")))
             if held:
                 check(f"serve-steps/{folder}/{c.name}", e, missed, False)
+    mxfp4 = ROOT / "calibration/data/h200-2026-12-02-serve-mxfp4"
+    # g, h: vllm serve's 8,192 tokens per step, the engine stalls (reported with the stalls, not checked: the
+    # simulator does not model them, the plan's note says so); i: every step inside the CUDA graphs, checked
+    for folder, model, held in (("g/serve-gpt-oss-120b-trace", "gpt-oss-120b", False),
+                                ("h/serve-gpt-oss-20b-trace", "gpt-oss-20b", False),
+                                ("i/serve-gpt-oss-20b-mnbt1024", "gpt-oss-20b", True)):
+        st = stalls(mxfp4 / folder)
+        print(f"vllm serve + vllm bench serve, 2026-12-02, MXFP4 MoE, every engine step timed ({folder}; "
+              f"{'held out of every fit: checked' if held else 'reported: the engine stalls'}):")
+        for c in replay_folder(mxfp4 / folder, model, prof):
+            e, s_ = {k: c.error_pct(k) for k in KEYS}, st.get(c.name.removeprefix("bench-"), {})
+            print(line(f"{c.name} ({c.num_requests} req)", e, f"{s_.get('stalls', 0)} stalls > 0.3 s, "
+                       f"{s_.get('stall_s', 0.0):.1f} s of {s_.get('wall_s', 0.0):.0f} s"))
+            if held:
+                check(f"serve-mxfp4/{folder}/{c.name}", e, missed, False)
     g = catalog.gpu("h200-sxm")
     m = catalog.model("llama-3.1-8b")
     cost, cfg = engine_setup(m, g, Deployment.for_gpu(g), prof)

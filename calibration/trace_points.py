@@ -93,6 +93,25 @@ def launch_terms(floors: list[LaunchFloor]) -> tuple[float | None, float | None]
     return per_layer, (max(0.0, float(np.median(moe))) if moe else None)
 
 
+def piecewise_layer_launch_s(folder: Path, model_id: str) -> tuple[float, int, int]:
+    """(s per layer, prompt-carrying steps, decode-only steps): the CPU floor of a step that carries prompt tokens
+    inside the CUDA-graph range (vLLM 0.26 replays it as piecewise graphs, each layer's attention launched between
+    them) = median ``execute_model`` call of those steps − median of the decode-only steps (one full graph), over
+    the non-warm-up runs, per layer.  Traced on 2026-12-02: Llama-3.1-8B 7.42 ms / 32 layers = 0.232 ms; held out
+    Qwen2.5-7B 0.239, Mixtral-8x7B 0.232, gpt-oss-20b 0.236, Qwen3-30B-A3B 0.294 ms per layer."""
+    deploy, steps, in_run = _run_steps(folder)
+    m = catalog.model(model_id)
+    graph_max = cudagraph_max_tokens(recorded_deployment(deploy), m)
+    mixed, dec = [], []
+    for s, inside in zip(steps, in_run):
+        x = s.get("exec_s")
+        if inside and x is not None and 0 < s["tok"] <= graph_max:
+            (mixed if s["chunks"] else dec).append(float(x))
+    if not mixed or not dec:
+        raise ValueError(f"{folder}: no traced prompt-carrying or decode-only steps inside the CUDA graphs")
+    return (float(np.median(mixed)) - float(np.median(dec))) / m.num_layers, len(mixed), len(dec)
+
+
 def range_period_s(folder: Path, model_id: str, lo: float, hi: float) -> tuple[float, int]:
     """(median engine-loop period, count) of the traced steps of ``lo`` < tokens < ``hi`` in the non-warm-up runs:
     the time from a step's ``schedule`` to the next (one loop pass; asynchronous scheduling overlaps a step's GPU
@@ -101,3 +120,27 @@ def range_period_s(folder: Path, model_id: str, lo: float, hi: float) -> tuple[f
     per = [b["t0"] - a["t0"] for a, b, inside in zip(steps, steps[1:], in_run)
            if inside and lo < a["tok"] < hi and b["wall"] >= a["wall"]]
     return (float(np.median(per)) if per else float("nan")), len(per)
+
+
+#: an ``execute_model`` call this long is a stall (a graph step takes 2-5 ms, an eager one 25-150 ms)
+STALL_S = 0.3
+
+
+def stalls(folder: Path, threshold_s: float = STALL_S) -> dict[str, dict]:
+    """Per ``bench`` run of the folder: its traced steps, the eager ones among them (above the largest CUDA
+    graph), the steps whose ``execute_model`` call took longer than ``threshold_s`` and their seconds, and the
+    run's wall time.  gpt-oss on vLLM 0.26 (Triton MXFP4 MoE) stalled 0.7-6 s on 15-40 % of its eager steps
+    throughout 2,000 requests (calibration/data/h200-2026-12-02-serve-mxfp4); no other traced engine did."""
+    deploy, steps, _ = _run_steps(folder)
+    graph_max = cudagraph_max_tokens(recorded_deployment(deploy), catalog.model(deploy["model"]))
+    out = {}
+    for r in read_jsonl(Path(folder) / "serve_bench.jsonl"):
+        if r.get("type") != "bench" or "wall_start" not in r:
+            continue
+        run = [s for s in steps if r["wall_start"] <= s["wall"] <= r["wall_end"] and s.get("exec_s") is not None
+               and s["tok"] > 0]
+        slow = [float(s["exec_s"]) for s in run if s["exec_s"] > threshold_s]
+        out[r["run"]] = {"steps": len(run), "eager_steps": sum(s["tok"] > graph_max for s in run),
+                         "stalls": len(slow), "stall_s": float(sum(slow)), "wall_s": r["wall_end"] - r["wall_start"]}
+    return out
+

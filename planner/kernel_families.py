@@ -108,16 +108,22 @@ def kv_layer_slots(model: ModelSpec) -> int:
 def cold_start_note(model: ModelSpec, weight_dtype: str, max_num_seqs: int = 1024,
                     max_num_batched_tokens: int = 8192) -> str:
     """What a cold vLLM 0.26 engine does before it serves at the predicted speed, and how to warm it (measured
-    on the H200, calibration/data/h200-2026-12-01: engine start 90-157 s, first-use Triton compiles 0.7-4.8 s)."""
+    on the H200, calibration/data/h200-2026-12-01: engine start 90-157 s, first-use Triton compiles 0.7-4.8 s);
+    for the Triton MXFP4 MoE, what its steps above the CUDA graphs do under load for as long as it was measured
+    (calibration/data/h200-2026-12-02-serve-mxfp4) and the setting that avoids them."""
     cap = min(2 * max_num_seqs, graph_capture_limit(model), max_num_batched_tokens)
     note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
-            f"1-{cap} tokens before it serves (engine start 90-160 s measured on an H200); larger steps run "
-            f"without graphs")
-    if model.moe is not None and weight_dtype == "mxfp4":
-        note += ("; the Triton MXFP4 MoE kernels also compile on the first step of each new size above the graphs "
-                 "(0.7-4.8 s per new prompt length measured on gpt-oss, then 50-100 ms): before taking traffic, "
-                 "warm it with one request per prompt-length bucket you expect (e.g. 1.5k, 2k, 3k, 4.5k, 8k, 16k "
-                 "tokens), or TTFT is 1-5 s for the first minutes")
+            f"1-{cap} tokens before it serves (engine start 90-160 s measured on an H200); "
+            + ("larger steps run without graphs" if max_num_batched_tokens > cap else "no step is larger"))
+    if model.moe is not None and weight_dtype == "mxfp4" and max_num_batched_tokens > cap:
+        note += (f"; with the Triton MXFP4 MoE those larger steps stall: served chat traffic on gpt-oss (H200, vLLM "
+                 f"0.26) stalled 0.7-6 s on 15-40 % of them for as long as it ran (2,000 requests), TTFT p50 ~1 s "
+                 f"at any load, which the predicted latencies here do not include; serve and plan with "
+                 f"--max-num-batched-tokens {cap} (every step inside the graphs: no stall in 10,000 steps, TTFT p50 "
+                 f"46 ms and 29 % more throughput at 30 req/s on gpt-oss-20b)")
+    elif model.moe is not None and weight_dtype == "mxfp4":
+        note += ("; staying inside the graphs kept the Triton MXFP4 MoE free of the 0.7-6 s stalls its larger "
+                 "steps have under load; warm it with a few requests before taking traffic")
     elif model.moe is not None:
         note += "; warm it with a few requests of the prompt lengths you expect (first-use Triton MoE compiles)"
     return note

@@ -115,8 +115,10 @@ def test_cold_start_records_and_the_warm_up_note():
     first = {r["prompt_tokens"]: r["measured"] for r in cold if r["model"] == "gpt-oss-120b" and r["phase"] == "cold"}
     again = {r["prompt_tokens"]: r["measured"] for r in cold if r["model"] == "gpt-oss-120b" and r["phase"] == "warm"}
     assert max(first.values()) > 1.0 and max(again.values()) < 0.2  # Triton compiles on first use only
-    note = cold_start_note(catalog.model("gpt-oss-120b"), "mxfp4")
-    assert "1-1024 tokens" in note and "warm it" in note
+    note = cold_start_note(catalog.model("gpt-oss-120b"), "mxfp4")  # vllm serve's 8,192 tokens per step
+    assert "1-1024 tokens" in note and "stalled 0.7-6 s" in note and "--max-num-batched-tokens 1024" in note
+    inside = cold_start_note(catalog.model("gpt-oss-120b"), "mxfp4", max_num_batched_tokens=1024)
+    assert "no step is larger" in inside and "warm it" in inside and "stalled" not in inside
     assert "Triton MXFP4" not in cold_start_note(catalog.model("llama-3.1-8b"), "bf16")
 
 

@@ -122,6 +122,39 @@ def test_launch_terms_per_layer_and_per_moe_layer_and_their_held_out_check():
     assert prof.shape_corrections == []
 
 
+MXFP4 = REPO / "calibration/data/h200-2026-12-02-serve-mxfp4"
+
+
+def test_the_mxfp4_engine_stalls_above_the_graphs_and_not_inside_them():
+    """gpt-oss-20b served at 8,192 tokens per step (h/): 13-15 execute_model calls > 0.3 s in every run, the last
+    after 1,400 requests as many as in the first; at 1,024 (i/: every step inside the CUDA graphs) none in 10,369
+    steps.  The traced dense and bf16-MoE engines stall only in their first traffic (Qwen3: 4 in 'warm', then 0)."""
+    from calibration.trace_points import stalls
+
+    h = stalls(MXFP4 / "h/serve-gpt-oss-20b-trace")
+    assert [h[r]["stalls"] for r in ("warm", "chat10", "chat30", "chat30b")] == [13, 15, 15, 15]
+    assert h["chat30b"]["stall_s"] == pytest.approx(15.28, abs=0.01) and h["chat30b"]["eager_steps"] == 83
+    i = stalls(MXFP4 / "i/serve-gpt-oss-20b-mnbt1024")
+    assert sum(v["steps"] for v in i.values()) == 1715 + 5189 + 3465
+    assert all(v["stalls"] == 0 and v["eager_steps"] == 0 for v in i.values())
+    q = stalls(TRACES / "b/serve-qwen3-30b-a3b-trace")
+    assert q["warm"]["stalls"] == 4 and q["chat20"]["stalls"] == q["chat34"]["stalls"] == 0
+
+
+def test_piecewise_launch_per_layer_is_the_same_on_every_traced_engine():
+    """A prompt-carrying step inside the graphs minus a decode-only step, per layer: Llama-3.1-8B (9.11 − 1.69 ms)
+    / 32 = 0.232 ms; Qwen2.5-7B 0.239, Mixtral-8x7B 0.232, gpt-oss-20b (i/) 0.236 ms (measured, not in the profile:
+    calibration/data/README.md says why)."""
+    from calibration.trace_points import piecewise_layer_launch_s
+
+    llama, n_mixed, n_dec = piecewise_layer_launch_s(TRACES / "c/serve-llama-trace", "llama-3.1-8b")
+    assert llama == pytest.approx(0.000232, rel=0.01) and (n_mixed, n_dec) == (57, 3660)
+    for folder, model in (("e/serve-qwen2.5-7b-trace", "qwen2.5-7b"), ("f/serve-mixtral-8x7b-trace", "mixtral-8x7b")):
+        assert abs(piecewise_layer_launch_s(TRACES / folder, model)[0] / llama - 1) < 0.04
+    oss = piecewise_layer_launch_s(MXFP4 / "i/serve-gpt-oss-20b-mnbt1024", "gpt-oss-20b")[0]
+    assert abs(oss / llama - 1) < 0.03
+
+
 def test_a_trace_without_eager_or_graph_steps_is_refused(tmp_path):
     from calibration.trace_points import launch_floor
 
