@@ -70,6 +70,10 @@ class MoeCoeffs(FrozenSpec):
         1.0, description="share of the experts a batch's routing spreads over (1 = uniform over all experts)")
     prefill_layer_overhead_s: Overhead = Field(
         0.0, description="per MoE layer for steps with prompt tokens inside the CUDA-graph size (PIECEWISE graphs)")
+    prefill_expert_overhead_s: Overhead = Field(
+        0.0, description="per expert the step touches, per MoE layer, for the same steps (the kernel's per-expert "
+        "tiles): what the family stages fit instead of the per-layer term, so a model with fewer experts pays less "
+        "(calibration/family_fit.py)")
     fitted_on: list[str] = Field(default_factory=list)
 
 

@@ -97,10 +97,8 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
     routed_active = p.num_moe_layers * p.experts_per_token * p.expert
     return ModelCosts(
         model_id=model.id,
-        weight_dtype=deployment.weight_dtype,
-        kv_cache_dtype=deployment.kv_cache_dtype,
-        tensor_parallel=tp,
-        pipeline_parallel=pp,
+        weight_dtype=deployment.weight_dtype, kv_cache_dtype=deployment.kv_cache_dtype,
+        tensor_parallel=tp, pipeline_parallel=pp,
         linear_flops_per_token=2.0 * (p.active_matmul_no_lm_head - routed_active) / (tp * pp),
         lm_head_flops_per_seq=2.0 * p.lm_head_matmul / tp,
         moe_flops_per_token=2.0 * routed_active / (tp * pp),
@@ -156,6 +154,7 @@ class HwCoeffs:
     moe_layer_overhead_s: float = 0.0
     moe_eager_layer_overhead_s: float = 0.0
     moe_prefill_layer_overhead_s: float = 0.0
+    moe_prefill_expert_overhead_s: float = 0.0  # ... per expert the step touches (MoeCoeffs.prefill_expert_overhead_s)
     moe_seq_layer_overhead_s: float = 0.0  # MoE families: per decoding sequence per layer per step
     moe_touch_fraction: float = 1.0  # share of the experts routing spreads over (MoeCoeffs.expert_touch_fraction)
     hybrid_step_overhead_s: float = 0.0  # dense sliding-window hybrids' own per-step cost
@@ -218,6 +217,7 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         moe_layer_overhead_s=moe.layer_overhead_s if moe else 0.0,
         moe_eager_layer_overhead_s=moe.eager_layer_overhead_s if moe else 0.0,
         moe_prefill_layer_overhead_s=moe.prefill_layer_overhead_s if moe else 0.0,
+        moe_prefill_expert_overhead_s=moe.prefill_expert_overhead_s if moe else 0.0,
         moe_touch_fraction=moe.expert_touch_fraction if moe else 1.0,
         moe_seq_layer_overhead_s=moe.seq_layer_overhead_s if moe else 0.0,
         hybrid_step_overhead_s=profile.hybrid_step_overhead_s if is_hybrid_swa(model) else 0.0,
@@ -362,7 +362,7 @@ def token_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, xp=np) -
         moe_c = moe_flops / (hw.linear_peak_flops_per_s * maximum(moe_eff, 1e-9))
         moe_m = moe_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.moe_weight_bandwidth_efficiency)
     else:
-        moe_bytes = moe_flops = moe_c = moe_m = tokens * 0.0
+        touched = moe_bytes = moe_flops = moe_c = moe_m = tokens * 0.0
     comm = allreduce_s(mc, hw, tokens, xp)
     eager = tokens > mc.cudagraph_max_tokens
     # an eager step's CPU launch floor: every layer's kernels, and the fused-MoE layers' (per stage, stages in turn)
@@ -377,7 +377,8 @@ def token_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, xp=np) -
         + mc.num_layers * where((tokens > hw.shape_tokens_lo) & (tokens < hw.shape_tokens_hi),
                                 hw.shape_extra_s_per_layer, 0.0)
         + mc.num_moe_layers * (hw.moe_layer_overhead_s + where(
-            eager, hw.moe_eager_layer_overhead_s, where(prefill, hw.moe_prefill_layer_overhead_s, 0.0))),
+            eager, hw.moe_eager_layer_overhead_s,
+            where(prefill, hw.moe_prefill_layer_overhead_s + touched * hw.moe_prefill_expert_overhead_s, 0.0))),
         0.0,
     )
     if mc.pipeline_parallel > 1:  # a token crosses every stage in turn: stage times add up
