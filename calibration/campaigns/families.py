@@ -53,6 +53,8 @@ SWA_VALIDATE = [p for p in VALIDATE if not (p["metric"] == "decode_step_s" and p
 SHORT_VALIDATE = [p for p in VALIDATE if p["prompt_tokens"] + 400 <= 8192]  # Moonlight: 8,192-token context
 FP8_DECODE = _prefill([512, 2048, 8192]) + _decode([(512, [1, 8, 16, 32, 64, 128, 256]), (2048, [16, 64])])
 COLD = [700, 733, 1000, 1500, 2100, 3000, 4500]
+# the fp8 MoE held out (2026-12-02): other lengths and batches than FP8_DECODE, on another fp8 MoE (Mixtral-8x7B)
+FP8_VALIDATE = _prefill([700, 1500, 3000, 6000]) + _decode([(1024, [1, 2, 8, 24, 96, 192]), (3000, [1, 24])])
 
 # job name: (model, weights, role, probe budget s, extra); the limits and order are in h200-families.sh
 JOBS = {
@@ -61,6 +63,7 @@ JOBS = {
     "dsv2lite-fit": ("deepseek-v2-lite", "bf16", "fit", 80, {"points": FIT}),
     "moonlight-val": ("moonlight-16b-a3b", "bf16", "validate", 45, {"points": SHORT_VALIDATE, "max_model_len": 8192}),
     "qwen3moe-fp8-fit": ("qwen3-30b-a3b", "fp8", "fit", 35, {"points": FP8_DECODE}),
+    "mixtral-fp8-val": ("mixtral-8x7b", "fp8", "validate", 45, {"points": FP8_VALIDATE}),
     "gemma12-fit": ("gemma-3-12b", "bf16", "fit", 60, {"points": SWA_FIT}),
     "gemma27-val": ("gemma-3-27b", "bf16", "validate", 45, {"points": SWA_VALIDATE}),
 }

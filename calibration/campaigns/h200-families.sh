@@ -3,7 +3,7 @@
 # hybrid; vLLM 0.26.0, dummy weights): the exact jobs behind calibration/data/h200-2026-12-01/.
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
 #   bash calibration/campaigns/h200-families.sh STAGE OUTDIR SECONDS
-# STAGE: mxfp4 | mla | swa.  A job starts only if its minimum is left of SECONDS; its limit shrinks to what is
+# STAGE: mxfp4 | mla | swa | fp8moe.  A job starts only if its minimum is left of SECONDS; its limit shrinks to what is
 # left (the whole process group is killed at the limit) and the GPU is checked free before the next one.
 set -u
 D=$2
@@ -24,6 +24,7 @@ case $1 in
   mxfp4) run oss120-fit 310 200 100; run oss20-val 200 130 55 ;;
   mla) run dsv2lite-fit 230 160 80; run moonlight-val 170 120 45; run qwen3moe-fp8-fit 150 110 35 ;;
   swa) run gemma12-fit 190 140 60; run gemma27-val 170 130 45 ;;
+  fp8moe) run mixtral-fp8-val 240 150 45 ;;  # 2026-12-02: the fp8 MoE held out (h200-2026-12-02-fp8moe/)
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] $1 done" | tee -a "$D/jobs.log"
