@@ -10,7 +10,7 @@ Each family has its own few terms, fitted on ONE engine with everything else hel
 | --- | --- | --- | --- |
 | moe-mxfp4 (Triton MXFP4) | moe_variants.mxfp4 (bandwidth, GEMM, overheads, touch share) | gpt-oss-120b | gpt-oss-20b |
 | moe-mla (MLA + fine-grained MoE) | moe_variants.mla (same terms) | deepseek-v2-lite | moonlight-16b-a3b |
-| moe-fp8 (W8A8 Triton fused MoE) | moe_variants.fp8 (same terms) | qwen3-30b-a3b fp8 | none (one fp8 MoE measured) |
+| moe-fp8 (W8A8 Triton fused MoE) | moe_variants.fp8 (same terms) | qwen3-30b-a3b fp8 | mixtral-8x7b fp8 |
 | hybrid-swa (Gemma-3 5:1) | hybrid_step_overhead_s | gemma-3-12b | gemma-3-27b |
 | MXFP4 weight bytes | mxfp4_expert_bytes_factor (x the 4.25-bit experts) | gpt-oss-120b | gpt-oss-20b |
 | MoE memory (V1 runner) | v1_cudagraph_estimate_bytes, v1_sampler_logits_copies | gpt-oss-120b,
@@ -49,8 +49,10 @@ CAMPAIGN = "h200-2026-12-01"
 #: the fp8 MoE grid came from the second MoE round (calibration/campaigns/h200-moe-load2.sh, stage a): the engine
 #: of the first round never reached its probes
 FP8_MOE = "h200-2026-12-01-moe-load2/a/h200-families.jsonl"
+#: ... and its held-out engine, Mixtral-8x7B with fp8 weights (calibration/campaigns/h200-families.sh fp8moe)
+FP8_MOE_HELD_OUT = "h200-2026-12-02-fp8moe/h200-families.jsonl"
 RAW = [f"{CAMPAIGN}/mxfp4/h200-families.jsonl", f"{CAMPAIGN}/mla/h200-families.jsonl",
-       f"{CAMPAIGN}/swa/h200-families.jsonl", FP8_MOE]
+       f"{CAMPAIGN}/swa/h200-families.jsonl", FP8_MOE, FP8_MOE_HELD_OUT]
 #: engines stopped by their job's time limit before the 'engine_log' record was written: their start-up terms
 #: are read from the log beside them.  Qwen3-30B-A3B fp8 never reached its probes (start-up > its 150 s limit).
 LOG_ONLY = [(f"{CAMPAIGN}/swa/h200-families.gemma-3-27b.auto.validate.log", "gemma-3-27b", "bf16", "validate"),
@@ -60,7 +62,7 @@ LOG_EXTRA = {"qwen3-30b-a3b": f"{CAMPAIGN}/mla/qwen3moe-fp8-fit.out"}
 #: probes left out, with why (said in the report)
 EXCLUDED = {("gpt-oss-120b", "prefill_s", 16, 512):
             "both repeats 1.47/1.55 s, 9x the single 8,192-token prefill (168 ms) of the same engine; cause not found"}
-#: the fp8 MoE family has ONE measured model (Qwen3-30B-A3B fp8): it is fitted on it, so it has no held-out check
+#: the fp8 MoE family is fitted on Qwen3-30B-A3B fp8 (128 experts, top-8) and held out on Mixtral-8x7B fp8 (8, top-2)
 FIT_ON = {"moe-mxfp4": "gpt-oss-120b", "moe-mla": "deepseek-v2-lite", "moe-fp8": "qwen3-30b-a3b",
           "hybrid-swa": "gemma-3-12b"}
 KERNELS = {"mxfp4": "Triton MXFP4 MoE (OAITritonMxfp4ExpertsMonolithic), bf16 attention/router GEMMs",
