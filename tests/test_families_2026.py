@@ -77,7 +77,7 @@ def test_mxfp4_weights_are_experts_only_at_4_25_bits():
 def test_kv_pool_within_about_1pct_on_every_engine(points, profile):
     kv = [p for p in points if p.metric == "kv_cache_tokens"]
     assert {p.model.id for p in kv} == {"gpt-oss-120b", "gpt-oss-20b", "deepseek-v2-lite", "moonlight-16b-a3b",
-                                        "gemma-3-12b", "gemma-3-27b", "qwen3-30b-a3b"}
+                                        "gemma-3-12b", "gemma-3-27b", "qwen3-30b-a3b", "mixtral-8x7b"}
     for p in kv:
         assert abs(error_pct(predict(p, profile), p.measured)) <= 1.2, p.model.id
     assert kv_layer_slots(catalog.model("gemma-3-27b")) == 70 and kv_layer_slots(catalog.model("gemma-3-12b")) == 48
@@ -92,9 +92,11 @@ def test_committed_family_terms_and_held_out_errors(points, profile):
     rows = {(r["family"], r["role"]): r for r in table(profile, points)}
     for fam, model in FIT_ON.items():
         assert rows[(fam, "fit")]["models"] == [model]
-        if fam == "moe-fp8":  # one fp8 MoE measured: held out only its first engine's KV pool (no probes)
+        if fam == "moe-fp8":  # held out: Mixtral-8x7B fp8's probes, and the fit model's first engine's KV pool only
             held = rows[(fam, "held out")]
-            assert held["models"] == [model] and held["decode"] is None and held["kv"][0] == 1
+            assert held["models"] == ["mixtral-8x7b", model] and held["kv"][0] == 2
+            # a known miss (calibration/data/h200-2026-12-02-fp8moe/COMMAND.md): decode median +43.8 % over 8 points
+            assert held["decode"][0] == 8 and 40.0 < held["decode"][1] < 48.0
             continue
         assert model not in rows[(fam, "held out")]["models"]
     # what the committed profile achieves on the held-out engines (the report gives every figure)
