@@ -1,9 +1,9 @@
 """How long each dashboard view takes, in a real browser, from a widget change to the page settling.
 
 `python app.py` (as `make app`: the opening page warmed, then `streamlit run`) on a free local port; headless
-Chromium (playwright, /usr/bin/chromium, no download) opens every view at 1440×900 and changes sidebar inputs (target users, the context length,
-the TPOT target), each time to a value not seen before, so the caches that depend on that input miss.
-A change is timed from the key press that submits it to the later of
+Chromium (playwright, /usr/bin/chromium, no download) opens every view at 1440×900 and changes sidebar inputs
+(target users, the context length, the TPOT target), each time to a value not seen before, so the caches that
+depend on that input miss.  A change is timed from the key press that submits it to the later of
 
 * the server's ``script_finished`` message on the websocket (the rerun is over), and
 * the last DOM mutation before the page stays quiet for ``--quiet-ms`` (Plotly has drawn, tables are

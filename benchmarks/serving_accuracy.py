@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from calibration.serving_points import replay_folder  # noqa: E402
-from calibration.trace_points import stalls  # noqa: E402
+from calibration.trace_points import STALL_S, stalls  # noqa: E402
 from planner.io import catalog  # noqa: E402
 from planner.serving import workloads as wl  # noqa: E402
 from planner.serving import engine_setup, max_rate_under_slo, replay  # noqa: E402
@@ -153,7 +153,7 @@ def main() -> int:
               f"{'held out of every fit: checked' if held else 'reported: the engine stalls'}):")
         for c in replay_folder(mxfp4 / folder, model, prof):
             e, s_ = {k: c.error_pct(k) for k in KEYS}, st.get(c.name.removeprefix("bench-"), {})
-            print(line(f"{c.name} ({c.num_requests} req)", e, f"{s_.get('stalls', 0)} stalls > 0.3 s, "
+            print(line(f"{c.name} ({c.num_requests} req)", e, f"{s_.get('stalls', 0)} stalls > {STALL_S:g} s, "
                        f"{s_.get('stall_s', 0.0):.1f} s of {s_.get('wall_s', 0.0):.0f} s"))
             if held:
                 check(f"serve-mxfp4/{folder}/{c.name}", e, missed, False)

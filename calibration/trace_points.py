@@ -56,25 +56,36 @@ def traced_steps(folder: Path) -> list[dict]:
     return out
 
 
-def _run_steps(folder: Path) -> tuple[dict, list[dict], list[bool]]:
-    """(the folder's ``deploy`` record, its traced steps, whether each ran inside a non-warm-up ``bench`` run)."""
+@dataclass(frozen=True)
+class _Trace:
+    """A traced serve_bench folder read once: its ``bench`` records, its traced steps, whether each step ran inside
+    a non-warm-up run, and the largest CUDA-graph step of its recorded deployment."""
+
+    benches: list[dict]
+    steps: list[dict]
+    in_run: list[bool]
+    graph_max: int
+
+
+def _trace(folder: Path, model_id: str | None = None) -> _Trace:
+    """``folder`` read (``model_id``: the engine's catalog id, by default the ``deploy`` record's)."""
     recs = read_jsonl(Path(folder) / "serve_bench.jsonl")
-    windows = [(r["wall_start"], r["wall_end"]) for r in recs
-               if r.get("type") == "bench" and r.get("run") not in WARM_UP_RUNS and "wall_start" in r]
+    deploy = next(r for r in recs if r.get("type") == "deploy")
+    benches = [r for r in recs if r.get("type") == "bench" and "wall_start" in r]
+    windows = [(r["wall_start"], r["wall_end"]) for r in benches if r.get("run") not in WARM_UP_RUNS]
     steps = traced_steps(folder)
-    return (next(r for r in recs if r.get("type") == "deploy"), steps,
-            [any(a <= s["wall"] <= b for a, b in windows) for s in steps])
+    graph_max = cudagraph_max_tokens(recorded_deployment(deploy), catalog.model(model_id or deploy["model"]))
+    return _Trace(benches, steps, [any(a <= s["wall"] <= b for a, b in windows) for s in steps], graph_max)
 
 
 def launch_floor(folder: Path, model_id: str) -> LaunchFloor:
     """The engine's eager launch floor from the steps of its non-warm-up ``bench`` runs (module docstring)."""
-    deploy, steps, in_run = _run_steps(folder)
-    graph_max = cudagraph_max_tokens(recorded_deployment(deploy), catalog.model(model_id))
+    t = _trace(folder, model_id)
     eager, graph = [], []
-    for s, inside in zip(steps, in_run):
+    for s, inside in zip(t.steps, t.in_run):
         x = s.get("exec_s")
         if inside and x is not None and s["tok"] > 0:
-            (eager if s["tok"] > graph_max else graph).append(float(x))
+            (eager if s["tok"] > t.graph_max else graph).append(float(x))
     if not eager or not graph:
         raise ValueError(f"{folder}: no traced eager or graph steps in its runs")
     e, g = float(np.median(eager)), float(np.median(graph))
@@ -99,25 +110,24 @@ def piecewise_layer_launch_s(folder: Path, model_id: str) -> tuple[float, int, i
     them) = median ``execute_model`` call of those steps − median of the decode-only steps (one full graph), over
     the non-warm-up runs, per layer.  Traced on 2026-12-02: Llama-3.1-8B 7.42 ms / 32 layers = 0.232 ms; held out
     Qwen2.5-7B 0.239, Mixtral-8x7B 0.232, gpt-oss-20b 0.236, Qwen3-30B-A3B 0.294 ms per layer."""
-    deploy, steps, in_run = _run_steps(folder)
-    m = catalog.model(model_id)
-    graph_max = cudagraph_max_tokens(recorded_deployment(deploy), m)
+    t = _trace(folder, model_id)
     mixed, dec = [], []
-    for s, inside in zip(steps, in_run):
+    for s, inside in zip(t.steps, t.in_run):
         x = s.get("exec_s")
-        if inside and x is not None and 0 < s["tok"] <= graph_max:
+        if inside and x is not None and 0 < s["tok"] <= t.graph_max:
             (mixed if s["chunks"] else dec).append(float(x))
     if not mixed or not dec:
         raise ValueError(f"{folder}: no traced prompt-carrying or decode-only steps inside the CUDA graphs")
-    return (float(np.median(mixed)) - float(np.median(dec))) / m.num_layers, len(mixed), len(dec)
+    return ((float(np.median(mixed)) - float(np.median(dec))) / catalog.model(model_id).num_layers, len(mixed),
+            len(dec))
 
 
 def range_period_s(folder: Path, model_id: str, lo: float, hi: float) -> tuple[float, int]:
     """(median engine-loop period, count) of the traced steps of ``lo`` < tokens < ``hi`` in the non-warm-up runs:
     the time from a step's ``schedule`` to the next (one loop pass; asynchronous scheduling overlaps a step's GPU
     work with the next launch, so a single period is its launch or its GPU work, whichever is longer)."""
-    _, steps, in_run = _run_steps(folder)
-    per = [b["t0"] - a["t0"] for a, b, inside in zip(steps, steps[1:], in_run)
+    t = _trace(folder, model_id)
+    per = [b["t0"] - a["t0"] for a, b, inside in zip(t.steps, t.steps[1:], t.in_run)
            if inside and lo < a["tok"] < hi and b["wall"] >= a["wall"]]
     return (float(np.median(per)) if per else float("nan")), len(per)
 
@@ -131,16 +141,12 @@ def stalls(folder: Path, threshold_s: float = STALL_S) -> dict[str, dict]:
     graph), the steps whose ``execute_model`` call took longer than ``threshold_s`` and their seconds, and the
     run's wall time.  gpt-oss on vLLM 0.26 (Triton MXFP4 MoE) stalled 0.7-6 s on 15-40 % of its eager steps
     throughout 2,000 requests (calibration/data/h200-2026-12-02-serve-mxfp4); no other traced engine did."""
-    deploy, steps, _ = _run_steps(folder)
-    graph_max = cudagraph_max_tokens(recorded_deployment(deploy), catalog.model(deploy["model"]))
+    t = _trace(folder)
     out = {}
-    for r in read_jsonl(Path(folder) / "serve_bench.jsonl"):
-        if r.get("type") != "bench" or "wall_start" not in r:
-            continue
-        run = [s for s in steps if r["wall_start"] <= s["wall"] <= r["wall_end"] and s.get("exec_s") is not None
+    for r in t.benches:
+        run = [s for s in t.steps if r["wall_start"] <= s["wall"] <= r["wall_end"] and s.get("exec_s") is not None
                and s["tok"] > 0]
         slow = [float(s["exec_s"]) for s in run if s["exec_s"] > threshold_s]
-        out[r["run"]] = {"steps": len(run), "eager_steps": sum(s["tok"] > graph_max for s in run),
+        out[r["run"]] = {"steps": len(run), "eager_steps": sum(s["tok"] > t.graph_max for s in run),
                          "stalls": len(slow), "stall_s": float(sum(slow)), "wall_s": r["wall_end"] - r["wall_start"]}
     return out
-

@@ -115,14 +115,13 @@ def cold_start_note(model: ModelSpec, weight_dtype: str, max_num_seqs: int = 102
     note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
             f"1-{cap} tokens before it serves (engine start 90-160 s measured on an H200); "
             + ("larger steps run without graphs" if max_num_batched_tokens > cap else "no step is larger"))
-    if model.moe is not None and weight_dtype == "mxfp4" and max_num_batched_tokens > cap:
+    if model.moe is not None and weight_dtype == "mxfp4":
         note += (f"; with the Triton MXFP4 MoE those larger steps stall: served chat traffic on gpt-oss (H200, vLLM "
                  f"0.26) stalled 0.7-6 s on 15-40 % of them for as long as it ran (2,000 requests), TTFT p50 ~1 s "
                  f"at any load, which the predicted latencies here do not include; serve and plan with "
                  f"--max-num-batched-tokens {cap} (every step inside the graphs: no stall in 10,000 steps, TTFT p50 "
-                 f"46 ms and 29 % more throughput at 30 req/s on gpt-oss-20b)")
-    elif model.moe is not None and weight_dtype == "mxfp4":
-        note += ("; staying inside the graphs kept the Triton MXFP4 MoE free of the 0.7-6 s stalls its larger "
+                 f"46 ms and 29 % more throughput at 30 req/s on gpt-oss-20b)" if max_num_batched_tokens > cap else
+                 "; staying inside the graphs kept the Triton MXFP4 MoE free of the 0.7-6 s stalls its larger "
                  "steps have under load; warm it with a few requests before taking traffic")
     elif model.moe is not None:
         note += "; warm it with a few requests of the prompt lengths you expect (first-use Triton MoE compiles)"
