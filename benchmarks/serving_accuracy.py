@@ -128,35 +128,33 @@ def main() -> int:
             print(line(f"{c.name} ({c.num_requests} req)", e, "first traffic on a cold engine" if c.name.endswith(
                 "warm") else ""))
             check(f"moe-load2/{folder}/{c.name}", e, missed, False)
-    traced = ROOT / "calibration/data/h200-2026-12-02-serve-steps"
-    # b, c: the eager launch floor is these engines' traced median (reported, not checked); e, f: held out of every fit
-    for folder, model, held in (("b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", False),
-                                ("c/serve-llama-trace", "llama-3.1-8b", False),
-                                ("e/serve-qwen2.5-7b-trace", "qwen2.5-7b", True),
-                                ("f/serve-mixtral-8x7b-trace", "mixtral-8x7b", True)):
-        print(f"vllm serve + vllm bench serve, 2026-12-02, every engine step timed ({folder}; "
-              f"{'held out of every fit' if held else 'its launch floor is in the profile: reported only'}):")
-        for c in replay_folder(traced / folder, model, prof):
-            e = {k: c.error_pct(k) for k in KEYS}
-            print(line(f"{c.name} ({c.num_requests} req)", e, "first traffic on a cold engine" if c.name.endswith(
-                "warm") else ("" if held else "launch floor traced here")))
-            if held:
-                check(f"serve-steps/{folder}/{c.name}", e, missed, False)
-    mxfp4 = ROOT / "calibration/data/h200-2026-12-02-serve-mxfp4"
-    # g, h: vllm serve's 8,192 tokens per step, the engine stalls (reported with the stalls, not checked: the
-    # simulator does not model them, the plan's note says so); i: every step inside the CUDA graphs, checked
-    for folder, model, held in (("g/serve-gpt-oss-120b-trace", "gpt-oss-120b", False),
-                                ("h/serve-gpt-oss-20b-trace", "gpt-oss-20b", False),
-                                ("i/serve-gpt-oss-20b-mnbt1024", "gpt-oss-20b", True)):
-        st = stalls(mxfp4 / folder)
-        print(f"vllm serve + vllm bench serve, 2026-12-02, MXFP4 MoE, every engine step timed ({folder}; "
-              f"{'held out of every fit: checked' if held else 'reported: the engine stalls'}):")
-        for c in replay_folder(mxfp4 / folder, model, prof):
+    traced, mxfp4 = (ROOT / f"calibration/data/h200-2026-12-02-serve-{x}" for x in ("steps", "mxfp4"))
+    # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
+    # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
+    # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
+    # CUDA graphs
+    role_note = {"floor": "its launch floor is in the profile: reported only", "held": "held out of every fit: checked",
+                 "compile": "the new-size compile is fitted on it: reported only"}
+    for base, folder, model, role in ((traced, "b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "floor"),
+                                      (traced, "c/serve-llama-trace", "llama-3.1-8b", "floor"),
+                                      (traced, "e/serve-qwen2.5-7b-trace", "qwen2.5-7b", "held"),
+                                      (traced, "f/serve-mixtral-8x7b-trace", "mixtral-8x7b", "held"),
+                                      (mxfp4, "g/serve-gpt-oss-120b-trace", "gpt-oss-120b", "compile"),
+                                      (mxfp4, "h/serve-gpt-oss-20b-trace", "gpt-oss-20b", "held"),
+                                      (mxfp4, "i/serve-gpt-oss-20b-mnbt1024", "gpt-oss-20b", "held")):
+        st = stalls(base / folder) if base == mxfp4 else {}
+        print(f"vllm serve + vllm bench serve, 2026-12-02, {'MXFP4 MoE, ' if st else ''}every engine step timed "
+              f"({folder}; {role_note[role]}):")
+        for c in replay_folder(base / folder, model, prof):
             e, s_ = {k: c.error_pct(k) for k in KEYS}, st.get(c.name.removeprefix("bench-"), {})
-            print(line(f"{c.name} ({c.num_requests} req)", e, f"{s_.get('stalls', 0)} stalls > {STALL_S:g} s, "
-                       f"{s_.get('stall_s', 0.0):.1f} s of {s_.get('wall_s', 0.0):.0f} s"))
-            if held:
-                check(f"serve-mxfp4/{folder}/{c.name}", e, missed, False)
+            note = "first traffic on a cold engine" if c.name.endswith("warm") else \
+                ("launch floor traced here" if role == "floor" else "")
+            if st:
+                note = (f"{s_.get('stalls', 0)} stalls > {STALL_S:g} s ({c.predicted.get('compile_stalls', 0)} "
+                        f"predicted), {s_.get('stall_s', 0.0):.1f} s of {s_.get('wall_s', 0.0):.0f} s")
+            print(line(f"{c.name} ({c.num_requests} req)", e, note))
+            if role == "held":
+                check(f"{base.name.removeprefix('h200-2026-12-02-')}/{folder}/{c.name}", e, missed, False)
     g = catalog.gpu("h200-sxm")
     m = catalog.model("llama-3.1-8b")
     cost, cfg = engine_setup(m, g, Deployment.for_gpu(g), prof)

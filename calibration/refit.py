@@ -36,7 +36,7 @@ from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
 from calibration.serving_points import fit_http_frontend, serving_points
-from calibration.trace_points import launch_floor, launch_terms, range_period_s
+from calibration.trace_points import launch_floor, launch_terms, range_period_s, shape_compiles
 from planner.io import catalog
 from planner.validate import write_measurements
 
@@ -61,6 +61,8 @@ MIXED = {"h200-2026-12-01-moe-mixed/mixed.jsonl": {"qwen3-30b-a3b": "fit", "llam
 #: before the latency stages (dense per layer from Llama-3.1-8B, the fused-MoE layers' part from Qwen3-30B-A3B)
 TRACES = {"h200-2026-12-02-serve-steps/c/serve-llama-trace": "llama-3.1-8b",
           "h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace": "qwen3-30b-a3b"}
+#: the traced engine the Triton MXFP4 MoE's new-step-size compile is fitted on (gpt-oss-20b's trace, h/, holds it out)
+SHAPE_COMPILE_FIT = ("h200-2026-12-02-serve-mxfp4/g/serve-gpt-oss-120b-trace", "gpt-oss-120b")
 #: serving runs whose idle-engine requests give held-out points (serve_bench records + vllm bench serve JSON)
 SERVING = {f"{CAMPAIGN}/serve-mixtral-8x7b": "mixtral-8x7b"}
 #: the light-load HTTP run the OpenAI server's per-request overhead is fitted on (the other runs validate it)
@@ -117,6 +119,11 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
         upd["eager_layer_launch_s"] = dense_s
     if moe_s is not None and prof.moe is not None:
         upd["moe"] = prof.moe.model_copy(update={"eager_layer_launch_s": moe_s})
+    folder, model_id = SHAPE_COMPILE_FIT
+    if "mxfp4" in prof.moe_variants:  # the JIT stall of a new step-size bucket, per MoE layer of the traced engine
+        m, mx = catalog.model(model_id), prof.moe_variants["mxfp4"]
+        per_layer = shape_compiles(DATA / folder, model_id).median_s / (m.num_layers - m.moe.num_dense_layers)
+        upd["moe_variants"] = {**prof.moe_variants, "mxfp4": mx.model_copy(update={"shape_compile_layer_s": per_layer})}
     prof = prof.model_copy(update=upd)
     fields = residual_fields([p for p in points + family_points if p.role == "fit"],
                              [p for p in points + family_points if p.role != "fit"] + list(extra), prof)
@@ -154,7 +161,8 @@ def refit(comparison_out: Path | None = None):
     comparisons, transfer = public_check(base=prof, out=comparison_out)
     prof = prof.model_copy(update={
         "transfer_error_bands": transfer,
-        "raw_data": [str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]] + list(TRACES),
+        "raw_data": [str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]] + list(TRACES)
+        + [SHAPE_COMPILE_FIT[0]],
         "raw_data_sha256": [sha256_file(p) for p in paths],
         "command": COMMAND,
     })

@@ -25,7 +25,7 @@ import numpy as np
 from calibration.serving_points import recorded_deployment
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
-from planner.kernel_families import cudagraph_max_tokens, moe_variant
+from planner.kernel_families import SHAPE_COMPILE_BUCKET_TOKENS, cudagraph_max_tokens, moe_variant
 
 #: runs whose engine was cold (compiles inside the calls): not used for the floor
 WARM_UP_RUNS = ("warm",)
@@ -130,6 +130,43 @@ def range_period_s(folder: Path, model_id: str, lo: float, hi: float) -> tuple[f
     per = [b["t0"] - a["t0"] for a, b, inside in zip(t.steps, t.steps[1:], t.in_run)
            if inside and lo < a["tok"] < hi and b["wall"] >= a["wall"]]
     return (float(np.median(per)) if per else float("nan")), len(per)
+
+
+@dataclass(frozen=True)
+class ShapeCompiles:
+    model_id: str
+    seconds: list[float]  # each new-bucket eager step's call less the median eager call of compiled buckets
+    new_buckets: int  # eager steps in a bucket not run before
+    compiled_steps: int  # eager steps in a bucket run before
+    stalled_compiled: int  # of those, calls longer than STALL_S (0 where the bucket rule holds)
+    quiet_new: int  # new-bucket steps that did not stall (0 where it holds)
+
+    @property
+    def median_s(self) -> float:
+        return float(np.median(self.seconds)) if self.seconds else 0.0
+
+
+def shape_compiles(folder: Path, model_id: str) -> ShapeCompiles:
+    """The Triton MXFP4 MoE's JIT stalls of a traced engine, from its first step: an eager step whose token count
+    falls in a 32-token bucket no earlier step (nor the start-up profiling run at max_num_batched_tokens) fell in
+    pays a compile (planner.kernel_families.SHAPE_COMPILE_BUCKET_TOKENS).  Traced on 2026-12-02: gpt-oss-120b 21 of
+    21 new buckets stalled, median 1.96 s over the eager call; gpt-oss-20b 58 of 58, 0.91 s; no step of a compiled
+    bucket stalled."""
+    t = _trace(folder, model_id)
+    deploy = next(r for r in read_jsonl(Path(folder) / "serve_bench.jsonl") if r.get("type") == "deploy")
+    b = SHAPE_COMPILE_BUCKET_TOKENS
+    seen = {recorded_deployment(deploy).max_num_batched_tokens // b}
+    new, old = [], []
+    for s in t.steps:
+        if s.get("exec_s") is None or s["tok"] <= t.graph_max:
+            continue
+        (old if s["tok"] // b in seen else new).append(float(s["exec_s"]))
+        seen.add(s["tok"] // b)
+    if not new or not old:
+        raise ValueError(f"{folder}: no traced eager steps in new and in compiled step-size buckets")
+    base = float(np.median(old))
+    return ShapeCompiles(model_id, [x - base for x in new], len(new), len(old), sum(x > STALL_S for x in old),
+                         sum(x <= STALL_S for x in new))
 
 
 #: an ``execute_model`` call this long is a stall (a graph step takes 2-5 ms, an eager one 25-150 ms)

@@ -105,27 +105,53 @@ def kv_layer_slots(model: ModelSpec) -> int:
     return cdiv(sliding, g) * g + cdiv(full, g) * g
 
 
-def cold_start_note(model: ModelSpec, weight_dtype: str, max_num_seqs: int = 1024,
-                    max_num_batched_tokens: int = 8192) -> str:
+def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> str:
     """What a cold vLLM 0.26 engine does before it serves at the predicted speed, and how to warm it (measured
     on the H200, calibration/data/h200-2026-12-01: engine start 90-157 s, first-use Triton compiles 0.7-4.8 s);
-    for the Triton MXFP4 MoE, what its steps above the CUDA graphs do under load for as long as it was measured
-    (calibration/data/h200-2026-12-02-serve-mxfp4) and the setting that avoids them."""
-    cap = min(2 * max_num_seqs, graph_capture_limit(model), max_num_batched_tokens)
+    for the Triton MXFP4 MoE, the compile of each new step size above the CUDA graphs (``profile``'s
+    :func:`shape_compile_s`; calibration/data/h200-2026-12-02-serve-mxfp4), how long they last and how to avoid
+    them."""
+    cap, top = cudagraph_max_tokens(deployment, model), deployment.max_num_batched_tokens
     note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
             f"1-{cap} tokens before it serves (engine start 90-160 s measured on an H200); "
-            + ("larger steps run without graphs" if max_num_batched_tokens > cap else "no step is larger"))
-    if model.moe is not None and weight_dtype == "mxfp4":
-        note += (f"; with the Triton MXFP4 MoE those larger steps stall: served chat traffic on gpt-oss (H200, vLLM "
-                 f"0.26) stalled 0.7-6 s on 15-40 % of them for as long as it ran (2,000 requests), TTFT p50 ~1 s "
-                 f"at any load, which the predicted latencies here do not include; serve and plan with "
-                 f"--max-num-batched-tokens {cap} (every step inside the graphs: no stall in 10,000 steps, TTFT p50 "
-                 f"46 ms and 29 % more throughput at 30 req/s on gpt-oss-20b)" if max_num_batched_tokens > cap else
-                 "; staying inside the graphs kept the Triton MXFP4 MoE free of the 0.7-6 s stalls its larger "
-                 "steps have under load; warm it with a few requests before taking traffic")
+            + ("larger steps run without graphs" if top > cap else "no step is larger"))
+    if model.moe is not None and moe_variant(model, deployment.weight_dtype) == "mxfp4":
+        n = uncompiled_buckets(deployment, model)
+        each = shape_compile_s(model, deployment.weight_dtype, profile) if profile is not None else 0.0
+        cost = (f"~{each:.1f} s each here, ~{n * each / 60:.0f} min in all" if each else "0.6-6 s each on gpt-oss")
+        note += (f"; with the Triton MXFP4 MoE the first larger step of each new 32-token size compiles, {n} sizes "
+                 f"from {cap + 1:,} to {top:,} tokens ({cost}), spread over the first traffic (served chat on gpt-oss, "
+                 f"H200: TTFT p50 ~1 s for 2,000 requests); the latencies here are for an engine past them. Warm it "
+                 f"with {n} requests sent one at a time, prompts of {cap + 1:,}, {cap + 33:,}, ... tokens (32 apart), or "
+                 f"serve with --max-num-batched-tokens {cap} (every step inside the graphs: no stall in 10,000 steps, "
+                 f"TTFT p50 46 ms and 29 % more throughput at 30 req/s on gpt-oss-20b)" if top > cap else
+                 "; staying inside the graphs kept the Triton MXFP4 MoE free of the compiles its larger steps pay "
+                 "on each new size; warm it with a few requests before taking traffic")
     elif model.moe is not None:
         note += "; warm it with a few requests of the prompt lengths you expect (first-use Triton MoE compiles)"
     return note
+
+
+#: vLLM 0.26's Triton MXFP4 MoE compiles again for every step above the CUDA graphs whose token count falls in a
+#: bucket of this many tokens not run before (floor(tokens / 32)): each of the 79 stalls of the traced gpt-oss runs
+#: (calibration/data/h200-2026-12-02-serve-mxfp4 g/, h/) was such a step and every such step stalled, the start-up
+#: profiling run's max_num_batched_tokens bucket being compiled already
+SHAPE_COMPILE_BUCKET_TOKENS = 32
+
+
+def shape_compile_s(model: ModelSpec, weight_dtype: str, profile) -> float:
+    """Seconds a step above the CUDA graphs stalls on its first token count in a new 32-token bucket: the
+    profile's ``shape_compile_layer_s`` of the model's MoE kernel × its MoE layers; 0 where none was measured."""
+    moe = profile.moe_variants.get(moe_variant(model, weight_dtype) or "", profile.moe) if model.moe else None
+    layers = model.num_layers - model.moe.num_dense_layers if model.moe else 0
+    return moe.shape_compile_layer_s * layers if moe is not None else 0.0
+
+
+def uncompiled_buckets(deployment: Deployment, model: ModelSpec) -> int:
+    """How many 32-token buckets of step sizes above the CUDA graphs a fresh engine has not compiled: all from the
+    largest graph to max_num_batched_tokens, less the start-up profiling run's."""
+    b = SHAPE_COMPILE_BUCKET_TOKENS
+    return max(0, deployment.max_num_batched_tokens // b - (cudagraph_max_tokens(deployment, model) + 1) // b)
 
 
 def experts_touched(num_experts, k, tokens, fraction=1.0):

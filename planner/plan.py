@@ -145,8 +145,7 @@ def plan(
         notes.append(f"batch {slo.batch_size:,} serves more output tokens per second than any larger batch under the "
                      f"targets (a step-cost cliff above it), so the plan runs there, not at the largest")
     if feasible:
-        notes.append(cold_start_note(model, deployment.weight_dtype, deployment.max_num_seqs,
-                                     deployment.max_num_batched_tokens))
+        notes.append(cold_start_note(model, deployment, profile))
     warnings: list[str] = []
     if served and fleet.num_gpus > deployment.num_gpus and (workload.request_rate_per_s or workload.concurrency):
         warnings.append(shortfall_warning(fleet, deployment))

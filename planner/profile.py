@@ -74,6 +74,10 @@ class MoeCoeffs(FrozenSpec):
         0.0, description="per expert the step touches, per MoE layer, for the same steps (the kernel's per-expert "
         "tiles): what the family stages fit instead of the per-layer term, so a model with fewer experts pays less "
         "(calibration/family_fit.py)")
+    shape_compile_layer_s: Overhead = Field(
+        0.0, description="per MoE layer, the JIT compile a step above the CUDA graphs pays the first time its token "
+        "count falls in a new bucket of 32 (vLLM 0.26's Triton MXFP4 MoE; planner.kernel_families."
+        "SHAPE_COMPILE_BUCKET_TOKENS), traced under vllm serve (calibration/trace_points.shape_compiles)")
     fitted_on: list[str] = Field(default_factory=list)
 
 

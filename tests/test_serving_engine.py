@@ -201,3 +201,27 @@ def test_fast_forward_equals_step_by_step_with_eager_decode_steps():
     a, b = simulate(reqs, cost, c), simulate(reqs, cost, c, fast_forward=False)
     assert a.num_steps == b.num_steps
     np.testing.assert_allclose(a.finish_s, b.finish_s, rtol=1e-9)
+
+
+def test_a_cold_mxfp4_engine_compiles_each_new_32_token_step_size_once():
+    """vLLM 0.26's Triton MXFP4 MoE (gpt-oss) stalls on the first eager step of each new 32-token bucket
+    (calibration/trace_points.shape_compiles): prompts of 2,000 and 2,010 tokens (bucket 62) compile once, 2,050
+    (bucket 64) again, 8,192 (the start-up profiling run's bucket) and 900 (inside the CUDA graphs) never; a warm
+    engine (plans) none.  Each stall is StepCost.shape_compile_s = 24 MoE layers × the profile's s per layer."""
+    from planner.io import catalog
+
+    g, m = catalog.gpu("h200-sxm"), catalog.model("gpt-oss-20b")
+    prof = catalog.profile_for("h200-sxm", "0.26.0")
+    dep = Deployment.for_gpu(g, weight_dtype="mxfp4")
+    cost = StepCost.from_specs(m, g, dep, prof)
+    assert cost.shape_compile_s == pytest.approx(24 * prof.moe_variants["mxfp4"].shape_compile_layer_s)
+    assert cost.shape_compile_s > 0.5
+    prompts = np.array([2000, 2010, 2050, 8192, 900])
+    reqs = make_requests(prompts, np.full(5, 4), np.arange(5) * 10.0)  # 10 s apart: each prefills alone
+    warm = simulate(reqs, cost, EngineConfig(200_000, max_num_batched_tokens=8192))
+    cold = simulate(reqs, cost, EngineConfig(200_000, max_num_batched_tokens=8192, cold_step_shapes=True))
+    assert (warm.num_compile_stalls, cold.num_compile_stalls) == (0, 2)
+    assert cold.ttft_s - warm.ttft_s == pytest.approx([cost.shape_compile_s, 0, cost.shape_compile_s, 0, 0])
+    dense = StepCost.from_specs(catalog.model("llama-3.1-8b"), g, Deployment.for_gpu(g), prof)
+    assert dense.shape_compile_s == 0.0  # no other kernel family compiles per step size
+    assert simulate(reqs, dense, EngineConfig(200_000, cold_step_shapes=True)).num_compile_stalls == 0

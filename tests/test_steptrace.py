@@ -162,3 +162,24 @@ def test_a_trace_without_eager_or_graph_steps_is_refused(tmp_path):
         "vllm", "serve", "m", "--max-num-batched-tokens", "8192", "--max-num-seqs", "1024"]}) + "\n")
     with pytest.raises(ValueError, match="no traced eager or graph steps"):
         launch_floor(tmp_path, "llama-3.1-8b")
+
+
+def test_each_new_32_token_step_size_of_the_mxfp4_engine_compiles_once():
+    """Every eager step of the traced gpt-oss engines whose token count falls in a 32-token bucket (floor(T / 32))
+    no earlier step ran stalled, and no other did: gpt-oss-120b (g/) 21 new buckets, all stalled, 116 steps of
+    compiled buckets, none stalled; gpt-oss-20b (h/) 58 and 230.  Median stall over the compiled buckets' eager
+    call: 1.956 s (120b: the profile's 1.956 / 36 MoE layers = 54.3 ms per layer), 0.911 s (20b, held out: the
+    profile predicts 24 × 54.3 = 1.30 s, +43 %)."""
+    from calibration.refit import SHAPE_COMPILE_FIT
+    from calibration.trace_points import shape_compiles
+
+    g = shape_compiles(MXFP4 / "g/serve-gpt-oss-120b-trace", "gpt-oss-120b")
+    h = shape_compiles(MXFP4 / "h/serve-gpt-oss-20b-trace", "gpt-oss-20b")
+    assert (g.new_buckets, g.compiled_steps, g.stalled_compiled, g.quiet_new) == (21, 116, 0, 0)
+    assert (h.new_buckets, h.compiled_steps, h.stalled_compiled, h.quiet_new) == (58, 230, 0, 0)
+    assert g.median_s == pytest.approx(1.956, abs=0.001) and h.median_s == pytest.approx(0.911, abs=0.001)
+    prof = catalog.profile_for("h200-sxm", "0.26.0")
+    assert SHAPE_COMPILE_FIT[1] == "gpt-oss-120b"
+    assert prof.moe_variants["mxfp4"].shape_compile_layer_s == pytest.approx(g.median_s / 36, rel=1e-9)
+    with pytest.raises(ValueError, match="no traced eager steps"):  # i/: every step inside the CUDA graphs
+        shape_compiles(MXFP4 / "i/serve-gpt-oss-20b-mnbt1024", "gpt-oss-20b")

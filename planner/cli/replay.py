@@ -88,7 +88,7 @@ def replay_cmd(
             cap = check.kv_capacity_tokens
         cfg = EngineConfig(int(cap), dep.max_num_seqs, dep.max_num_batched_tokens, dep.block_size_tokens,
                            prefix_caching if "prefix_caching" not in hints else hints["prefix_caching"],
-                           frontend_overhead_s=prof.http_frontend_overhead_s if http else 0.0)
+                           frontend_overhead_s=prof.http_frontend_overhead_s if http else 0.0, cold_step_shapes=True)
         cost = StepCost.from_specs(m, g, dep, prof)
         results += [replay_load_test(t, cost, cfg) for t in tests]
     if json_out:

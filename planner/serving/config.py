@@ -103,6 +103,10 @@ class EngineConfig:
     # the OpenAI HTTP server's own time per request (tokenise, HTTP, first-token streaming) on top of the
     # engine's; 0 for an in-process engine (vLLM's AsyncLLM or LLM)
     frontend_overhead_s: float = 0.0
+    # the engine as vllm serve started it: the Triton MXFP4 MoE has compiled no step size above the CUDA graphs
+    # but max_num_batched_tokens', so a step in a new 32-token bucket stalls (StepCost.shape_compile_s) — what a
+    # replayed recorded run saw; False (plans): an engine past those compiles (planner.kernel_families.cold_start_note)
+    cold_step_shapes: bool = False
 
     def __post_init__(self):
         for name in ("kv_capacity_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):

@@ -18,6 +18,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from planner.kernel_families import SHAPE_COMPILE_BUCKET_TOKENS
 from planner.serving.block_pool import BlockPool
 from planner.serving.config import EngineConfig
 from planner.serving.decode_batch import DecodeBatch
@@ -54,6 +55,10 @@ class Engine:
         self.num_steps = 0
         self.num_events = 0
         self.prefill_tokens_computed = 0
+        # step-size buckets the engine has compiled (cold_step_shapes: only the start-up profiling run's)
+        self.compiled_buckets = {config.max_num_batched_tokens // SHAPE_COMPILE_BUCKET_TOKENS} \
+            if config.cold_step_shapes and cost.shape_compile_s else None
+        self.num_compile_stalls = 0
         self.series_t_s: list = []
         self.series_blocks_used: list = []
         self.series_waiting: list = []
@@ -117,6 +122,12 @@ class Engine:
             self.prefill_tokens_computed += new
         self.prev_step_start_s = self.now
         self.now += cost.step_s(tokens, sampled, att_prefill, att_decode, kv_read) + draft_s
+        if self.compiled_buckets is not None and tokens > cost.model_costs.cudagraph_max_tokens:
+            bucket = int(tokens) // SHAPE_COMPILE_BUCKET_TOKENS
+            if bucket not in self.compiled_buckets:
+                self.compiled_buckets.add(bucket)
+                self.num_compile_stalls += 1
+                self.now += cost.shape_compile_s
         self.num_steps += 1
         if batch.num_running_seqs:
             batch.advance(1)
@@ -272,7 +283,7 @@ class Engine:
             prefix_cache_queries_tokens=scheduler.prefix_cache_queries_tokens,
             prefix_cache_hits_tokens=scheduler.prefix_cache_hits_tokens,
             kv_capacity_tokens=pool.num_blocks * pool.block_size, config=self.config,
-            mode=mode, sequential=sequential, wall_s=wall_s,
+            mode=mode, sequential=sequential, wall_s=wall_s, num_compile_stalls=self.num_compile_stalls,
         )
 
 

@@ -285,6 +285,7 @@ def replay_load_test(test: LoadTest, cost: StepCost, config: EngineConfig) -> Lo
     predicted = stats(res.arrival_s, res.ttft_s, res.tpot_s, res.e2e_s, res.output_tokens)
     predicted["prefix_cache_hit_rate"] = res.prefix_cache_hit_rate
     predicted["preemptions"] = res.num_preemptions
+    predicted["compile_stalls"] = res.num_compile_stalls
     return LoadTestComparison(test.name, test.tool, n, test.measured(), predicted)
 
 

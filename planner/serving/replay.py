@@ -122,7 +122,7 @@ def replay(records, model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile 
             blocks = memory_budget(model, gpu, dep, profile).kv_capacity_tokens // bs
         cost = StepCost.from_specs(model, gpu, dep, profile)
         cfg = EngineConfig(blocks * bs, dep.max_num_seqs, dep.max_num_batched_tokens, bs,
-                           bool(eng.get("enable_prefix_caching", True)))
+                           bool(eng.get("enable_prefix_caching", True)), cold_step_shapes=True)
         arr = np.array([x["arrival_offset_s"] for x in reqs], dtype=float)
         prompt = np.array([x["prompt_tokens"] for x in reqs])
         out = np.array([x["output_tokens"] for x in reqs])

@@ -75,6 +75,7 @@ class SimResult:
     mode: str = "ideal"
     sequential: bool = False
     wall_s: float = 0.0
+    num_compile_stalls: int = 0  # steps that paid StepCost.shape_compile_s (EngineConfig.cold_step_shapes)
 
     @property
     def completed(self) -> np.ndarray:
