@@ -259,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--switch-interval-s", type=float, default=0.0,
                     help="sys.setswitchinterval in the server's processes (0: Python's default, 5 ms)")
     add_bench_args(ap)
+    ap.add_argument("--size-sweep", default="", help="NAME:from=,step=,n=[,output=]: before the runs, one request at a "
+                    "time of from, from + step, ... prompt tokens (a warm-up of step sizes: size_sweep)")
     ap.add_argument("--agentic", default="", help="sessions=,turns=,system=,user=,output=,think=,session_rate=")
     ap.add_argument("--guidellm", default="", help="rate=,n=,input=,output=")
     ns = ap.parse_args(argv)
@@ -326,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
                 smoke.append({"latency_s": time.perf_counter() - t, "error": f"{type(err).__name__}: {err}"[:2000]})
                 print(f"SMOKE request refused: {err}", flush=True)
         append_record(records, {"type": "smoke", "requests": smoke})
+        if ns.size_sweep:
+            size_sweep(server, model.id, model.vocab_size, parse_kv(ns.size_sweep, "--size-sweep"), records, ns.seed)
         run_benches(server, parse_runs(ns.run), model.id, model_dir, ns.out, records, ns.seed, tok_dir, t_start,
                     ns.budget_s, lambda: _counters(scrape(server.get("/metrics"))))
         if ns.agentic:
@@ -355,6 +359,37 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
     return 0
+
+
+def size_sweep(server: Server, served: str, vocab_size: int, spec: dict, records: Path, seed: int) -> dict:
+    """Requests of ``from``, ``from + step``, ... prompt tokens (``n`` of them, ``output`` tokens each, random words
+    of the synthetic tokenizer: no prefix-cache hit), one at a time, so each prompt is one engine step of exactly its
+    length: with step 32 a warm-up of every 32-token step size the Triton MXFP4 MoE compiles on first use
+    (planner.kernel_families.cold_start_note).  Appends a ``size_sweep`` record with each request's latency."""
+    import random
+
+    from calibration.tokenizer import SPECIAL, word
+
+    rng = random.Random(seed)
+    sizes = [int(spec["from"] + i * spec.get("step", 32)) for i in range(int(spec["n"]))]
+    lat, errors, wall = [], [], time.time()
+    for n in sizes:
+        prompt = " ".join(word(rng.randrange(len(SPECIAL), vocab_size)) for _ in range(n))
+        t = time.perf_counter()
+        try:
+            r = server.post("/v1/completions", {"model": served, "prompt": prompt, "max_tokens": int(spec.get(
+                "output", 1)), "ignore_eos": True, "temperature": 0.0})
+            lat.append(time.perf_counter() - t)
+            if (r.get("usage") or {}).get("prompt_tokens") not in (None, n):
+                errors.append(f"{n}: the server counted {r['usage']['prompt_tokens']} prompt tokens")
+        except Exception as err:  # noqa: BLE001
+            lat.append(None)
+            errors.append(f"{n}: {type(err).__name__}: {err}"[:300])
+    rec = {"type": "size_sweep", "run": spec.get("name", "sweep"), "spec": spec, "prompt_tokens": sizes,
+           "latency_s": lat, "errors": errors, "wall_start": wall, "wall_end": time.time()}
+    append_record(records, rec)
+    print(f"SIZE SWEEP {len(sizes)} requests in {rec['wall_end'] - wall:.0f} s, {len(errors)} error(s)", flush=True)
+    return rec
 
 
 def trace_env(out: Path, step_trace: bool, switch_interval_s: float) -> dict:

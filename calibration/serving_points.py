@@ -8,12 +8,14 @@ inter-token gap the server's streaming of one token: the measurements say ``sour
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
+from planner.kernel_families import SHAPE_COMPILE_BUCKET_TOKENS
 from planner.specs import Deployment
 from planner.validate import KV_ALIASES, Measurement
 
@@ -102,13 +104,20 @@ def replay_folder(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     folder = Path(folder)
     cost, cfg = serving_setup(folder, model_id, profile, frontend_overhead_s)
     recs = read_jsonl(folder / "serve_bench.jsonl")
-    tests = [with_shared_prefix(read_vllm_bench(folder / r["file"]),  # the prefix as `planner replay` reads it
-                                engine_hints(folder / r["file"]).get("shared_prefix_tokens"))
+    tests = [(with_shared_prefix(read_vllm_bench(folder / r["file"]),  # the prefix as `planner replay` reads it
+                                 engine_hints(folder / r["file"]).get("shared_prefix_tokens")), r.get("wall_start"))
              for r in recs if r.get("type") == "bench"]
     if any(r.get("type") == "request" and "parent" in r for r in recs):
-        tests.append(read_multiturn(folder / "serve_bench.jsonl"))
-    tests += [t for r in recs if r.get("type") == "guidellm" for t in read_guidellm(folder / r["file"])]
-    return [replay_load_test(t, cost, cfg) for t in tests]
+        tests.append((read_multiturn(folder / "serve_bench.jsonl"), None))
+    tests += [(t, None) for r in recs if r.get("type") == "guidellm" for t in read_guidellm(folder / r["file"])]
+    # a size sweep before a run (serve_bench --size-sweep) compiled its prompts' step sizes: the run starts so
+    sweeps = [r for r in recs if r.get("type") == "size_sweep"]
+    out = []
+    for t, start in tests:
+        done = frozenset(p // SHAPE_COMPILE_BUCKET_TOKENS for r in sweeps if start is not None and r["wall_end"] <= start
+                         for p, s in zip(r["prompt_tokens"], r["latency_s"]) if s is not None)
+        out.append(replay_load_test(t, cost, replace(cfg, compiled_step_buckets=done)))
+    return out
 
 
 def fit_http_frontend(folder: Path, model_id: str, profile, run: str) -> float:

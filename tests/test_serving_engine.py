@@ -222,6 +222,11 @@ def test_a_cold_mxfp4_engine_compiles_each_new_32_token_step_size_once():
     cold = simulate(reqs, cost, EngineConfig(200_000, max_num_batched_tokens=8192, cold_step_shapes=True))
     assert (warm.num_compile_stalls, cold.num_compile_stalls) == (0, 2)
     assert cold.ttft_s - warm.ttft_s == pytest.approx([cost.shape_compile_s, 0, cost.shape_compile_s, 0, 0])
+    # after a warm-up that ran bucket 62 (serve_bench --size-sweep: calibration/serving_points.replay_folder)
+    swept = simulate(reqs, cost, EngineConfig(200_000, max_num_batched_tokens=8192, cold_step_shapes=True,
+                                              compiled_step_buckets=frozenset({62})))
+    assert swept.num_compile_stalls == 1 and swept.ttft_s - warm.ttft_s == pytest.approx(
+        [0, 0, cost.shape_compile_s, 0, 0])
     dense = StepCost.from_specs(catalog.model("llama-3.1-8b"), g, Deployment.for_gpu(g), prof)
     assert dense.shape_compile_s == 0.0  # no other kernel family compiles per step size
     assert simulate(reqs, dense, EngineConfig(200_000, cold_step_shapes=True)).num_compile_stalls == 0

@@ -183,3 +183,32 @@ def test_each_new_32_token_step_size_of_the_mxfp4_engine_compiles_once():
     assert prof.moe_variants["mxfp4"].shape_compile_layer_s == pytest.approx(g.median_s / 36, rel=1e-9)
     with pytest.raises(ValueError, match="no traced eager steps"):  # i/: every step inside the CUDA graphs
         shape_compiles(MXFP4 / "i/serve-gpt-oss-20b-mnbt1024", "gpt-oss-20b")
+
+
+def test_a_size_sweep_sends_one_prompt_of_each_size(tmp_path):
+    """serve_bench --size-sweep: one request at a time of from, from + step, ... prompt tokens of random words
+    (their word count is their token count under the synthetic tokenizer), each recorded with its latency (None
+    and the server's reason where it refused one)."""
+    from calibration.serve_bench import size_sweep
+    from planner.io.jsonl import read_jsonl
+
+    class Stub:
+        def __init__(self):
+            self.bodies = []
+
+        def post(self, path, body):
+            self.bodies.append(body)
+            n = len(body["prompt"].split())
+            if n == 1105:
+                raise RuntimeError("HTTP 400 from /v1/completions: refused")
+            return {"usage": {"prompt_tokens": n}}
+
+    stub, rec_path = Stub(), tmp_path / "serve_bench.jsonl"
+    rec = size_sweep(stub, "gpt-oss-20b", 201_088, {"name": "sweep", "from": 1041.0, "step": 32.0, "n": 4.0},
+                     rec_path, 0)
+    assert [len(b["prompt"].split()) for b in stub.bodies] == rec["prompt_tokens"] == [1041, 1073, 1105, 1137]
+    assert all(b["max_tokens"] == 1 and b["ignore_eos"] for b in stub.bodies)
+    assert rec["latency_s"][2] is None and len(rec["errors"]) == 1 and "1105" in rec["errors"][0]
+    words = [w for b in stub.bodies for w in b["prompt"].split()]
+    assert all(w.startswith("w") and int(w[1:]) >= 3 for w in words) and len(set(words)) > 4000  # no cache hits
+    assert read_jsonl(rec_path)[0]["type"] == "size_sweep"

@@ -16,8 +16,11 @@
 #      chat 30 again at the end (does the engine still compile new shapes after 1,400 requests?);
 #   i: gpt-oss-20b as h with --max-num-batched-tokens 1024 (every step inside the CUDA graphs, up to 1,024 tokens
 #      for gpt-oss): do the 1-2 s stalls of g and h (eager steps only) go away?
+#   j: gpt-oss-20b as h (8,192 tokens per step) after a warm-up of every 32-token step size above the graphs:
+#      one request at a time of 1,041, 1,073, ..., 8,177 prompt tokens (serve_bench --size-sweep), then chat 30 and
+#      10 req/s: do the stalls of h go away, as the bucket rule (calibration/trace_points.shape_compiles) predicts?
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f|g|h|i OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f|g|h|i|j OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -53,6 +56,10 @@ case $1 in
        --max-model-len 4096 --max-num-batched-tokens 1024 --step-trace --out "$D/serve-gpt-oss-20b-mnbt1024" \
        --port 8008 --budget-s 460 --run warm:$CHAT,n=300,rate=30 --run chat10:$CHAT,n=200,rate=10 \
        --run chat30:$CHAT,n=600,rate=30 ;;
+  j) job 0 570 oss20-sweep python3 -m calibration.serve_bench --model gpt-oss-20b --weight-dtype mxfp4 \
+       --max-model-len 8448 --step-trace --out "$D/serve-gpt-oss-20b-sweep" --port 8009 --budget-s 550 \
+       --size-sweep sweep:from=1041,step=32,n=224,output=1 --run chat30:$CHAT,n=600,rate=30 \
+       --run chat10:$CHAT,n=200,rate=10 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"

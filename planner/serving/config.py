@@ -107,6 +107,8 @@ class EngineConfig:
     # but max_num_batched_tokens', so a step in a new 32-token bucket stalls (StepCost.shape_compile_s) — what a
     # replayed recorded run saw; False (plans): an engine past those compiles (planner.kernel_families.cold_start_note)
     cold_step_shapes: bool = False
+    # ... and the buckets (tokens // 32) it had compiled before this run besides (an earlier warm-up of step sizes)
+    compiled_step_buckets: frozenset = frozenset()
 
     def __post_init__(self):
         for name in ("kv_capacity_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):

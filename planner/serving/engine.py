@@ -56,8 +56,9 @@ class Engine:
         self.num_events = 0
         self.prefill_tokens_computed = 0
         # step-size buckets the engine has compiled (cold_step_shapes: only the start-up profiling run's)
-        self.compiled_buckets = {config.max_num_batched_tokens // SHAPE_COMPILE_BUCKET_TOKENS} \
-            if config.cold_step_shapes and cost.shape_compile_s else None
+        self.compiled_buckets = {config.max_num_batched_tokens // SHAPE_COMPILE_BUCKET_TOKENS,
+                                 *config.compiled_step_buckets} if config.cold_step_shapes and cost.shape_compile_s \
+            else None
         self.num_compile_stalls = 0
         self.series_t_s: list = []
         self.series_blocks_used: list = []
