@@ -56,8 +56,8 @@ case $1 in
        --max-model-len 4096 --max-num-batched-tokens 1024 --step-trace --out "$D/serve-gpt-oss-20b-mnbt1024" \
        --port 8008 --budget-s 460 --run warm:$CHAT,n=300,rate=30 --run chat10:$CHAT,n=200,rate=10 \
        --run chat30:$CHAT,n=600,rate=30 ;;
-  j) job 0 570 oss20-sweep python3 -m calibration.serve_bench --model gpt-oss-20b --weight-dtype mxfp4 \
-       --max-model-len 8448 --step-trace --out "$D/serve-gpt-oss-20b-sweep" --port 8009 --budget-s 550 \
+  j) job 0 520 oss20-sweep python3 -m calibration.serve_bench --model gpt-oss-20b --weight-dtype mxfp4 \
+       --max-model-len 8448 --step-trace --out "$D/serve-gpt-oss-20b-sweep" --port 8009 --budget-s 500 \
        --size-sweep sweep:from=1041,step=32,n=224,output=1 --run chat30:$CHAT,n=600,rate=30 \
        --run chat10:$CHAT,n=200,rate=10 ;;
 esac
