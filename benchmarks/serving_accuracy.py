@@ -132,7 +132,7 @@ def main() -> int:
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
-    # CUDA graphs
+    # CUDA graphs; j, h after a warm-up of one size per 32-token bucket (serve_bench --size-sweep)
     role_note = {"floor": "its launch floor is in the profile: reported only", "held": "held out of every fit: checked",
                  "compile": "the new-size compile is fitted on it: reported only"}
     for base, folder, model, role in ((traced, "b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "floor"),
@@ -141,7 +141,8 @@ def main() -> int:
                                       (traced, "f/serve-mixtral-8x7b-trace", "mixtral-8x7b", "held"),
                                       (mxfp4, "g/serve-gpt-oss-120b-trace", "gpt-oss-120b", "compile"),
                                       (mxfp4, "h/serve-gpt-oss-20b-trace", "gpt-oss-20b", "held"),
-                                      (mxfp4, "i/serve-gpt-oss-20b-mnbt1024", "gpt-oss-20b", "held")):
+                                      (mxfp4, "i/serve-gpt-oss-20b-mnbt1024", "gpt-oss-20b", "held"),
+                                      (mxfp4, "j/serve-gpt-oss-20b-sweep", "gpt-oss-20b", "held")):
         st = stalls(base / folder) if base == mxfp4 else {}
         print(f"vllm serve + vllm bench serve, 2026-12-02, {'MXFP4 MoE, ' if st else ''}every engine step timed "
               f"({folder}; {role_note[role]}):")

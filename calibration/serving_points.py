@@ -15,7 +15,7 @@ import numpy as np
 
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
-from planner.kernel_families import SHAPE_COMPILE_BUCKET_TOKENS
+from planner.kernel_families import compile_key
 from planner.specs import Deployment
 from planner.validate import KV_ALIASES, Measurement
 
@@ -114,7 +114,7 @@ def replay_folder(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     sweeps = [r for r in recs if r.get("type") == "size_sweep"]
     out = []
     for t, start in tests:
-        done = frozenset(p // SHAPE_COMPILE_BUCKET_TOKENS for r in sweeps if start is not None and r["wall_end"] <= start
+        done = frozenset(compile_key(p) for r in sweeps if start is not None and r["wall_end"] <= start
                          for p, s in zip(r["prompt_tokens"], r["latency_s"]) if s is not None)
         out.append(replay_load_test(t, cost, replace(cfg, compiled_step_buckets=done)))
     return out

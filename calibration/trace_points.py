@@ -25,7 +25,7 @@ import numpy as np
 from calibration.serving_points import recorded_deployment
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
-from planner.kernel_families import SHAPE_COMPILE_BUCKET_TOKENS, cudagraph_max_tokens, moe_variant
+from planner.kernel_families import compile_key, cudagraph_max_tokens, moe_variant
 
 #: runs whose engine was cold (compiles inside the calls): not used for the floor
 WARM_UP_RUNS = ("warm",)
@@ -148,20 +148,20 @@ class ShapeCompiles:
 
 def shape_compiles(folder: Path, model_id: str) -> ShapeCompiles:
     """The Triton MXFP4 MoE's JIT stalls of a traced engine, from its first step: an eager step whose token count
-    falls in a 32-token bucket no earlier step (nor the start-up profiling run at max_num_batched_tokens) fell in
-    pays a compile (planner.kernel_families.SHAPE_COMPILE_BUCKET_TOKENS).  Traced on 2026-12-02: gpt-oss-120b 21 of
-    21 new buckets stalled, median 1.96 s over the eager call; gpt-oss-20b 58 of 58, 0.91 s; no step of a compiled
-    bucket stalled."""
+    has a compile key (planner.kernel_families.compile_key: tokens // 32, a multiple of 16 or not) no earlier step
+    (nor the start-up profiling run at max_num_batched_tokens) had pays a compile.  Traced on 2026-12-02:
+    gpt-oss-120b (g/) 21 of 21 new keys stalled, median 1.96 s over the eager call; gpt-oss-20b (h/) 58 of 58,
+    0.91 s; gpt-oss-20b after a sweep of one size per 32-token bucket (j/) 231 of 231, 0.88 s; no step of a seen
+    key stalled."""
     t = _trace(folder, model_id)
     deploy = next(r for r in read_jsonl(Path(folder) / "serve_bench.jsonl") if r.get("type") == "deploy")
-    b = SHAPE_COMPILE_BUCKET_TOKENS
-    seen = {recorded_deployment(deploy).max_num_batched_tokens // b}
+    seen = {compile_key(recorded_deployment(deploy).max_num_batched_tokens)}
     new, old = [], []
     for s in t.steps:
         if s.get("exec_s") is None or s["tok"] <= t.graph_max:
             continue
-        (old if s["tok"] // b in seen else new).append(float(s["exec_s"]))
-        seen.add(s["tok"] // b)
+        (old if compile_key(s["tok"]) in seen else new).append(float(s["exec_s"]))
+        seen.add(compile_key(s["tok"]))
     if not new or not old:
         raise ValueError(f"{folder}: no traced eager steps in new and in compiled step-size buckets")
     base = float(np.median(old))

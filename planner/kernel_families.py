@@ -116,15 +116,17 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> s
             f"1-{cap} tokens before it serves (engine start 90-160 s measured on an H200); "
             + ("larger steps run without graphs" if top > cap else "no step is larger"))
     if model.moe is not None and moe_variant(model, deployment.weight_dtype) == "mxfp4":
-        n = uncompiled_buckets(deployment, model)
+        n = uncompiled_step_shapes(deployment, model)
         each = shape_compile_s(model, deployment.weight_dtype, profile) if profile is not None else 0.0
         cost = (f"~{each:.1f} s each here, ~{n * each / 60:.0f} min in all" if each else "0.6-6 s each on gpt-oss")
-        note += (f"; with the Triton MXFP4 MoE the first larger step of each new 32-token size compiles, {n} sizes "
-                 f"from {cap + 1:,} to {top:,} tokens ({cost}), spread over the first traffic (served chat on gpt-oss, "
-                 f"H200: TTFT p50 ~1 s for 2,000 requests); the latencies here are for an engine past them. Warm it "
-                 f"with {n} requests sent one at a time, prompts of {cap + 1:,}, {cap + 33:,}, ... tokens (32 apart), or "
-                 f"serve with --max-num-batched-tokens {cap} (every step inside the graphs: no stall in 10,000 steps, "
-                 f"TTFT p50 46 ms and 29 % more throughput at 30 req/s on gpt-oss-20b)" if top > cap else
+        lo, hi = (cap + 1) // SHAPE_COMPILE_BUCKET_TOKENS, (top - 1) // SHAPE_COMPILE_BUCKET_TOKENS
+        note += (f"; with the Triton MXFP4 MoE a larger step compiles the first time its size has a new key (size // "
+                 f"32, and whether it is a multiple of 16): {n} keys from {cap + 1:,} to {top:,} tokens ({cost}), "
+                 f"spread over the first traffic (served chat on gpt-oss, H200: TTFT p50 ~1 s for 2,000 requests); "
+                 f"the latencies here are for an engine past them. Warm it with {n} requests sent one at a time, "
+                 f"prompts of 32k + 16 and 32k + 17 tokens for k = {lo}..{hi}, or serve with "
+                 f"--max-num-batched-tokens {cap} (every step inside the graphs: no stall in 10,000 steps, TTFT p50 "
+                 f"46 ms and 29 % more throughput at 30 req/s on gpt-oss-20b)" if top > cap else
                  "; staying inside the graphs kept the Triton MXFP4 MoE free of the compiles its larger steps pay "
                  "on each new size; warm it with a few requests before taking traffic")
     elif model.moe is not None:
@@ -132,11 +134,17 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> s
     return note
 
 
-#: vLLM 0.26's Triton MXFP4 MoE compiles again for every step above the CUDA graphs whose token count falls in a
-#: bucket of this many tokens not run before (floor(tokens / 32)): each of the 79 stalls of the traced gpt-oss runs
-#: (calibration/data/h200-2026-12-02-serve-mxfp4 g/, h/) was such a step and every such step stalled, the start-up
-#: profiling run's max_num_batched_tokens bucket being compiled already
+#: vLLM 0.26's Triton MXFP4 MoE compiles again for every step above the CUDA graphs whose token count T has a
+#: compile key (:func:`compile_key`) no earlier step had: T // 32, and whether T is a multiple of 16 (Triton
+#: specialises integer arguments on that).  It accounts for every eager step of the three traced gpt-oss engines
+#: (calibration/data/h200-2026-12-02-serve-mxfp4 g/, h/, j/: 310 stalled on a new key, 489 on a seen key did not), the
+#: start-up profiling run's max_num_batched_tokens key being compiled already
 SHAPE_COMPILE_BUCKET_TOKENS = 32
+
+
+def compile_key(tokens: int) -> tuple[int, bool]:
+    """The Triton MXFP4 MoE's compile key of a step of ``tokens`` tokens above the CUDA graphs."""
+    return int(tokens) // SHAPE_COMPILE_BUCKET_TOKENS, int(tokens) % 16 == 0
 
 
 def shape_compile_s(model: ModelSpec, weight_dtype: str, profile) -> float:
@@ -147,11 +155,13 @@ def shape_compile_s(model: ModelSpec, weight_dtype: str, profile) -> float:
     return moe.shape_compile_layer_s * layers if moe is not None else 0.0
 
 
-def uncompiled_buckets(deployment: Deployment, model: ModelSpec) -> int:
-    """How many 32-token buckets of step sizes above the CUDA graphs a fresh engine has not compiled: all from the
-    largest graph to max_num_batched_tokens, less the start-up profiling run's."""
-    b = SHAPE_COMPILE_BUCKET_TOKENS
-    return max(0, deployment.max_num_batched_tokens // b - (cudagraph_max_tokens(deployment, model) + 1) // b)
+def uncompiled_step_shapes(deployment: Deployment, model: ModelSpec) -> int:
+    """How many compile keys of step sizes above the CUDA graphs a fresh engine has not compiled: those of every
+    size from the largest graph to max_num_batched_tokens, less the start-up profiling run's (448 for gpt-oss at
+    vllm serve's 8,192 tokens per step)."""
+    top = deployment.max_num_batched_tokens
+    return len({compile_key(t) for t in range(cudagraph_max_tokens(deployment, model) + 1, top + 1)}
+               - {compile_key(top)})
 
 
 def experts_touched(num_experts, k, tokens, fraction=1.0):

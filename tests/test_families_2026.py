@@ -119,16 +119,16 @@ def test_cold_start_records_and_the_warm_up_note(profile):
     assert max(first.values()) > 1.0 and max(again.values()) < 0.2  # Triton compiles on first use only
     h200, oss = catalog.gpu("h200-sxm"), catalog.model("gpt-oss-120b")
     prof = profile
-    # vllm serve's 8,192 tokens per step: buckets floor(1,025/32) = 32 .. floor(8,191/32) = 255 compile on first use
-    # (256 = 8,192's ran at start-up): 224 of them, each 36 MoE layers × the fitted s per layer
+    # vllm serve's 8,192 tokens per step: keys (T // 32, T % 16 == 0) of T = 1,025..8,192: buckets 32..255 twice,
+    # (256, True) of 8,192 compiled at start-up: 448 of them, each 36 MoE layers × the fitted s per layer
     note = cold_start_note(oss, Deployment.for_gpu(h200, weight_dtype="mxfp4"), prof)
     each = 36 * prof.moe_variants["mxfp4"].shape_compile_layer_s
-    assert "1-1024 tokens" in note and "224 sizes from 1,025 to 8,192 tokens" in note
-    assert f"~{each:.1f} s each here, ~{224 * each / 60:.0f} min in all" in note and 1.5 < each < 2.5
-    assert "prompts of 1,025, 1,057, ..." in note and "--max-num-batched-tokens 1024" in note
+    assert "1-1024 tokens" in note and "448 keys from 1,025 to 8,192 tokens" in note
+    assert f"~{each:.1f} s each here, ~{448 * each / 60:.0f} min in all" in note and 1.5 < each < 2.5
+    assert "prompts of 32k + 16 and 32k + 17 tokens for k = 32..255" in note and "--max-num-batched-tokens 1024" in note
     assert "0.6-6 s each" in cold_start_note(oss, Deployment.for_gpu(h200, weight_dtype="mxfp4"))  # no profile
     inside = cold_start_note(oss, Deployment.for_gpu(h200, weight_dtype="mxfp4", max_num_batched_tokens=1024), prof)
-    assert "no step is larger" in inside and "warm it" in inside and "sizes from" not in inside
+    assert "no step is larger" in inside and "warm it" in inside and "keys from" not in inside
     assert "Triton MXFP4" not in cold_start_note(catalog.model("llama-3.1-8b"), Deployment.for_gpu(h200), prof)
 
 

@@ -203,11 +203,12 @@ def test_fast_forward_equals_step_by_step_with_eager_decode_steps():
     np.testing.assert_allclose(a.finish_s, b.finish_s, rtol=1e-9)
 
 
-def test_a_cold_mxfp4_engine_compiles_each_new_32_token_step_size_once():
-    """vLLM 0.26's Triton MXFP4 MoE (gpt-oss) stalls on the first eager step of each new 32-token bucket
-    (calibration/trace_points.shape_compiles): prompts of 2,000 and 2,010 tokens (bucket 62) compile once, 2,050
-    (bucket 64) again, 8,192 (the start-up profiling run's bucket) and 900 (inside the CUDA graphs) never; a warm
-    engine (plans) none.  Each stall is StepCost.shape_compile_s = 24 MoE layers × the profile's s per layer."""
+def test_a_cold_mxfp4_engine_compiles_each_new_step_size_key_once():
+    """vLLM 0.26's Triton MXFP4 MoE (gpt-oss) stalls on the first eager step of each new compile key (tokens // 32,
+    a multiple of 16 or not: calibration/trace_points.shape_compiles): prompts of 2,001 and 2,010 tokens (62, no)
+    compile once, 2,050 (64, no) and 2,048 (64, yes) once each, 8,192 (the start-up profiling run's key) and 900
+    (inside the CUDA graphs) never; a warm engine (plans) none.  Each stall is StepCost.shape_compile_s = 24 MoE
+    layers × the profile's s per layer."""
     from planner.io import catalog
 
     g, m = catalog.gpu("h200-sxm"), catalog.model("gpt-oss-20b")
@@ -216,17 +217,17 @@ def test_a_cold_mxfp4_engine_compiles_each_new_32_token_step_size_once():
     cost = StepCost.from_specs(m, g, dep, prof)
     assert cost.shape_compile_s == pytest.approx(24 * prof.moe_variants["mxfp4"].shape_compile_layer_s)
     assert cost.shape_compile_s > 0.5
-    prompts = np.array([2000, 2010, 2050, 8192, 900])
-    reqs = make_requests(prompts, np.full(5, 4), np.arange(5) * 10.0)  # 10 s apart: each prefills alone
+    prompts = np.array([2001, 2010, 2050, 2048, 8192, 900])
+    reqs = make_requests(prompts, np.full(6, 4), np.arange(6) * 10.0)  # 10 s apart: each prefills alone
+    c = cost.shape_compile_s
     warm = simulate(reqs, cost, EngineConfig(200_000, max_num_batched_tokens=8192))
     cold = simulate(reqs, cost, EngineConfig(200_000, max_num_batched_tokens=8192, cold_step_shapes=True))
-    assert (warm.num_compile_stalls, cold.num_compile_stalls) == (0, 2)
-    assert cold.ttft_s - warm.ttft_s == pytest.approx([cost.shape_compile_s, 0, cost.shape_compile_s, 0, 0])
-    # after a warm-up that ran bucket 62 (serve_bench --size-sweep: calibration/serving_points.replay_folder)
+    assert (warm.num_compile_stalls, cold.num_compile_stalls) == (0, 3)
+    assert cold.ttft_s - warm.ttft_s == pytest.approx([c, 0, c, c, 0, 0])
+    # after a warm-up that ran the key (62, False) (serve_bench --size-sweep: calibration/serving_points.replay_folder)
     swept = simulate(reqs, cost, EngineConfig(200_000, max_num_batched_tokens=8192, cold_step_shapes=True,
-                                              compiled_step_buckets=frozenset({62})))
-    assert swept.num_compile_stalls == 1 and swept.ttft_s - warm.ttft_s == pytest.approx(
-        [0, 0, cost.shape_compile_s, 0, 0])
+                                              compiled_step_buckets=frozenset({(62, False)})))
+    assert swept.num_compile_stalls == 2 and swept.ttft_s - warm.ttft_s == pytest.approx([0, 0, c, c, 0, 0])
     dense = StepCost.from_specs(catalog.model("llama-3.1-8b"), g, Deployment.for_gpu(g), prof)
     assert dense.shape_compile_s == 0.0  # no other kernel family compiles per step size
     assert simulate(reqs, dense, EngineConfig(200_000, cold_step_shapes=True)).num_compile_stalls == 0

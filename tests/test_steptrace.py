@@ -212,3 +212,24 @@ def test_a_size_sweep_sends_one_prompt_of_each_size(tmp_path):
     words = [w for b in stub.bodies for w in b["prompt"].split()]
     assert all(w.startswith("w") and int(w[1:]) >= 3 for w in words) and len(set(words)) > 4000  # no cache hits
     assert read_jsonl(rec_path)[0]["type"] == "size_sweep"
+
+
+def test_after_a_sweep_of_one_size_per_bucket_only_the_multiples_of_16_still_compile():
+    """j/: gpt-oss-20b at 8,192 tokens per step after one request of each of 1,041, 1,073, ..., 8,177 tokens (224
+    sweep steps, every one a new key: 224 stalls, latency median 0.96 s), then chat at 30 req/s: 7 of its 150 eager
+    steps stalled, each a multiple of 16 (2,304, 2,448, 1,328, ...: the key's other half, which the sweep's odd sizes
+    did not compile), none of the rest.  Replayed with the sweep's keys compiled, the simulator predicts 6."""
+    from calibration.serving_points import replay_folder
+    from calibration.trace_points import shape_compiles, stalls
+
+    j = MXFP4 / "j/serve-gpt-oss-20b-sweep"
+    c = shape_compiles(j, "gpt-oss-20b")
+    assert (c.new_buckets, c.compiled_steps, c.stalled_compiled, c.quiet_new) == (231, 143, 0, 0)
+    assert c.median_s == pytest.approx(0.878, abs=0.001)
+    assert stalls(j)["chat30"]["stalls"] == 7 and stalls(j)["chat30"]["eager_steps"] == 150
+    from planner.io.jsonl import read_jsonl
+
+    sweep = next(r for r in read_jsonl(j / "serve_bench.jsonl") if r["type"] == "size_sweep")
+    assert len(sweep["prompt_tokens"]) == 224 and not sweep["errors"] and min(sweep["latency_s"]) > 0.7
+    (chat30,) = replay_folder(j, "gpt-oss-20b", catalog.profile_for("h200-sxm", "0.26.0"))
+    assert chat30.predicted["compile_stalls"] == 6

@@ -104,10 +104,10 @@ class EngineConfig:
     # engine's; 0 for an in-process engine (vLLM's AsyncLLM or LLM)
     frontend_overhead_s: float = 0.0
     # the engine as vllm serve started it: the Triton MXFP4 MoE has compiled no step size above the CUDA graphs
-    # but max_num_batched_tokens', so a step in a new 32-token bucket stalls (StepCost.shape_compile_s) — what a
-    # replayed recorded run saw; False (plans): an engine past those compiles (planner.kernel_families.cold_start_note)
+    # but max_num_batched_tokens', so a step with a new compile key stalls (StepCost.shape_compile_s,
+    # planner.kernel_families.compile_key) — what a replayed recorded run saw; False (plans): an engine past them
     cold_step_shapes: bool = False
-    # ... and the buckets (tokens // 32) it had compiled before this run besides (an earlier warm-up of step sizes)
+    # ... and the compile keys it had compiled before this run besides (an earlier warm-up of step sizes)
     compiled_step_buckets: frozenset = frozenset()
 
     def __post_init__(self):

@@ -18,7 +18,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from planner.kernel_families import SHAPE_COMPILE_BUCKET_TOKENS
+from planner.kernel_families import compile_key
 from planner.serving.block_pool import BlockPool
 from planner.serving.config import EngineConfig
 from planner.serving.decode_batch import DecodeBatch
@@ -55,9 +55,8 @@ class Engine:
         self.num_steps = 0
         self.num_events = 0
         self.prefill_tokens_computed = 0
-        # step-size buckets the engine has compiled (cold_step_shapes: only the start-up profiling run's)
-        self.compiled_buckets = {config.max_num_batched_tokens // SHAPE_COMPILE_BUCKET_TOKENS,
-                                 *config.compiled_step_buckets} if config.cold_step_shapes and cost.shape_compile_s \
+        # step-size compile keys the engine has compiled (cold_step_shapes: the start-up profiling run's and any warm-up's)
+        self.compiled_buckets = {compile_key(config.max_num_batched_tokens), *config.compiled_step_buckets} if config.cold_step_shapes and cost.shape_compile_s \
             else None
         self.num_compile_stalls = 0
         self.series_t_s: list = []
@@ -124,7 +123,7 @@ class Engine:
         self.prev_step_start_s = self.now
         self.now += cost.step_s(tokens, sampled, att_prefill, att_decode, kv_read) + draft_s
         if self.compiled_buckets is not None and tokens > cost.model_costs.cudagraph_max_tokens:
-            bucket = int(tokens) // SHAPE_COMPILE_BUCKET_TOKENS
+            bucket = compile_key(tokens)
             if bucket not in self.compiled_buckets:
                 self.compiled_buckets.add(bucket)
                 self.num_compile_stalls += 1
