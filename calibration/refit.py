@@ -29,7 +29,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from calibration.family_fit import fit_new_families, load_points
+from calibration.family_fit import HELD_FROM_BF16, fit_new_families, load_points
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml, residual_fields
 from calibration.mixed_points import mixed_points
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
@@ -117,13 +117,18 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
     upd = {"shape_corrections": keep}
     if dense_s is not None:
         upd["eager_layer_launch_s"] = dense_s
+    variants = dict(prof.moe_variants)
     if moe_s is not None and prof.moe is not None:
         upd["moe"] = prof.moe.model_copy(update={"eager_layer_launch_s": moe_s})
+        for v in variants:  # the variants that keep the bf16 stage's eager launch keep the served one
+            if "eager_layer_launch_s" in HELD_FROM_BF16.get(v, ()):
+                variants[v] = variants[v].model_copy(update={"eager_layer_launch_s": moe_s})
     folder, model_id = SHAPE_COMPILE_FIT
-    if "mxfp4" in prof.moe_variants:  # the JIT stall of a new step-size bucket, per MoE layer of the traced engine
-        m, mx = catalog.model(model_id), prof.moe_variants["mxfp4"]
+    if "mxfp4" in variants:  # the JIT stall of a new step-size compile key, per MoE layer of the traced engine
+        m = catalog.model(model_id)
         per_layer = shape_compiles(DATA / folder, model_id).median_s / (m.num_layers - m.moe.num_dense_layers)
-        upd["moe_variants"] = {**prof.moe_variants, "mxfp4": mx.model_copy(update={"shape_compile_layer_s": per_layer})}
+        variants["mxfp4"] = variants["mxfp4"].model_copy(update={"shape_compile_layer_s": per_layer})
+    upd["moe_variants"] = variants
     prof = prof.model_copy(update=upd)
     fields = residual_fields([p for p in points + family_points if p.role == "fit"],
                              [p for p in points + family_points if p.role != "fit"] + list(extra), prof)

@@ -97,6 +97,10 @@ def pinned_threads():
     except ImportError:  # pragma: no cover - threadpoolctl is a dependency; an old env still fits
         yield
         return
+    # scipy's own OpenBLAS loads with scipy.optimize: loaded inside the limits, it kept its default pool (the fit's
+    # threads depended on whether anything had imported scipy before)
+    import scipy.optimize  # noqa: F401
+
     with threadpool_limits(limits=1):
         yield
 

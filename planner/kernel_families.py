@@ -17,6 +17,10 @@
 
 from __future__ import annotations
 
+import functools
+import json
+from pathlib import Path
+
 import numpy as np
 
 from planner.specs import Deployment, ModelSpec
@@ -72,6 +76,57 @@ def moe_variant(model: ModelSpec | None, weight_dtype: str) -> str | None:
     if weight_dtype == "fp8":
         return "fp8"
     return "default"
+
+
+#: vLLM 0.26 models/*.py: the MoE architectures whose router gate is built with the model's quant_config, so an fp8
+#: (W8A8) engine quantises the router with the experts; every other MoE (Mixtral, Qwen2-MoE, OLMoE, ...) keeps it bf16
+QUANTIZED_ROUTER_ARCHITECTURES = frozenset({"Qwen3MoeForCausalLM", "ArcticForCausalLM", "Lfm2MoeForCausalLM"})
+#: torch.cuda.get_device_name() of the catalog's GPUs as vLLM names its tuned fused-MoE configurations
+VLLM_DEVICE_NAMES = {"h200-sxm": "NVIDIA_H200", "h100-sxm": "NVIDIA_H100_80GB_HBM3", "b200": "NVIDIA_B200",
+                     "a100-sxm-80gb": "NVIDIA_A100-SXM4-80GB", "a100-sxm-40gb": "NVIDIA_A100-SXM4-40GB",
+                     "l40s": "NVIDIA_L40S", "mi300x": "AMD_Instinct_MI300X"}
+FUSED_MOE_CONFIGS = Path(__file__).resolve().parent / "data" / "vllm_fused_moe_configs_0.26.0.json"
+
+
+@functools.lru_cache(maxsize=1)
+def _tuned_configs() -> frozenset[str]:
+    return frozenset(json.loads(FUSED_MOE_CONFIGS.read_text(encoding="utf-8"))["files"])
+
+
+def fused_moe_tuned(model: ModelSpec, weight_dtype: str, gpu_id: str | None) -> bool:
+    """Whether vLLM 0.26 ships a tuned Triton fused-MoE configuration for the model's experts on this GPU at one GPU
+    per replica (bf16, or fp8 W8A8 with per-tensor scales), rather than running its default one."""
+    dev = VLLM_DEVICE_NAMES.get(gpu_id or "")
+    dtype = {"bf16": "", "fp8": ",dtype=fp8_w8a8"}.get(weight_dtype)
+    if model.moe is None or dev is None or dtype is None:
+        return False
+    return f"E={model.moe.num_experts},N={model.moe.expert_intermediate_size},device_name={dev}{dtype}.json" in \
+        _tuned_configs()
+
+
+def moe_coeffs(model: ModelSpec | None, weight_dtype: str, profile, gpu_id: str | None = None):
+    """The fitted MoE coefficients a model's experts run with (the profile's bf16 ones for a dense model or none;
+    None for a profile without them): its kernel family's (:func:`moe_variant`), where for the fp8 family, fitted on Qwen3-30B-A3B fp8 (per-tensor
+    scales: vLLM 0.26 has no tuned H200 configuration for E=128,N=768 and runs its default one; its router is
+    quantised with the experts, which with dummy weights collapses its routing onto ~14 of 128 experts):
+
+    * an engine whose router stays bf16 routes as the bf16 engines do: the bf16 fused-MoE stage's touch share;
+    * an engine with a tuned configuration runs its GEMMs at the bf16 stage's share of the peak (fitted on Qwen3-30B-A3B
+      bf16, tuned), here of the fp8 peak.
+
+    Held out on Mixtral-8x7B fp8 (bf16 router, tuned E=8,N=14336 fp8 configuration on the H200): decode median 43.8 ->
+    2.0 %, the 3,000- and 6,000-token prefills (calibration/family_fit.py)."""
+    variant = moe_variant(model, weight_dtype)
+    moe = profile.moe_variants.get(variant or "", profile.moe)
+    if variant != "fp8" or moe is None or profile.moe is None:
+        return moe
+    upd = {}
+    if model.architecture not in QUANTIZED_ROUTER_ARCHITECTURES:
+        upd["expert_touch_fraction"] = profile.moe.expert_touch_fraction
+    if fused_moe_tuned(model, weight_dtype, gpu_id):
+        upd.update(matmul_efficiency_max=profile.moe.matmul_efficiency_max,
+                   matmul_half_tokens=profile.moe.matmul_half_tokens)
+    return moe.model_copy(update=upd) if upd else moe
 
 
 def is_hybrid_swa(model: ModelSpec | None) -> bool:
@@ -150,7 +205,7 @@ def compile_key(tokens: int) -> tuple[int, bool]:
 def shape_compile_s(model: ModelSpec, weight_dtype: str, profile) -> float:
     """Seconds a step above the CUDA graphs stalls on its first token count in a new 32-token bucket: the
     profile's ``shape_compile_layer_s`` of the model's MoE kernel × its MoE layers; 0 where none was measured."""
-    moe = profile.moe_variants.get(moe_variant(model, weight_dtype) or "", profile.moe) if model.moe else None
+    moe = moe_coeffs(model, weight_dtype, profile)
     layers = model.num_layers - model.moe.num_dense_layers if model.moe else 0
     return moe.shape_compile_layer_s * layers if moe is not None else 0.0
 

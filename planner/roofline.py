@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from planner.kernel_families import (allreduce_s, cudagraph_max_tokens, experts_touched, is_hybrid_swa, moe_variant,
+from planner.kernel_families import (allreduce_s, cudagraph_max_tokens, experts_touched, is_hybrid_swa, moe_coeffs,
                                      mxfp4_experts_only)
 from planner.memory import kv_bytes_per_token_per_layer, kv_heads_per_gpu, weight_bytes
 from planner.profile import IDEAL_PROFILE, CalibrationProfile, format_coeffs, shape_correction
@@ -184,7 +184,7 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
     basis, fmt = format_coeffs(profile, weight_dtype)
     if model is not None and mxfp4_experts_only(model, weight_dtype):
         basis, fmt = "bf16", None  # gpt-oss: attention/router GEMMs are bf16, only the experts are MXFP4
-    moe = profile.moe_variants.get(moe_variant(model, weight_dtype) or "", profile.moe)
+    moe = moe_coeffs(model, weight_dtype, profile, gpu.id)
     link = gpu.interconnect_bandwidth_bytes_per_s
     ar = profile.allreduce
     if ar is not None:
