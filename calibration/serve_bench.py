@@ -259,8 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--switch-interval-s", type=float, default=0.0,
                     help="sys.setswitchinterval in the server's processes (0: Python's default, 5 ms)")
     add_bench_args(ap)
-    ap.add_argument("--size-sweep", default="", help="NAME:from=,step=,n=[,output=]: before the runs, one request at a "
-                    "time of from, from + step, ... prompt tokens (a warm-up of step sizes: size_sweep)")
+    ap.add_argument("--size-sweep", action="append", default=[], help="NAME:from=,step=,n=[,output=]: before the runs, "
+                    "one request at a time of from, from + step, ... prompt tokens (a warm-up of step sizes: "
+                    "size_sweep); repeatable, in order")
     ap.add_argument("--agentic", default="", help="sessions=,turns=,system=,user=,output=,think=,session_rate=")
     ap.add_argument("--guidellm", default="", help="rate=,n=,input=,output=")
     ns = ap.parse_args(argv)
@@ -328,8 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                 smoke.append({"latency_s": time.perf_counter() - t, "error": f"{type(err).__name__}: {err}"[:2000]})
                 print(f"SMOKE request refused: {err}", flush=True)
         append_record(records, {"type": "smoke", "requests": smoke})
-        if ns.size_sweep:
-            size_sweep(server, model.id, model.vocab_size, parse_kv(ns.size_sweep, "--size-sweep"), records, ns.seed)
+        for i, text in enumerate(ns.size_sweep):
+            size_sweep(server, model.id, model.vocab_size, parse_kv(text, "--size-sweep"), records, ns.seed + i)
         run_benches(server, parse_runs(ns.run), model.id, model_dir, ns.out, records, ns.seed, tok_dir, t_start,
                     ns.budget_s, lambda: _counters(scrape(server.get("/metrics"))))
         if ns.agentic:

@@ -19,8 +19,11 @@
 #   j: gpt-oss-20b as h (8,192 tokens per step) after a warm-up of every 32-token step size above the graphs:
 #      one request at a time of 1,041, 1,073, ..., 8,177 prompt tokens (serve_bench --size-sweep), then chat 30 and
 #      10 req/s: do the stalls of h go away, as the bucket rule (calibration/trace_points.shape_compiles) predicts?
+#   k: the plan's full warm-up (planner.kernel_families.cold_start_note) at --max-num-batched-tokens 4096: both halves
+#      of every compile key above the graphs, prompts of 32k + 17 and then 32k + 16 tokens for k = 32..127 (192
+#      requests), then chat 30 and 10 req/s: the compile-key rule predicts no stall at all.
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f|g|h|i|j OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f|g|h|i|j|k OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -59,6 +62,11 @@ case $1 in
   j) job 0 520 oss20-sweep python3 -m calibration.serve_bench --model gpt-oss-20b --weight-dtype mxfp4 \
        --max-model-len 8448 --step-trace --out "$D/serve-gpt-oss-20b-sweep" --port 8009 --budget-s 500 \
        --size-sweep sweep:from=1041,step=32,n=224,output=1 --run chat30:$CHAT,n=600,rate=30 \
+       --run chat10:$CHAT,n=200,rate=10 ;;
+  k) job 0 520 oss20-warmed python3 -m calibration.serve_bench --model gpt-oss-20b --weight-dtype mxfp4 \
+       --max-model-len 4352 --max-num-batched-tokens 4096 --step-trace --out "$D/serve-gpt-oss-20b-warmed" \
+       --port 8010 --budget-s 500 --size-sweep odd:from=1041,step=32,n=96,output=1 \
+       --size-sweep even:from=1040,step=32,n=96,output=1 --run chat30:$CHAT,n=600,rate=30 \
        --run chat10:$CHAT,n=200,rate=10 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
