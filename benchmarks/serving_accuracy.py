@@ -132,9 +132,10 @@ def main() -> int:
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
-    # CUDA graphs; j, h after a warm-up of one size per 32-token bucket (serve_bench --size-sweep)
+    # CUDA graphs; j, h after a warm-up of one size per 32-token bucket (serve_bench --size-sweep); k, 4,096 tokens per
+    # step after the plan's full warm-up (both halves of every compile key)
     role_note = {"floor": "its launch floor is in the profile: reported only", "held": "held out of every fit: checked",
-                 "compile": "the new-size compile is fitted on it: reported only"}
+                 "compile": "the new-size compile and the MXFP4 eager launch are fitted on it: reported only"}
     for base, folder, model, role in ((traced, "b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "floor"),
                                       (traced, "c/serve-llama-trace", "llama-3.1-8b", "floor"),
                                       (traced, "e/serve-qwen2.5-7b-trace", "qwen2.5-7b", "held"),
@@ -142,7 +143,8 @@ def main() -> int:
                                       (mxfp4, "g/serve-gpt-oss-120b-trace", "gpt-oss-120b", "compile"),
                                       (mxfp4, "h/serve-gpt-oss-20b-trace", "gpt-oss-20b", "held"),
                                       (mxfp4, "i/serve-gpt-oss-20b-mnbt1024", "gpt-oss-20b", "held"),
-                                      (mxfp4, "j/serve-gpt-oss-20b-sweep", "gpt-oss-20b", "held")):
+                                      (mxfp4, "j/serve-gpt-oss-20b-sweep", "gpt-oss-20b", "held"),
+                                      (mxfp4, "k/serve-gpt-oss-20b-warmed", "gpt-oss-20b", "held")):
         st = stalls(base / folder) if base == mxfp4 else {}
         print(f"vllm serve + vllm bench serve, 2026-12-02, {'MXFP4 MoE, ' if st else ''}every engine step timed "
               f"({folder}; {role_note[role]}):")

@@ -61,7 +61,8 @@ MIXED = {"h200-2026-12-01-moe-mixed/mixed.jsonl": {"qwen3-30b-a3b": "fit", "llam
 #: before the latency stages (dense per layer from Llama-3.1-8B, the fused-MoE layers' part from Qwen3-30B-A3B)
 TRACES = {"h200-2026-12-02-serve-steps/c/serve-llama-trace": "llama-3.1-8b",
           "h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace": "qwen3-30b-a3b"}
-#: the traced engine the Triton MXFP4 MoE's new-step-size compile is fitted on (gpt-oss-20b's trace, h/, holds it out)
+#: the traced engine the Triton MXFP4 MoE's served terms are fitted on (gpt-oss-20b's traces h/, j/, k/ hold them out):
+#: the compile of a new step-size key, and the eager launch floor of its MoE layers
 SHAPE_COMPILE_FIT = ("h200-2026-12-02-serve-mxfp4/g/serve-gpt-oss-120b-trace", "gpt-oss-120b")
 #: serving runs whose idle-engine requests give held-out points (serve_bench records + vllm bench serve JSON)
 SERVING = {f"{CAMPAIGN}/serve-mixtral-8x7b": "mixtral-8x7b"}
@@ -124,10 +125,17 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
             if "eager_layer_launch_s" in HELD_FROM_BF16.get(v, ()):
                 variants[v] = variants[v].model_copy(update={"eager_layer_launch_s": moe_s})
     folder, model_id = SHAPE_COMPILE_FIT
-    if "mxfp4" in variants:  # the JIT stall of a new step-size compile key, per MoE layer of the traced engine
+    if "mxfp4" in variants:
+        # per MoE layer of the traced engine: the JIT stall of a new step-size compile key, and the served eager
+        # launch beyond the dense layers' (as the bf16 family's floor), in place of the in-process stage's additive
+        # eager cost: a warmed engine's eager steps (k/) had it at TPOT p50 -64 -> -2 % (calibration/data/README.md)
         m = catalog.model(model_id)
-        per_layer = shape_compiles(DATA / folder, model_id).median_s / (m.num_layers - m.moe.num_dense_layers)
-        variants["mxfp4"] = variants["mxfp4"].model_copy(update={"shape_compile_layer_s": per_layer})
+        moe_layers = m.num_layers - m.moe.num_dense_layers
+        launch = launch_floor(DATA / folder, model_id).seconds - m.num_layers * upd.get("eager_layer_launch_s",
+                                                                                       prof.eager_layer_launch_s)
+        variants["mxfp4"] = variants["mxfp4"].model_copy(update={
+            "shape_compile_layer_s": shape_compiles(DATA / folder, model_id).median_s / moe_layers,
+            "eager_layer_launch_s": max(0.0, launch / moe_layers), "eager_layer_overhead_s": 0.0})
     upd["moe_variants"] = variants
     prof = prof.model_copy(update=upd)
     fields = residual_fields([p for p in points + family_points if p.role == "fit"],

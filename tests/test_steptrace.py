@@ -233,3 +233,34 @@ def test_after_a_sweep_of_one_size_per_bucket_only_the_multiples_of_16_still_com
     assert len(sweep["prompt_tokens"]) == 224 and not sweep["errors"] and min(sweep["latency_s"]) > 0.7
     (chat30,) = replay_folder(j, "gpt-oss-20b", catalog.profile_for("h200-sxm", "0.26.0"))
     assert chat30.predicted["compile_stalls"] == 6
+
+
+def test_the_plans_full_warm_up_leaves_no_stall():
+    """k/: gpt-oss-20b at 4,096 tokens per step after both halves of every compile key above the graphs (prompts of
+    32k + 17, then 32k + 16 tokens, k = 32..127: 192 requests, the warm-up cold_start_note asks for): chat at 30 and
+    10 req/s then ran 200 and 98 eager steps without a stall; the simulator, with the sweeps' keys compiled, predicts
+    none.  Its served eager launch is the profile's MXFP4 floor, fitted on gpt-oss-120b's trace (g/): the floor less
+    36 dense layers' launch, per MoE layer, in place of the in-process stage's additive eager cost."""
+    from calibration.refit import SHAPE_COMPILE_FIT
+    from calibration.serving_points import replay_folder
+    from calibration.trace_points import launch_floor, shape_compiles, stalls
+    from planner.io.jsonl import read_jsonl
+    from planner.kernel_families import compile_key, uncompiled_step_shapes
+    from planner.specs import Deployment
+
+    k = MXFP4 / "k/serve-gpt-oss-20b-warmed"
+    sweeps = [r for r in read_jsonl(k / "serve_bench.jsonl") if r["type"] == "size_sweep"]
+    swept = {compile_key(t) for r in sweeps for t in r["prompt_tokens"]}
+    dep = Deployment.for_gpu(catalog.gpu("h200-sxm"), weight_dtype="mxfp4", max_num_batched_tokens=4096)
+    assert len(swept) == 192 == uncompiled_step_shapes(dep, catalog.model("gpt-oss-20b"))
+    st = stalls(k)
+    assert (st["chat30"]["stalls"], st["chat10"]["stalls"]) == (0, 0)
+    assert (st["chat30"]["eager_steps"], st["chat10"]["eager_steps"]) == (200, 98)
+    c = shape_compiles(k, "gpt-oss-20b")
+    assert c.stalled_compiled == 0 and c.new_buckets == 192 and c.quiet_new == 1  # one sweep key came out fast
+    prof = catalog.profile_for("h200-sxm", "0.26.0")
+    assert [r.predicted["compile_stalls"] for r in replay_folder(k, "gpt-oss-20b", prof)] == [0, 0]
+    floor = launch_floor(MXFP4 / SHAPE_COMPILE_FIT[0].split("/", 1)[1], "gpt-oss-120b").seconds
+    mx = prof.moe_variants["mxfp4"]
+    assert mx.eager_layer_launch_s == pytest.approx((floor - 36 * prof.eager_layer_launch_s) / 36, rel=1e-9)
+    assert mx.eager_layer_overhead_s == 0.0
