@@ -43,7 +43,7 @@ from calibration.records import parse_engine_log, read_records, sha256_file
 from calibration.solve import FitParam
 from planner.io import catalog
 from planner.kernel_families import fused_moe_workspace_bytes
-from planner.memory import weight_bytes
+from planner.memory import rope_cache_bytes, weight_bytes
 from planner.profile import CalibrationProfile, MoeCoeffs
 from planner.specs import Deployment
 from planner.validate import error_pct, predict
@@ -146,7 +146,8 @@ def fit_memory(data: dict) -> dict:
     m = catalog.model(FIT_ON["moe-mxfp4"])
     t = parse_engine_log((DATA / V1_MEMORY_FIT[0][0]).read_text(encoding="utf-8", errors="replace"))
     wb = weight_bytes(m, "mxfp4")
-    factor = (t["weights_bytes"] / prof.weight_bytes_factor - wb.kept_16bit_bytes) / wb.quantized_bytes
+    factor = ((t["weights_bytes"] - rope_cache_bytes(m)) / prof.weight_bytes_factor - wb.kept_16bit_bytes) / \
+        wb.quantized_bytes
     out = {k: v for k, v in data.items() if k != "v1_moe_workspace_factor"}
     return dict(out, v1_cudagraph_estimate_bytes=float(np.median(est)), mxfp4_expert_bytes_factor=float(factor),
                 v1_sampler_logits_copies=max(0.0, float(np.median(copies))))

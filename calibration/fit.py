@@ -223,7 +223,7 @@ def fit_memory_terms(records: list[dict]) -> dict:
             and catalog.model(r["model"]).moe is None]
     if not logs:
         return {}
-    from planner.memory import weight_bytes
+    from planner.memory import rope_cache_bytes, weight_bytes
 
     non_torch, act_coef, wfac, total = [], [], [], []
     for r in logs:
@@ -240,7 +240,7 @@ def fit_memory_terms(records: list[dict]) -> dict:
         width = 3 * ffn + 6 * m.hidden_size
         act_coef.append(r["peak_activation_bytes"] / (mnbt * width))
         non_torch.append(r.get("non_torch_bytes") or 0.0)
-        wfac.append(r["weights_bytes"] / weight_bytes(m, "bf16").total_bytes)
+        wfac.append((r["weights_bytes"] - rope_cache_bytes(m)) / weight_bytes(m, "bf16").total_bytes)
         if _positive(r.get("total_memory_bytes")):
             total.append(r["total_memory_bytes"])
     env = [r for r in records if r.get("type") == "env" and _positive(r.get("total_memory_bytes"))]

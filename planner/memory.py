@@ -56,6 +56,16 @@ def weight_bytes(model: ModelSpec, dtype: str) -> WeightBytes:
     return WeightBytes(dtype, bits, quant, kept, quant * bits / 8.0, kept * BF16_BYTES)
 
 
+def rope_cache_bytes(model: ModelSpec) -> float:
+    """vLLM's rotary cos/sin tables, held on every GPU with the weights ("Model loading took" counts them): rows ×
+    rotary width × 2 B.  Llama-3.1-8B: 131,072 × 128 × 2 = 33.6 MB (measured 34 MB above its parameters);
+    Gemma-3-12B: a linear ×8 table for its global layers and one for its local ones, (8 + 1) × 131,072 × 256 × 2 =
+    604 MB of the 756 MB its weights logged above its parameters (vLLM 0.26 rotary_embedding/linear_scaling_rope.py)."""
+    a = model.attention
+    return float(model.rope_cache_positions or model.max_context_tokens) * (
+        a.qk_rope_head_dim if a.kind == "mla" else a.head_dim) * BF16_BYTES
+
+
 # ---------------------------------------------------------------------------------------------- KV
 
 
@@ -287,7 +297,7 @@ def memory_budget(
         model_weight_bytes = weight_bytes(model, deployment.weight_dtype).total_bytes
     if model_kv_bytes_per_token is None:
         model_kv_bytes_per_token = kv_bytes_per_token(model, deployment.kv_cache_dtype)
-    w = model_weight_bytes * profile.weight_bytes_factor / (tp * pp)
+    w = model_weight_bytes * profile.weight_bytes_factor / (tp * pp) + rope_cache_bytes(model)
     if profile.mxfp4_expert_bytes_factor != 1.0 and mxfp4_experts_only(model, deployment.weight_dtype):
         w += weight_bytes(model, "mxfp4").quantized_bytes * (profile.mxfp4_expert_bytes_factor - 1.0) / (tp * pp)
     act = activation_peak_bytes(model, deployment, profile)

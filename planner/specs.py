@@ -199,14 +199,14 @@ class ModelSpec(FrozenSpec):
     vocab_size: PositiveInt
     max_context_tokens: PositiveInt = Field(description="max_position_embeddings (served context limit)")
     rope_theta: float = 10000.0
+    rope_cache_positions: PositiveInt | None = Field(None, description="rows of vLLM's rotary cos/sin tables, all of "
+                                                     "them (a linear ×f table has f × max positions); None: one table")
     tie_word_embeddings: bool = False
     gated_mlp: bool = Field(True, description="SwiGLU/GeGLU (3 matrices) vs plain MLP (2)")
     attention: AttentionSpec
     sliding_window_tokens: PositiveInt | None = Field(None, description="window of sliding-window layers")
     num_sliding_layers: NonNegInt = Field(0, description="layers that attend only to the last window tokens")
-    num_linear_layers: NonNegInt = Field(
-        0, description="linear-attention / Mamba layers: constant state per request, no KV growth"
-    )
+    num_linear_layers: NonNegInt = Field(0, description="linear-attention / Mamba layers: constant state, no KV growth")
     linear_state_bytes_per_layer: NonNegInt = Field(0, description="recurrent state per request per layer")
     moe: MoeSpec | None = None
     native_dtype: WeightDtype = Field("bf16", description="dtype of the published checkpoint")

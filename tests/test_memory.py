@@ -15,6 +15,7 @@ from planner.memory import (
     max_concurrency,
     memory_budget,
     request_kv_bytes_per_gpu,
+    rope_cache_bytes,
     weight_bytes,
 )
 from planner.specs import Deployment, count_params
@@ -73,7 +74,9 @@ def test_budget_parts_add_up():
     d = Deployment.for_gpu(g, gpu_memory_utilization=0.9)
     b = memory_budget(m, g, d)
     assert b.usable_bytes == pytest.approx(0.9 * 80 * 2**30)
-    assert b.weight_bytes == pytest.approx(weight_bytes(m, "bf16").total_bytes)
+    # the weights and vLLM's rotary table: 32,768 positions × 128 × 2 B = 8,388,608 B
+    assert rope_cache_bytes(m) == 32_768 * 128 * 2 == 8_388_608
+    assert b.weight_bytes == pytest.approx(weight_bytes(m, "bf16").total_bytes + 8_388_608)
     assert b.activation_bytes == pytest.approx(activation_peak_bytes(m, d))
     assert b.non_torch_bytes == DEFAULT_NON_TORCH_BYTES
     assert b.kv_pool_bytes == pytest.approx(b.usable_bytes - b.weight_bytes - b.overhead_bytes)
@@ -85,7 +88,8 @@ def test_budget_parts_add_up():
 def test_weights_split_across_tp():
     m, g = llama_31_70b(), make_gpu()
     one = memory_budget(m, g, Deployment.for_gpu(g, num_gpus=4, tensor_parallel=4))
-    assert one.weight_bytes == pytest.approx(weight_bytes(m, "bf16").total_bytes / 4)
+    # the weights split four ways; the rotary table (131,072 × 128 × 2 B) is on every GPU
+    assert one.weight_bytes == pytest.approx(weight_bytes(m, "bf16").total_bytes / 4 + 131_072 * 128 * 2)
     assert one.kv_bytes_per_token == 327_680 / 4
 
 
@@ -121,3 +125,15 @@ def test_kv_pool_concurrency_is_the_floor_of_pool_over_request():
     grid = kv_pool_concurrency(np.array([[pool], [pool - 1]]), np.array([[per, 2 * per]]), np.array([[True], [True]]))
     assert grid.tolist() == [[200, 100], [199, 99]]
 
+
+
+def test_rope_tables_count_with_the_weights():
+    """vLLM keeps its rotary cos/sin tables with the weights on every GPU.  Gemma-3-12B: a linear ×8 table for its
+    global layers and one for its local ones, (8 + 1) × 131,072 rows × 256 × 2 B = 603,979,776 B (the import from
+    config.json derives the rows); MLA models' tables are qk_rope_head_dim wide: DeepSeek-V2-Lite 163,840 × 64 × 2."""
+    from planner.io import catalog
+
+    gemma = catalog.model("gemma-3-12b")
+    assert gemma.rope_cache_positions == 9 * 131_072 and rope_cache_bytes(gemma) == 9 * 131_072 * 256 * 2
+    assert rope_cache_bytes(catalog.model("deepseek-v2-lite")) == 163_840 * 64 * 2
+    assert rope_cache_bytes(catalog.model("llama-3.1-8b")) == 131_072 * 128 * 2

@@ -123,6 +123,24 @@ def _rope_theta(cfg: dict[str, Any]) -> float:
     return 10_000.0
 
 
+def _rope_cache_positions(cfg: dict[str, Any], model_type: str, max_ctx: int) -> int | None:
+    """Rows of vLLM's rotary tables when not one table of max_position_embeddings: a linear or YaRN table has
+    factor × positions (YaRN's of original_max_position_embeddings), and Gemma-3's local layers have their own."""
+    params = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    if isinstance(params, dict) and isinstance(params.get("full_attention"), dict):  # per-layer-type (gemma3)
+        params = params["full_attention"]
+    rows = max_ctx
+    if isinstance(params, dict) and params.get("rope_type", params.get("type")) in ("linear", "yarn"):
+        factor = _positive_float(params, "factor", 1.0)
+        base = max_ctx
+        if params.get("rope_type", params.get("type")) == "yarn" and params.get("original_max_position_embeddings"):
+            base = _int(params, "original_max_position_embeddings")
+        rows = int(base * factor)
+    if model_type.startswith("gemma3") and cfg.get("sliding_window"):
+        rows += max_ctx  # the local layers' table (rope_local_base_freq)
+    return rows if rows != max_ctx else None
+
+
 def _flatten(config: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """The text model's keys (``text_config`` merged over the top level) and its model_type."""
     top_type = str(config.get("model_type", "") or "")
@@ -342,6 +360,9 @@ def hf_config_to_model_dict(
         "gated_mlp": model_type not in _UNGATED_MODEL_TYPES,
         "attention": attention,
     }
+    rows = _rope_cache_positions(cfg, model_type, max_ctx)
+    if rows:
+        d["rope_cache_positions"] = rows
     if window:
         d["sliding_window_tokens"] = window
         d["num_sliding_layers"] = n_sliding
