@@ -116,7 +116,7 @@ def replay_folder(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     for t, start in tests:
         done = frozenset(compile_key(p) for r in sweeps if start is not None and r["wall_end"] <= start
                          for p, s in zip(r["prompt_tokens"], r["latency_s"]) if s is not None)
-        out.append(replay_load_test(t, cost, replace(cfg, compiled_step_buckets=done)))
+        out.append(replay_load_test(t, cost, replace(cfg, compiled_step_keys=done)))
     return out
 
 

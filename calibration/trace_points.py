@@ -15,6 +15,7 @@ compiles kernels inside the calls).
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from itertools import pairwise
@@ -65,17 +66,26 @@ class _Trace:
     steps: list[dict]
     in_run: list[bool]
     graph_max: int
+    max_num_batched_tokens: int
 
 
 def _trace(folder: Path, model_id: str | None = None) -> _Trace:
     """``folder`` read (``model_id``: the engine's catalog id, by default the ``deploy`` record's)."""
-    recs = read_jsonl(Path(folder) / "serve_bench.jsonl")
+    recs, steps = _read(str(Path(folder).resolve()))
     deploy = next(r for r in recs if r.get("type") == "deploy")
     benches = [r for r in recs if r.get("type") == "bench" and "wall_start" in r]
     windows = [(r["wall_start"], r["wall_end"]) for r in benches if r.get("run") not in WARM_UP_RUNS]
-    steps = traced_steps(folder)
-    graph_max = cudagraph_max_tokens(recorded_deployment(deploy), catalog.model(model_id or deploy["model"]))
-    return _Trace(benches, steps, [any(a <= s["wall"] <= b for a, b in windows) for s in steps], graph_max)
+    dep = recorded_deployment(deploy)
+    graph_max = cudagraph_max_tokens(dep, catalog.model(model_id or deploy["model"]))
+    return _Trace(benches, steps, [any(a <= s["wall"] <= b for a, b in windows) for s in steps], graph_max,
+                  dep.max_num_batched_tokens)
+
+
+@functools.lru_cache(maxsize=32)
+def _read(folder: str) -> tuple[list[dict], list[dict]]:
+    """(``serve_bench.jsonl``'s records, the traced steps) of a committed folder, read once per process (refit and
+    the benchmarks ask several readers of the same trace; callers do not modify them)."""
+    return read_jsonl(Path(folder) / "serve_bench.jsonl"), traced_steps(Path(folder))
 
 
 def launch_floor(folder: Path, model_id: str) -> LaunchFloor:
@@ -135,11 +145,11 @@ def range_period_s(folder: Path, model_id: str, lo: float, hi: float) -> tuple[f
 @dataclass(frozen=True)
 class ShapeCompiles:
     model_id: str
-    seconds: list[float]  # each new-bucket eager step's call less the median eager call of compiled buckets
-    new_buckets: int  # eager steps in a bucket not run before
-    compiled_steps: int  # eager steps in a bucket run before
-    stalled_compiled: int  # of those, calls longer than STALL_S (0 where the bucket rule holds)
-    quiet_new: int  # new-bucket steps that did not stall (0 where it holds)
+    seconds: list[float]  # each new-key eager step's call less the median eager call of seen keys
+    new_keys: int  # eager steps with a compile key no earlier step had
+    compiled_steps: int  # eager steps with a key seen before
+    stalled_compiled: int  # of those, calls longer than STALL_S (0 where the key rule holds)
+    quiet_new: int  # new-key steps that did not stall (0 where it holds)
 
     @property
     def median_s(self) -> float:
@@ -154,8 +164,7 @@ def shape_compiles(folder: Path, model_id: str) -> ShapeCompiles:
     0.91 s; gpt-oss-20b after a sweep of one size per 32-token bucket (j/) 231 of 231, 0.88 s; no step of a seen
     key stalled."""
     t = _trace(folder, model_id)
-    deploy = next(r for r in read_jsonl(Path(folder) / "serve_bench.jsonl") if r.get("type") == "deploy")
-    seen = {compile_key(recorded_deployment(deploy).max_num_batched_tokens)}
+    seen = {compile_key(t.max_num_batched_tokens)}
     new, old = [], []
     for s in t.steps:
         if s.get("exec_s") is None or s["tok"] <= t.graph_max:
@@ -163,7 +172,7 @@ def shape_compiles(folder: Path, model_id: str) -> ShapeCompiles:
         (old if compile_key(s["tok"]) in seen else new).append(float(s["exec_s"]))
         seen.add(compile_key(s["tok"]))
     if not new or not old:
-        raise ValueError(f"{folder}: no traced eager steps in new and in compiled step-size buckets")
+        raise ValueError(f"{folder}: no traced eager steps with new and with compiled step-size keys")
     base = float(np.median(old))
     return ShapeCompiles(model_id, [x - base for x in new], len(new), len(old), sum(x > STALL_S for x in old),
                          sum(x <= STALL_S for x in new))

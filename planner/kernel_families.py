@@ -106,16 +106,17 @@ def fused_moe_tuned(model: ModelSpec, weight_dtype: str, gpu_id: str | None) -> 
 
 def moe_coeffs(model: ModelSpec | None, weight_dtype: str, profile, gpu_id: str | None = None):
     """The fitted MoE coefficients a model's experts run with (the profile's bf16 ones for a dense model or none;
-    None for a profile without them): its kernel family's (:func:`moe_variant`), where for the fp8 family, fitted on Qwen3-30B-A3B fp8 (per-tensor
-    scales: vLLM 0.26 has no tuned H200 configuration for E=128,N=768 and runs its default one; its router is
-    quantised with the experts, which with dummy weights collapses its routing onto ~14 of 128 experts):
+    None for a profile without them): its kernel family's (:func:`moe_variant`), where for the fp8 family, fitted on
+    Qwen3-30B-A3B fp8 (per-tensor scales: vLLM 0.26 has no tuned H200 configuration for E=128,N=768 and runs its
+    default one; its router is quantised with the experts, which with dummy weights collapses its routing onto ~14
+    of 128 experts):
 
     * an engine whose router stays bf16 routes as the bf16 engines do: the bf16 fused-MoE stage's touch share;
     * an engine with a tuned configuration runs its GEMMs at the bf16 stage's share of the peak (fitted on Qwen3-30B-A3B
       bf16, tuned), here of the fp8 peak.
 
     Held out on Mixtral-8x7B fp8 (bf16 router, tuned E=8,N=14336 fp8 configuration on the H200): decode median 43.8 ->
-    2.0 %, the 3,000- and 6,000-token prefills (calibration/family_fit.py)."""
+    1.1 %, prefill 61.5 -> 30.9 % (calibration/family_fit.py)."""
     variant = moe_variant(model, weight_dtype)
     moe = profile.moe_variants.get(variant or "", profile.moe)
     if variant != "fp8" or moe is None or profile.moe is None:
@@ -170,7 +171,7 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> s
     note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
             f"1-{cap} tokens before it serves (engine start 90-160 s measured on an H200); "
             + ("larger steps run without graphs" if top > cap else "no step is larger"))
-    if model.moe is not None and moe_variant(model, deployment.weight_dtype) == "mxfp4":
+    if moe_variant(model, deployment.weight_dtype) == "mxfp4":
         n = uncompiled_step_shapes(deployment, model)
         each = shape_compile_s(model, deployment.weight_dtype, profile) if profile is not None else 0.0
         cost = (f"~{each:.1f} s each here, ~{n * each / 60:.0f} min in all" if each else "0.6-6 s each on gpt-oss")
@@ -191,9 +192,9 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> s
 
 #: vLLM 0.26's Triton MXFP4 MoE compiles again for every step above the CUDA graphs whose token count T has a
 #: compile key (:func:`compile_key`) no earlier step had: T // 32, and whether T is a multiple of 16 (Triton
-#: specialises integer arguments on that).  It accounts for every eager step of the three traced gpt-oss engines
-#: (calibration/data/h200-2026-12-02-serve-mxfp4 g/, h/, j/: 310 stalled on a new key, 489 on a seen key did not), the
-#: start-up profiling run's max_num_batched_tokens key being compiled already
+#: specialises integer arguments on that), the start-up profiling run's max_num_batched_tokens key being compiled
+#: already.  Over the four traced gpt-oss engines (calibration/data/h200-2026-12-02-serve-mxfp4 g/, h/, j/, k/) 501 of
+#: the 502 eager steps with a new key stalled and none of the 787 with a seen key
 SHAPE_COMPILE_BUCKET_TOKENS = 32
 
 
@@ -203,8 +204,8 @@ def compile_key(tokens: int) -> tuple[int, bool]:
 
 
 def shape_compile_s(model: ModelSpec, weight_dtype: str, profile) -> float:
-    """Seconds a step above the CUDA graphs stalls on its first token count in a new 32-token bucket: the
-    profile's ``shape_compile_layer_s`` of the model's MoE kernel × its MoE layers; 0 where none was measured."""
+    """Seconds a step above the CUDA graphs stalls on a new compile key (:func:`compile_key`): the profile's
+    ``shape_compile_layer_s`` of the model's MoE kernel × its MoE layers; 0 where none was measured."""
     moe = moe_coeffs(model, weight_dtype, profile)
     layers = model.num_layers - model.moe.num_dense_layers if model.moe else 0
     return moe.shape_compile_layer_s * layers if moe is not None else 0.0

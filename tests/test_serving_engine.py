@@ -226,7 +226,7 @@ def test_a_cold_mxfp4_engine_compiles_each_new_step_size_key_once():
     assert cold.ttft_s - warm.ttft_s == pytest.approx([c, 0, c, c, 0, 0])
     # after a warm-up that ran the key (62, False) (serve_bench --size-sweep: calibration/serving_points.replay_folder)
     swept = simulate(reqs, cost, EngineConfig(200_000, max_num_batched_tokens=8192, cold_step_shapes=True,
-                                              compiled_step_buckets=frozenset({(62, False)})))
+                                              compiled_step_keys=frozenset({(62, False)})))
     assert swept.num_compile_stalls == 2 and swept.ttft_s - warm.ttft_s == pytest.approx([0, 0, c, c, 0, 0])
     dense = StepCost.from_specs(catalog.model("llama-3.1-8b"), g, Deployment.for_gpu(g), prof)
     assert dense.shape_compile_s == 0.0  # no other kernel family compiles per step size

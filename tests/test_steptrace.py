@@ -165,9 +165,9 @@ def test_a_trace_without_eager_or_graph_steps_is_refused(tmp_path):
 
 
 def test_each_new_32_token_step_size_of_the_mxfp4_engine_compiles_once():
-    """Every eager step of the traced gpt-oss engines whose token count falls in a 32-token bucket (floor(T / 32))
-    no earlier step ran stalled, and no other did: gpt-oss-120b (g/) 21 new buckets, all stalled, 116 steps of
-    compiled buckets, none stalled; gpt-oss-20b (h/) 58 and 230.  Median stall over the compiled buckets' eager
+    """Every eager step of the traced gpt-oss engines whose compile key (T // 32, T % 16 == 0) no earlier step had
+    stalled, and no other did: gpt-oss-120b (g/) 21 new keys, all stalled, 116 steps of seen keys, none stalled;
+    gpt-oss-20b (h/) 58 and 230.  Median stall over the seen keys' eager
     call: 1.956 s (120b: the profile's 1.956 / 36 MoE layers = 54.3 ms per layer), 0.911 s (20b, held out: the
     profile predicts 24 × 54.3 = 1.30 s, +43 %)."""
     from calibration.refit import SHAPE_COMPILE_FIT
@@ -175,8 +175,8 @@ def test_each_new_32_token_step_size_of_the_mxfp4_engine_compiles_once():
 
     g = shape_compiles(MXFP4 / "g/serve-gpt-oss-120b-trace", "gpt-oss-120b")
     h = shape_compiles(MXFP4 / "h/serve-gpt-oss-20b-trace", "gpt-oss-20b")
-    assert (g.new_buckets, g.compiled_steps, g.stalled_compiled, g.quiet_new) == (21, 116, 0, 0)
-    assert (h.new_buckets, h.compiled_steps, h.stalled_compiled, h.quiet_new) == (58, 230, 0, 0)
+    assert (g.new_keys, g.compiled_steps, g.stalled_compiled, g.quiet_new) == (21, 116, 0, 0)
+    assert (h.new_keys, h.compiled_steps, h.stalled_compiled, h.quiet_new) == (58, 230, 0, 0)
     assert g.median_s == pytest.approx(1.956, abs=0.001) and h.median_s == pytest.approx(0.911, abs=0.001)
     prof = catalog.profile_for("h200-sxm", "0.26.0")
     assert SHAPE_COMPILE_FIT[1] == "gpt-oss-120b"
@@ -224,7 +224,7 @@ def test_after_a_sweep_of_one_size_per_bucket_only_the_multiples_of_16_still_com
 
     j = MXFP4 / "j/serve-gpt-oss-20b-sweep"
     c = shape_compiles(j, "gpt-oss-20b")
-    assert (c.new_buckets, c.compiled_steps, c.stalled_compiled, c.quiet_new) == (231, 143, 0, 0)
+    assert (c.new_keys, c.compiled_steps, c.stalled_compiled, c.quiet_new) == (231, 143, 0, 0)
     assert c.median_s == pytest.approx(0.878, abs=0.001)
     assert stalls(j)["chat30"]["stalls"] == 7 and stalls(j)["chat30"]["eager_steps"] == 150
     from planner.io.jsonl import read_jsonl
@@ -257,7 +257,7 @@ def test_the_plans_full_warm_up_leaves_no_stall():
     assert (st["chat30"]["stalls"], st["chat10"]["stalls"]) == (0, 0)
     assert (st["chat30"]["eager_steps"], st["chat10"]["eager_steps"]) == (200, 98)
     c = shape_compiles(k, "gpt-oss-20b")
-    assert c.stalled_compiled == 0 and c.new_buckets == 192 and c.quiet_new == 1  # one sweep key came out fast
+    assert c.stalled_compiled == 0 and c.new_keys == 192 and c.quiet_new == 1  # one sweep key came out fast
     prof = catalog.profile_for("h200-sxm", "0.26.0")
     assert [r.predicted["compile_stalls"] for r in replay_folder(k, "gpt-oss-20b", prof)] == [0, 0]
     floor = launch_floor(MXFP4 / SHAPE_COMPILE_FIT[0].split("/", 1)[1], "gpt-oss-120b").seconds

@@ -129,13 +129,13 @@ def _rope_cache_positions(cfg: dict[str, Any], model_type: str, max_ctx: int) ->
     params = cfg.get("rope_scaling") or cfg.get("rope_parameters")
     if isinstance(params, dict) and isinstance(params.get("full_attention"), dict):  # per-layer-type (gemma3)
         params = params["full_attention"]
+    kind = params.get("rope_type", params.get("type")) if isinstance(params, dict) else None
     rows = max_ctx
-    if isinstance(params, dict) and params.get("rope_type", params.get("type")) in ("linear", "yarn"):
-        factor = _positive_float(params, "factor", 1.0)
+    if kind in ("linear", "yarn"):
         base = max_ctx
-        if params.get("rope_type", params.get("type")) == "yarn" and params.get("original_max_position_embeddings"):
+        if kind == "yarn" and params.get("original_max_position_embeddings"):
             base = _int(params, "original_max_position_embeddings")
-        rows = int(base * factor)
+        rows = int(base * _positive_float(params, "factor", 1.0))
     if model_type.startswith("gemma3") and cfg.get("sliding_window"):
         rows += max_ctx  # the local layers' table (rope_local_base_freq)
     return rows if rows != max_ctx else None

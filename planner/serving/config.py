@@ -108,7 +108,7 @@ class EngineConfig:
     # planner.kernel_families.compile_key) — what a replayed recorded run saw; False (plans): an engine past them
     cold_step_shapes: bool = False
     # ... and the compile keys it had compiled before this run besides (an earlier warm-up of step sizes)
-    compiled_step_buckets: frozenset = frozenset()
+    compiled_step_keys: frozenset = frozenset()
 
     def __post_init__(self):
         for name in ("kv_capacity_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):

@@ -55,9 +55,10 @@ class Engine:
         self.num_steps = 0
         self.num_events = 0
         self.prefill_tokens_computed = 0
-        # step-size compile keys the engine has compiled (cold_step_shapes: the start-up profiling run's and any warm-up's)
-        self.compiled_buckets = {compile_key(config.max_num_batched_tokens), *config.compiled_step_buckets} if config.cold_step_shapes and cost.shape_compile_s \
-            else None
+        # step-size compile keys the engine has compiled (cold_step_shapes: the start-up profiling run's and any
+        # warm-up's); None: it pays no compiles
+        self.compiled_keys = ({compile_key(config.max_num_batched_tokens), *config.compiled_step_keys}
+                              if config.cold_step_shapes and cost.shape_compile_s else None)
         self.num_compile_stalls = 0
         self.series_t_s: list = []
         self.series_blocks_used: list = []
@@ -122,10 +123,10 @@ class Engine:
             self.prefill_tokens_computed += new
         self.prev_step_start_s = self.now
         self.now += cost.step_s(tokens, sampled, att_prefill, att_decode, kv_read) + draft_s
-        if self.compiled_buckets is not None and tokens > cost.model_costs.cudagraph_max_tokens:
-            bucket = compile_key(tokens)
-            if bucket not in self.compiled_buckets:
-                self.compiled_buckets.add(bucket)
+        if self.compiled_keys is not None and tokens > cost.model_costs.cudagraph_max_tokens:
+            key = compile_key(tokens)
+            if key not in self.compiled_keys:
+                self.compiled_keys.add(key)
                 self.num_compile_stalls += 1
                 self.now += cost.shape_compile_s
         self.num_steps += 1
