@@ -30,6 +30,10 @@ lengths, multi-turn parents and engine settings:
   chat at vllm serve's 8,192 tokens per step, where the Triton MXFP4 MoE stalls 0.7-6 s on 15-40 % of the steps
   above the CUDA graphs for the whole run (each run's stalls printed; reported, not checked), and gpt-oss-20b with
   --max-num-batched-tokens 1024 (every step inside the graphs, no stall; held out of every fit: checked).
+* calibration/data/h200-2026-12-02-serve-fusedmoe (h200-serve-steps.sh l|m): Moonlight-16B-A3B (MLA + 64 experts,
+  held out of every fit) chat at 10, 30 and 20 req/s from a cold engine, and Qwen3-30B-A3B after the plan's 4-prompt
+  warm-up (planner.compile_keys.warm_up_sizes) at 20 and 34 req/s, traced: checked.  Every traced MoE run prints its
+  stalls (> 0.3 s) and the simulator's compile stalls beside them.
 
 Targets, below saturation: output throughput within 3 %, TPOT p50 within 7 %, TTFT p50 within 10 %, TTFT
 p99 within 20 %; at and above saturation, throughput within 5 %.  Also: slo-search's rate below the
@@ -128,15 +132,15 @@ def main() -> int:
             print(line(f"{c.name} ({c.num_requests} req)", e, "first traffic on a cold engine" if c.name.endswith(
                 "warm") else ""))
             check(f"moe-load2/{folder}/{c.name}", e, missed, False)
-    traced, mxfp4 = (ROOT / f"calibration/data/h200-2026-12-02-serve-{x}" for x in ("steps", "mxfp4"))
+    traced, mxfp4, fused = (ROOT / f"calibration/data/h200-2026-12-02-serve-{x}" for x in ("steps", "mxfp4", "fusedmoe"))
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
     # CUDA graphs; j, h after a warm-up of one size per 32-token bucket (serve_bench --size-sweep); k, 4,096 tokens per
-    # step after the plan's full warm-up (both halves of every compile key)
+    # step after the plan's full warm-up (both halves of every compile key); l, m: the fused MoE's compile keys
     role_note = {"floor": "its launch floor is in the profile: reported only", "held": "held out of every fit: checked",
-                 "compile": "the new-size compile and the MXFP4 eager launch are fitted on it: reported only"}
-    for base, folder, model, role in ((traced, "b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "floor"),
+                 "compile": "the new-size compile and the MoE eager launch are fitted on it: reported only"}
+    for base, folder, model, role in ((traced, "b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "compile"),
                                       (traced, "c/serve-llama-trace", "llama-3.1-8b", "floor"),
                                       (traced, "e/serve-qwen2.5-7b-trace", "qwen2.5-7b", "held"),
                                       (traced, "f/serve-mixtral-8x7b-trace", "mixtral-8x7b", "held"),
@@ -144,9 +148,11 @@ def main() -> int:
                                       (mxfp4, "h/serve-gpt-oss-20b-trace", "gpt-oss-20b", "held"),
                                       (mxfp4, "i/serve-gpt-oss-20b-mnbt1024", "gpt-oss-20b", "held"),
                                       (mxfp4, "j/serve-gpt-oss-20b-sweep", "gpt-oss-20b", "held"),
-                                      (mxfp4, "k/serve-gpt-oss-20b-warmed", "gpt-oss-20b", "held")):
-        st = stalls(base / folder) if base == mxfp4 else {}
-        print(f"vllm serve + vllm bench serve, 2026-12-02, {'MXFP4 MoE, ' if st else ''}every engine step timed "
+                                      (mxfp4, "k/serve-gpt-oss-20b-warmed", "gpt-oss-20b", "held"),
+                                      (fused, "l/serve-moonlight-16b-a3b-trace", "moonlight-16b-a3b", "held"),
+                                      (fused, "m/serve-qwen3-30b-a3b-warmed", "qwen3-30b-a3b", "held")):
+        st = stalls(base / folder) if catalog.model(model).moe is not None else {}
+        print(f"vllm serve + vllm bench serve, 2026-12-02, {'MXFP4 MoE, ' if base == mxfp4 else ''}every engine step timed "
               f"({folder}; {role_note[role]}):")
         for c in replay_folder(base / folder, model, prof):
             e, s_ = {k: c.error_pct(k) for k in KEYS}, st.get(c.name.removeprefix("bench-"), {})

@@ -189,3 +189,30 @@ def scrape(metrics_text: str) -> dict:
             out["cache_config"] = dict(re.findall(r'(\w+)="([^"]*)"', labels))
         out[name] = out.get(name, 0.0) + value
     return out
+
+
+#: pure-Python loop iterations of the host speed probe (:func:`host_info`): ~0.1 s on a 2024 server core
+HOST_PROBE_LOOPS = 2_000_000
+
+
+def host_info() -> dict:
+    """What a record needs to say about the machine a served engine ran on, beyond its GPU: the CPU model, the
+    logical CPUs, and the median of 5 timings of a fixed pure-Python loop (``python_loop_s``).  An eager engine step
+    is launched from Python layer by layer, so its floor is the host's single-thread speed (Qwen3-30B-A3B's eager
+    call: 61 ms on one lent H200 host, 81-92 ms on another; calibration/data/README.md)."""
+    import platform
+    import time
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        cpu = platform.processor() or "unknown"
+    times = []
+    for _ in range(5):
+        t, acc = time.perf_counter(), 0
+        for i in range(HOST_PROBE_LOOPS):
+            acc += i & 7
+        times.append(time.perf_counter() - t)
+    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "python": platform.python_version(),
+            "python_loop_s": sorted(times)[2]}

@@ -64,6 +64,10 @@ TRACES = {"h200-2026-12-02-serve-steps/c/serve-llama-trace": "llama-3.1-8b",
 #: the traced engine the Triton MXFP4 MoE's served terms are fitted on (gpt-oss-20b's traces h/, j/, k/ hold them out):
 #: the compile of a new step-size key, and the eager launch floor of its MoE layers
 SHAPE_COMPILE_FIT = ("h200-2026-12-02-serve-mxfp4/g/serve-gpt-oss-120b-trace", "gpt-oss-120b")
+#: ... and the bf16 Triton fused MoE's compile of a new step-size key (Mixtral-8x7B f/, Moonlight-16B-A3B l/ hold it
+#: out), which the variants running the same kernel (FUSED_MOE_VARIANTS) take: no served trace of theirs compiled
+FUSED_COMPILE_FIT = ("h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")
+FUSED_MOE_VARIANTS = ("mla", "fp8")
 #: serving runs whose idle-engine requests give held-out points (serve_bench records + vllm bench serve JSON)
 SERVING = {f"{CAMPAIGN}/serve-mixtral-8x7b": "mixtral-8x7b"}
 #: the light-load HTTP run the OpenAI server's per-request overhead is fitted on (the other runs validate it)
@@ -121,6 +125,16 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
     variants = dict(prof.moe_variants)
     if moe_s is not None and prof.moe is not None:
         upd["moe"] = prof.moe.model_copy(update={"eager_layer_launch_s": moe_s})
+    if prof.moe is not None:
+        # per MoE layer, as the MXFP4 one: held out on Mixtral (32 layers) -25 %, Moonlight (26) -9 %; a constant
+        # per stall would give +12 % and +68 % (calibration/data/README.md)
+        folder, model_id = FUSED_COMPILE_FIT
+        m = catalog.model(model_id)
+        each = shape_compiles(DATA / folder, model_id).median_s / (m.num_layers - m.moe.num_dense_layers)
+        upd["moe"] = upd.get("moe", prof.moe).model_copy(update={"shape_compile_layer_s": each})
+        for v in FUSED_MOE_VARIANTS:
+            if v in variants:
+                variants[v] = variants[v].model_copy(update={"shape_compile_layer_s": each})
         for v in variants:  # the variants that keep the bf16 stage's eager launch keep the served one
             if "eager_layer_launch_s" in HELD_FROM_BF16.get(v, ()):
                 variants[v] = variants[v].model_copy(update={"eager_layer_launch_s": moe_s})

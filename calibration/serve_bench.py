@@ -45,7 +45,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from calibration.probes import MULTICAST_OFF  # noqa: E402
-from calibration.records import append_record, parse_engine_log, scrape  # noqa: E402
+from calibration.records import append_record, host_info, parse_engine_log, scrape  # noqa: E402
 from calibration.serve_agentic import agentic  # noqa: E402
 
 
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
                             "predicted_kv_capacity_tokens": cmd.predicted_kv_capacity_tokens,
                             "profile_mode": profile.mode if profile else "ideal",
                             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                            "command": " ".join(sys.argv)})
+                            "command": " ".join(sys.argv), "host": host_info()})
     print(f"DEPLOY {cmd.shell()}", flush=True)
     env = {**os.environ, **MULTICAST_OFF, **cmd.env, **trace_env(ns.out, ns.step_trace, ns.switch_interval_s)}
     server = Server(cmd.serve_args(), env, ns.out / "serve.log", ns.port)

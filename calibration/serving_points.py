@@ -15,7 +15,6 @@ import numpy as np
 
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
-from planner.kernel_families import compile_key
 from planner.specs import Deployment
 from planner.validate import KV_ALIASES, Measurement
 
@@ -110,13 +109,16 @@ def replay_folder(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     if any(r.get("type") == "request" and "parent" in r for r in recs):
         tests.append((read_multiturn(folder / "serve_bench.jsonl"), None))
     tests += [(t, None) for r in recs if r.get("type") == "guidellm" for t in read_guidellm(folder / r["file"])]
-    # a size sweep before a run (serve_bench --size-sweep) compiled its prompts' step sizes: the run starts so
+    # a run starts with the compile keys of the runs before it on the same engine (in the order they ran) and of a
+    # size sweep before it (serve_bench --size-sweep: one prompt per step, each a step of its length)
     sweeps = [r for r in recs if r.get("type") == "size_sweep"]
-    out = []
+    out, ran = [], frozenset()
     for t, start in tests:
-        done = frozenset(compile_key(p) for r in sweeps if start is not None and r["wall_end"] <= start
-                         for p, s in zip(r["prompt_tokens"], r["latency_s"]) if s is not None)
-        out.append(replay_load_test(t, cost, replace(cfg, compiled_step_keys=done)))
+        swept = frozenset(cost.compile_key(p) for r in sweeps if start is not None and r["wall_end"] <= start
+                          for p, s in zip(r["prompt_tokens"], r["latency_s"]) if s is not None) \
+            if cost.compile_key else frozenset()
+        out.append(replay_load_test(t, cost, replace(cfg, compiled_step_keys=ran | swept)))
+        ran = out[-1].compiled_step_keys
     return out
 
 

@@ -26,7 +26,9 @@ import numpy as np
 from calibration.serving_points import recorded_deployment
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
-from planner.kernel_families import compile_key, cudagraph_max_tokens, moe_variant
+from planner.specs import Deployment
+from planner.compile_keys import keys_at_start, step_compile_key
+from planner.kernel_families import cudagraph_max_tokens, moe_variant
 
 #: runs whose engine was cold (compiles inside the calls): not used for the floor
 WARM_UP_RUNS = ("warm",)
@@ -66,7 +68,11 @@ class _Trace:
     steps: list[dict]
     in_run: list[bool]
     graph_max: int
-    max_num_batched_tokens: int
+    deployment: Deployment
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self.deployment.max_num_batched_tokens
 
 
 def _trace(folder: Path, model_id: str | None = None) -> _Trace:
@@ -77,8 +83,7 @@ def _trace(folder: Path, model_id: str | None = None) -> _Trace:
     windows = [(r["wall_start"], r["wall_end"]) for r in benches if r.get("run") not in WARM_UP_RUNS]
     dep = recorded_deployment(deploy)
     graph_max = cudagraph_max_tokens(dep, catalog.model(model_id or deploy["model"]))
-    return _Trace(benches, steps, [any(a <= s["wall"] <= b for a, b in windows) for s in steps], graph_max,
-                  dep.max_num_batched_tokens)
+    return _Trace(benches, steps, [any(a <= s["wall"] <= b for a, b in windows) for s in steps], graph_max, dep)
 
 
 @functools.lru_cache(maxsize=32)
@@ -157,20 +162,19 @@ class ShapeCompiles:
 
 
 def shape_compiles(folder: Path, model_id: str) -> ShapeCompiles:
-    """The Triton MXFP4 MoE's JIT stalls of a traced engine, from its first step: an eager step whose token count
-    has a compile key (planner.kernel_families.compile_key: tokens // 32, a multiple of 16 or not) no earlier step
-    (nor the start-up profiling run at max_num_batched_tokens) had pays a compile.  Traced on 2026-12-02:
-    gpt-oss-120b (g/) 21 of 21 new keys stalled, median 1.96 s over the eager call; gpt-oss-20b (h/) 58 of 58,
-    0.91 s; gpt-oss-20b after a sweep of one size per 32-token bucket (j/) 231 of 231, 0.88 s; no step of a seen
-    key stalled."""
+    """The Triton MoE's JIT stalls of a traced engine, from its first step: an eager step whose token count has a
+    compile key (planner.compile_keys) no earlier step, start-up run or graph capture had pays a compile.  Traced on
+    2026-12-02 (STALL_S): every new key stalled but one of gpt-oss-20b's (k/), no seen key did but one of Moonlight's
+    (l/: its first prompt chunk with context, MLA's own Triton kernel); tests/test_compile_keys.py pins each engine."""
     t = _trace(folder, model_id)
-    seen = {compile_key(t.max_num_batched_tokens)}
+    key = step_compile_key(catalog.model(model_id), t.deployment)
+    seen = set(keys_at_start(t.deployment, catalog.model(model_id)))
     new, old = [], []
     for s in t.steps:
         if s.get("exec_s") is None or s["tok"] <= t.graph_max:
             continue
-        (old if compile_key(s["tok"]) in seen else new).append(float(s["exec_s"]))
-        seen.add(compile_key(s["tok"]))
+        (old if key(s["tok"]) in seen else new).append(float(s["exec_s"]))
+        seen.add(key(s["tok"]))
     if not new or not old:
         raise ValueError(f"{folder}: no traced eager steps with new and with compiled step-size keys")
     base = float(np.median(old))

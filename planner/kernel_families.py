@@ -17,12 +17,9 @@
 
 from __future__ import annotations
 
-import functools
-import json
-from pathlib import Path
-
 import numpy as np
 
+from planner.fused_moe_configs import fused_moe_tuned
 from planner.specs import Deployment, ModelSpec
 from planner.units import cdiv
 
@@ -81,29 +78,6 @@ def moe_variant(model: ModelSpec | None, weight_dtype: str) -> str | None:
 #: vLLM 0.26 models/*.py: the MoE architectures whose router gate is built with the model's quant_config, so an fp8
 #: (W8A8) engine quantises the router with the experts; every other MoE (Mixtral, Qwen2-MoE, OLMoE, ...) keeps it bf16
 QUANTIZED_ROUTER_ARCHITECTURES = frozenset({"Qwen3MoeForCausalLM", "ArcticForCausalLM", "Lfm2MoeForCausalLM"})
-#: torch.cuda.get_device_name() of the catalog's GPUs as vLLM names its tuned fused-MoE configurations
-VLLM_DEVICE_NAMES = {"h200-sxm": "NVIDIA_H200", "h100-sxm": "NVIDIA_H100_80GB_HBM3", "b200": "NVIDIA_B200",
-                     "a100-sxm-80gb": "NVIDIA_A100-SXM4-80GB", "a100-sxm-40gb": "NVIDIA_A100-SXM4-40GB",
-                     "l40s": "NVIDIA_L40S", "mi300x": "AMD_Instinct_MI300X"}
-FUSED_MOE_CONFIGS = Path(__file__).resolve().parent / "data" / "vllm_fused_moe_configs_0.26.0.json"
-
-
-@functools.lru_cache(maxsize=1)
-def _tuned_configs() -> frozenset[str]:
-    return frozenset(json.loads(FUSED_MOE_CONFIGS.read_text(encoding="utf-8"))["files"])
-
-
-def fused_moe_tuned(model: ModelSpec, weight_dtype: str, gpu_id: str | None) -> bool:
-    """Whether vLLM 0.26 ships a tuned Triton fused-MoE configuration for the model's experts on this GPU at one GPU
-    per replica (bf16, or fp8 W8A8 with per-tensor scales), rather than running its default one."""
-    dev = VLLM_DEVICE_NAMES.get(gpu_id or "")
-    dtype = {"bf16": "", "fp8": ",dtype=fp8_w8a8"}.get(weight_dtype)
-    if model.moe is None or dev is None or dtype is None:
-        return False
-    return f"E={model.moe.num_experts},N={model.moe.expert_intermediate_size},device_name={dev}{dtype}.json" in \
-        _tuned_configs()
-
-
 def moe_coeffs(model: ModelSpec | None, weight_dtype: str, profile, gpu_id: str | None = None):
     """The fitted MoE coefficients a model's experts run with (the profile's bf16 ones for a dense model or none;
     None for a profile without them): its kernel family's (:func:`moe_variant`), where for the fp8 family, fitted on
@@ -159,65 +133,6 @@ def kv_layer_slots(model: ModelSpec) -> int:
         return model.num_attention_layers
     g = min(sliding, full)
     return cdiv(sliding, g) * g + cdiv(full, g) * g
-
-
-def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> str:
-    """What a cold vLLM 0.26 engine does before it serves at the predicted speed, and how to warm it (measured
-    on the H200, calibration/data/h200-2026-12-01: engine start 90-157 s, first-use Triton compiles 0.7-4.8 s);
-    for the Triton MXFP4 MoE, the compile of each new step size above the CUDA graphs (``profile``'s
-    :func:`shape_compile_s`; calibration/data/h200-2026-12-02-serve-mxfp4), how long they last and how to avoid
-    them."""
-    cap, top = cudagraph_max_tokens(deployment, model), deployment.max_num_batched_tokens
-    note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
-            f"1-{cap} tokens before it serves (engine start 90-160 s measured on an H200); "
-            + ("larger steps run without graphs" if top > cap else "no step is larger"))
-    if moe_variant(model, deployment.weight_dtype) == "mxfp4":
-        n = uncompiled_step_shapes(deployment, model)
-        each = shape_compile_s(model, deployment.weight_dtype, profile) if profile is not None else 0.0
-        cost = (f"~{each:.1f} s each here, ~{n * each / 60:.0f} min in all" if each else "0.6-6 s each on gpt-oss")
-        lo, hi = (cap + 1) // SHAPE_COMPILE_BUCKET_TOKENS, (top - 1) // SHAPE_COMPILE_BUCKET_TOKENS
-        note += (f"; with the Triton MXFP4 MoE a larger step compiles the first time its size has a new key (size // "
-                 f"32, and whether it is a multiple of 16): {n} keys from {cap + 1:,} to {top:,} tokens ({cost}), "
-                 f"spread over the first traffic (served chat on gpt-oss, H200: TTFT p50 ~1 s for 2,000 requests); "
-                 f"the latencies here are for an engine past them. Warm it with {n} requests sent one at a time, "
-                 f"prompts of 32k + 16 and 32k + 17 tokens for k = {lo}..{hi}, or serve with "
-                 f"--max-num-batched-tokens {cap} (every step inside the graphs: no stall in 10,000 steps, TTFT p50 "
-                 f"46 ms and 29 % more throughput at 30 req/s on gpt-oss-20b)" if top > cap else
-                 "; staying inside the graphs kept the Triton MXFP4 MoE free of the compiles its larger steps pay "
-                 "on each new size; warm it with a few requests before taking traffic")
-    elif model.moe is not None:
-        note += "; warm it with a few requests of the prompt lengths you expect (first-use Triton MoE compiles)"
-    return note
-
-
-#: vLLM 0.26's Triton MXFP4 MoE compiles again for every step above the CUDA graphs whose token count T has a
-#: compile key (:func:`compile_key`) no earlier step had: T // 32, and whether T is a multiple of 16 (Triton
-#: specialises integer arguments on that), the start-up profiling run's max_num_batched_tokens key being compiled
-#: already.  Over the four traced gpt-oss engines (calibration/data/h200-2026-12-02-serve-mxfp4 g/, h/, j/, k/) 501 of
-#: the 502 eager steps with a new key stalled and none of the 787 with a seen key
-SHAPE_COMPILE_BUCKET_TOKENS = 32
-
-
-def compile_key(tokens: int) -> tuple[int, bool]:
-    """The Triton MXFP4 MoE's compile key of a step of ``tokens`` tokens above the CUDA graphs."""
-    return int(tokens) // SHAPE_COMPILE_BUCKET_TOKENS, int(tokens) % 16 == 0
-
-
-def shape_compile_s(model: ModelSpec, weight_dtype: str, profile) -> float:
-    """Seconds a step above the CUDA graphs stalls on a new compile key (:func:`compile_key`): the profile's
-    ``shape_compile_layer_s`` of the model's MoE kernel × its MoE layers; 0 where none was measured."""
-    moe = moe_coeffs(model, weight_dtype, profile)
-    layers = model.num_layers - model.moe.num_dense_layers if model.moe else 0
-    return moe.shape_compile_layer_s * layers if moe is not None else 0.0
-
-
-def uncompiled_step_shapes(deployment: Deployment, model: ModelSpec) -> int:
-    """How many compile keys of step sizes above the CUDA graphs a fresh engine has not compiled: those of every
-    size from the largest graph to max_num_batched_tokens, less the start-up profiling run's (448 for gpt-oss at
-    vllm serve's 8,192 tokens per step)."""
-    top = deployment.max_num_batched_tokens
-    return len({compile_key(t) for t in range(cudagraph_max_tokens(deployment, model) + 1, top + 1)}
-               - {compile_key(top)})
 
 
 def experts_touched(num_experts, k, tokens, fraction=1.0):

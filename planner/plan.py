@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.kernel_families import cold_start_note
+from planner.compile_keys import cold_start_note
 from planner.bands import band, prefill_regime
 from planner.batching import check_workload_tokens, decode_context_tokens, largest_batch_under_slo
 from planner.cost import effective_tpot_s, fleet_for, prefill_busy_costs, throughput, token_cost

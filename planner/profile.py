@@ -76,8 +76,8 @@ class MoeCoeffs(FrozenSpec):
         "(calibration/family_fit.py)")
     shape_compile_layer_s: Overhead = Field(
         0.0, description="per MoE layer, the JIT compile a step above the CUDA graphs pays the first time its token "
-        "count has a new compile key (vLLM 0.26's Triton MXFP4 MoE: tokens // 32 and tokens % 16 == 0, planner."
-        "kernel_families.compile_key), traced under vllm serve (calibration/trace_points.shape_compiles)")
+        "count has a new compile key (vLLM 0.26's Triton MoE kernels, planner.compile_keys), traced under vllm serve "
+        "(calibration/trace_points.shape_compiles)")
     fitted_on: list[str] = Field(default_factory=list)
 
 

@@ -12,9 +12,10 @@ import pytest
 from calibration.family_fit import DATA, FIT_ON, RAW, load_points, table, warm
 from calibration.hfconfig import hf_config
 from calibration.records import parse_engine_log
+from planner.compile_keys import cold_start_note
 from planner.io import catalog
-from planner.kernel_families import (cold_start_note, cudagraph_max_tokens, experts_touched, graph_capture_limit,
-                                     kv_layer_slots, moe_variant, uses_v1_runner)
+from planner.kernel_families import (cudagraph_max_tokens, experts_touched, graph_capture_limit, kv_layer_slots,
+                                     moe_variant, uses_v1_runner)
 from planner.memory import weight_bytes
 from planner.specs import Deployment
 from planner.units import GiB
@@ -124,9 +125,9 @@ def test_cold_start_records_and_the_warm_up_note(profile):
     note = cold_start_note(oss, Deployment.for_gpu(h200, weight_dtype="mxfp4"), prof)
     each = 36 * prof.moe_variants["mxfp4"].shape_compile_layer_s
     assert "1-1024 tokens" in note and "448 keys from 1,025 to 8,192 tokens" in note
-    assert f"~{each:.1f} s each here, ~{448 * each / 60:.0f} min in all" in note and 1.5 < each < 2.5
+    assert f"~{each:.1f} s each here, ~{448 * each / 60:.1f} min in all" in note and 1.5 < each < 2.5
     assert "prompts of 32k + 16 and 32k + 17 tokens for k = 32..255" in note and "--max-num-batched-tokens 1024" in note
-    assert "0.6-6 s each" in cold_start_note(oss, Deployment.for_gpu(h200, weight_dtype="mxfp4"))  # no profile
+    assert "0.6-6 s each on an H200" in cold_start_note(oss, Deployment.for_gpu(h200, weight_dtype="mxfp4"))  # no profile
     inside = cold_start_note(oss, Deployment.for_gpu(h200, weight_dtype="mxfp4", max_num_batched_tokens=1024), prof)
     assert "no step is larger" in inside and "warm it" in inside and "keys from" not in inside
     assert "Triton MXFP4" not in cold_start_note(catalog.model("llama-3.1-8b"), Deployment.for_gpu(h200), prof)
@@ -150,7 +151,8 @@ def test_fp8_moe_coefficients_follow_the_router_and_the_tuned_configuration(prof
     E=128,N=768 (only block_shape [128,128]) and its router is quantised with the experts (vLLM 0.26 qwen3_moe.py
     passes quant_config to the gate).  Mixtral-8x7B's router stays bf16 and E=8,N=14336 fp8 is tuned on the H200:
     it takes the bf16 stage's touch share and GEMM efficiency; on a GPU without a tuned file, only the touch share."""
-    from planner.kernel_families import fused_moe_tuned, moe_coeffs
+    from planner.fused_moe_configs import fused_moe_tuned
+    from planner.kernel_families import moe_coeffs
 
     qwen, mixtral = catalog.model("qwen3-30b-a3b"), catalog.model("mixtral-8x7b")
     fp8, bf16 = profile.moe_variants["fp8"], profile.moe

@@ -245,7 +245,8 @@ def test_the_plans_full_warm_up_leaves_no_stall():
     from calibration.serving_points import replay_folder
     from calibration.trace_points import launch_floor, shape_compiles, stalls
     from planner.io.jsonl import read_jsonl
-    from planner.kernel_families import compile_key, uncompiled_step_shapes
+    from planner.compile_keys import mxfp4_key as compile_key
+    from planner.compile_keys import uncompiled_step_shapes
     from planner.specs import Deployment
 
     k = MXFP4 / "k/serve-gpt-oss-20b-warmed"

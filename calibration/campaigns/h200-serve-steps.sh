@@ -22,8 +22,17 @@
 #   k: the plan's full warm-up (planner.kernel_families.cold_start_note) at --max-num-batched-tokens 4096: both halves
 #      of every compile key above the graphs, prompts of 32k + 17 and then 32k + 16 tokens for k = 32..127 (192
 #      requests), then chat 30 and 10 req/s: the compile-key rule predicts no stall at all.
+#   l: held out, served MLA + fine-grained MoE (2026-12-02, third round): Moonlight-16B-A3B (64 experts top-6, default
+#      Triton fused-MoE configuration), cold, traced, chat 10, 30 and 20 req/s: the fused-MoE compile-key rule
+#      (planner.compile_keys) predicts one stall, on the first step above the graphs whose size is not a multiple of 8;
+#   m: Qwen3-30B-A3B cold, the plan's fused-MoE warm-up (one request each of 513, 769, 1,281 and 1,282 prompt tokens:
+#      the four step-size keys a fresh engine has not compiled), then chat 20 and 34 req/s: no stall predicted.
+#   n: DeepSeek-V2-Lite (the MLA family's fit model) served as l, traced: the MLA engines' served eager launch floor
+#      is fitted on it (calibration/refit.py), held out on Moonlight (o);
+#   o: Moonlight-16B-A3B again as l on the same machine as n (the served floor is the host's: deploy records now
+#      carry calibration.records.host_info).
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f|g|h|i|j|k OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f|g|h|i|j|k|l|m|n|o OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -68,6 +77,20 @@ case $1 in
        --port 8010 --budget-s 500 --size-sweep odd:from=1041,step=32,n=96,output=1 \
        --size-sweep even:from=1040,step=32,n=96,output=1 --run chat30:$CHAT,n=600,rate=30 \
        --run chat10:$CHAT,n=200,rate=10 ;;
+  l) job 0 480 moonlight-trace python3 -m calibration.serve_bench --model moonlight-16b-a3b --max-model-len 4096 \
+       --step-trace --out "$D/serve-moonlight-16b-a3b-trace" --port 8011 --budget-s 460 \
+       --run chat10:$CHAT,n=200,rate=10 --run chat30:$CHAT,n=600,rate=30 --run chat20:$CHAT,n=400,rate=20 ;;
+  m) job 0 480 qwen3-warmed python3 -m calibration.serve_bench --model qwen3-30b-a3b --max-model-len 4096 \
+       --step-trace --out "$D/serve-qwen3-30b-a3b-warmed" --port 8012 --budget-s 460 \
+       --size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1 \
+       --size-sweep c:from=1281,step=1,n=2,output=1 --run chat20:$CHAT,n=240,rate=20 \
+       --run chat34:$CHAT,n=408,rate=34 ;;
+  n) job 0 480 dsv2lite-trace python3 -m calibration.serve_bench --model deepseek-v2-lite --max-model-len 4096 \
+       --step-trace --out "$D/serve-deepseek-v2-lite-trace" --port 8013 --budget-s 460 \
+       --run chat10:$CHAT,n=200,rate=10 --run chat30:$CHAT,n=600,rate=30 --run chat20:$CHAT,n=400,rate=20 ;;
+  o) job 0 480 moonlight-trace2 python3 -m calibration.serve_bench --model moonlight-16b-a3b --max-model-len 4096 \
+       --step-trace --out "$D/serve-moonlight-16b-a3b-trace2" --port 8014 --budget-s 460 \
+       --run chat10:$CHAT,n=200,rate=10 --run chat30:$CHAT,n=600,rate=30 --run chat20:$CHAT,n=400,rate=20 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"

@@ -103,9 +103,9 @@ class EngineConfig:
     # the OpenAI HTTP server's own time per request (tokenise, HTTP, first-token streaming) on top of the
     # engine's; 0 for an in-process engine (vLLM's AsyncLLM or LLM)
     frontend_overhead_s: float = 0.0
-    # the engine as vllm serve started it: the Triton MXFP4 MoE has compiled no step size above the CUDA graphs
-    # but max_num_batched_tokens', so a step with a new compile key stalls (StepCost.shape_compile_s,
-    # planner.kernel_families.compile_key) — what a replayed recorded run saw; False (plans): an engine past them
+    # the engine as vllm serve started it: its Triton MoE has compiled no step size above the CUDA graphs but the
+    # start-up run's, so a step with a new compile key stalls (StepCost.shape_compile_s, planner.compile_keys) —
+    # what a replayed recorded run saw; False (plans): an engine past them
     cold_step_shapes: bool = False
     # ... and the compile keys it had compiled before this run besides (an earlier warm-up of step sizes)
     compiled_step_keys: frozenset = frozenset()

@@ -18,7 +18,6 @@ from operator import attrgetter
 
 import numpy as np
 
-from planner.kernel_families import compile_key
 from planner.serving.block_pool import BlockPool
 from planner.serving.config import EngineConfig
 from planner.serving.decode_batch import DecodeBatch
@@ -55,10 +54,10 @@ class Engine:
         self.num_steps = 0
         self.num_events = 0
         self.prefill_tokens_computed = 0
-        # step-size compile keys the engine has compiled (cold_step_shapes: the start-up profiling run's and any
-        # warm-up's); None: it pays no compiles
-        self.compiled_keys = ({compile_key(config.max_num_batched_tokens), *config.compiled_step_keys}
-                              if config.cold_step_shapes and cost.shape_compile_s else None)
+        # step-size compile keys the engine has compiled (cold_step_shapes: the start-up run's and graph captures',
+        # and any earlier traffic's); None: it pays no compiles
+        self.compiled_keys = ({*cost.compile_keys_at_start, *config.compiled_step_keys}
+                              if config.cold_step_shapes and cost.shape_compile_s and cost.compile_key else None)
         self.num_compile_stalls = 0
         self.series_t_s: list = []
         self.series_blocks_used: list = []
@@ -124,7 +123,7 @@ class Engine:
         self.prev_step_start_s = self.now
         self.now += cost.step_s(tokens, sampled, att_prefill, att_decode, kv_read) + draft_s
         if self.compiled_keys is not None and tokens > cost.model_costs.cudagraph_max_tokens:
-            key = compile_key(tokens)
+            key = cost.compile_key(tokens)
             if key not in self.compiled_keys:
                 self.compiled_keys.add(key)
                 self.num_compile_stalls += 1
@@ -285,6 +284,7 @@ class Engine:
             prefix_cache_hits_tokens=scheduler.prefix_cache_hits_tokens,
             kv_capacity_tokens=pool.num_blocks * pool.block_size, config=self.config,
             mode=mode, sequential=sequential, wall_s=wall_s, num_compile_stalls=self.num_compile_stalls,
+            compiled_step_keys=frozenset(self.compiled_keys or ()),
         )
 
 

@@ -257,6 +257,9 @@ class LoadTestComparison(MeasuredVsPredicted):
     num_requests: int
     measured: dict
     predicted: dict
+    #: the compile keys the simulated engine had at the end (planner.compile_keys): a later run on the same engine
+    #: starts with them
+    compiled_step_keys: frozenset = frozenset()
 
     def as_dict(self) -> dict:
         return {"name": self.name, "tool": self.tool, "num_requests": self.num_requests, "measured": self.measured,
@@ -286,7 +289,7 @@ def replay_load_test(test: LoadTest, cost: StepCost, config: EngineConfig) -> Lo
     predicted["prefix_cache_hit_rate"] = res.prefix_cache_hit_rate
     predicted["preemptions"] = res.num_preemptions
     predicted["compile_stalls"] = res.num_compile_stalls
-    return LoadTestComparison(test.name, test.tool, n, test.measured(), predicted)
+    return LoadTestComparison(test.name, test.tool, n, test.measured(), predicted, res.compiled_step_keys)
 
 
 def engine_hints(path: str | Path) -> dict:

@@ -76,6 +76,7 @@ class SimResult:
     sequential: bool = False
     wall_s: float = 0.0
     num_compile_stalls: int = 0  # steps that paid StepCost.shape_compile_s (EngineConfig.cold_step_shapes)
+    compiled_step_keys: frozenset = frozenset()  # the compile keys the engine had at the end (ditto)
 
     @property
     def completed(self) -> np.ndarray:

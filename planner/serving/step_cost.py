@@ -3,7 +3,7 @@ and the closed-form sums the decode fast-forward uses (:func:`sum_max_linear`)."
 
 from __future__ import annotations
 
-from planner.kernel_families import shape_compile_s
+from planner.compile_keys import keys_at_start, shape_compile_s, step_compile_key
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.roofline import (HwCoeffs, ModelCosts, attended_prefill, attention_parts, hw_coeffs, linear_s,
                               model_costs, prefill_kv_read, step_total, token_parts)
@@ -24,7 +24,8 @@ class StepCost:
     """
 
     __slots__ = ("attn_compute_s_per_decode_attended", "attn_memory_s_per_kv_read_token", "hw_coeffs",
-                 "model_costs", "num_full_layers", "num_sliding_layers", "request_overhead_s", "shape_compile_s",
+                 "compile_key", "compile_keys_at_start", "model_costs", "num_full_layers", "num_sliding_layers",
+                 "request_overhead_s", "shape_compile_s",
                  "token_memo", "window_tokens")
 
     #: distinct step shapes kept (a 10,000-request run has a few thousand; a long sweep is bounded by this)
@@ -36,8 +37,9 @@ class StepCost:
         self.num_full_layers, self.num_sliding_layers, self.window_tokens = mc.full_layers, mc.sliding_layers, \
             mc.window_tokens
         self.request_overhead_s = hw.request_overhead_s
-        # the JIT stall of a step above the CUDA graphs in a new 32-token bucket (Triton MXFP4 MoE; 0: none)
-        self.shape_compile_s = 0.0
+        # the JIT stall of a step above the CUDA graphs with a new compile key (Triton MoE; 0: none), the key of a
+        # step size (None: no such compile) and the keys a started engine has (planner.compile_keys)
+        self.shape_compile_s, self.compile_key, self.compile_keys_at_start = 0.0, None, frozenset()
         self.token_memo: dict = {}  # (tokens, sampled, prefill) -> (linear, comm, overhead, constant, launch) s
         # d(attention seconds)/d(context): the attention terms are linear in the attended context and the KV
         # read, so the formula at one context token (and no step tokens) is the slope the fast-forward sums
@@ -49,6 +51,8 @@ class StepCost:
                    profile: CalibrationProfile = IDEAL_PROFILE) -> StepCost:
         cost = cls(model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile, model))
         cost.shape_compile_s = shape_compile_s(model, deployment.weight_dtype, profile)
+        cost.compile_key = step_compile_key(model, deployment)
+        cost.compile_keys_at_start = keys_at_start(deployment, model)
         return cost
 
     @property

@@ -1,0 +1,149 @@
+"""Which engine steps make a vLLM 0.26 engine compile a Triton MoE kernel on first use, what that costs, and how
+to warm an engine past them (pure; no torch/vLLM).
+
+Above the CUDA graphs (steps of more than :func:`~planner.kernel_families.cudagraph_max_tokens` tokens: the chunks
+of long prompts) the MoE kernels run eagerly, and Triton compiles a kernel again the first time it is called with a
+new specialisation: other constexpr values (the kernel configuration) or integer arguments that differ in being a
+multiple of 16.  The compile stalls that step by ~1-2 s.  A step of M tokens has the compile key:
+
+* Triton fused MoE (bf16 and fp8 W8A8 experts; Qwen3-MoE, Mixtral, DeepSeek/Moonlight): the configuration M runs
+  with (:func:`planner.fused_moe_configs.step_config`: tuned for the shape and GPU, or the default), and whether
+  EM = M·k + E·(BLOCK_SIZE_M − 1) (``moe_align_block_size``'s padded length) and M·k are multiples of 16;
+* Triton MXFP4 MoE (gpt-oss): M // 32, and whether M is a multiple of 16.
+
+The start-up profiling run (a step of max_num_batched_tokens) and the CUDA-graph captures compile their keys.
+Traced under ``vllm serve`` on an H200 (calibration/data/h200-2026-12-02-serve-steps b/, f/, -serve-mxfp4 g/ to k/,
+-serve-fusedmoe l/, m/), every eager step of eight engines: each step with a new key stalled but one, no step with
+a seen key did but one (calibration/trace_points.shape_compiles; tests/test_compile_keys.py pins the counts).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Hashable
+
+from planner.fused_moe_configs import step_config, tuned_table
+from planner.kernel_families import cudagraph_max_tokens, moe_coeffs, moe_variant
+from planner.specs import Deployment, ModelSpec
+
+#: the Triton MXFP4 MoE's step-size bucket: its keys are M // 32 (and M % 16 == 0)
+MXFP4_BUCKET_TOKENS = 32
+#: at most this many warm-up prompt sizes are listed one by one in the plan's note (gpt-oss has 448: a recipe)
+LISTED_WARM_UP_SIZES = 16
+
+
+def mxfp4_key(tokens: int) -> tuple[int, bool]:
+    """The Triton MXFP4 MoE's compile key of a step of ``tokens`` tokens above the CUDA graphs."""
+    return int(tokens) // MXFP4_BUCKET_TOKENS, int(tokens) % 16 == 0
+
+
+def fused_moe_key(table: dict | None, num_experts: int, top_k: int, weight_dtype: str, tokens: int) -> tuple:
+    """The Triton fused MoE's compile key of a step of ``tokens`` = M tokens: (its configuration, EM % 16 == 0,
+    M·k % 16 == 0), EM being the sorted-token buffer ``invoke_fused_moe_triton_kernel`` passes (vLLM 0.26
+    ``moe_align_block_size``: M·k + E·(BLOCK_SIZE_M − 1), at most M·k·BLOCK_SIZE_M below E routed slots)."""
+    m = int(tokens)
+    cfg = step_config(table, m, num_experts, weight_dtype)
+    bm, slots = cfg["BLOCK_SIZE_M"], m * top_k
+    em = slots + num_experts * (bm - 1)
+    if slots < num_experts or m < bm:  # moe_align's few-slot buffer; the kernel call's small-batch path
+        em = min(em, slots * bm)
+    return tuple(sorted(cfg.items())), em % 16 == 0, slots % 16 == 0
+
+
+def step_compile_key(model: ModelSpec | None, deployment: Deployment) -> Callable[[int], Hashable] | None:
+    """tokens -> compile key of the model's MoE kernel on this deployment; None where no first-use compile of a
+    step size is known (dense models, int4 experts)."""
+    variant = moe_variant(model, deployment.weight_dtype)
+    if variant == "mxfp4":
+        return mxfp4_key
+    if variant is None or deployment.weight_dtype not in ("bf16", "fp8"):
+        return None
+    table = tuned_table(model, deployment.weight_dtype, deployment.gpu_id, deployment.tensor_parallel)
+    e, k = model.moe.num_experts, model.moe.experts_per_token
+    return functools.partial(fused_moe_key, table, e, k, deployment.weight_dtype)
+
+
+def capture_sizes(deployment: Deployment, model: ModelSpec | None) -> list[int]:
+    """vLLM 0.26's CUDA-graph capture sizes (config/vllm.py): 1, 2, 4, multiples of 8 below 256, multiples of 16
+    from 256, up to the largest graph, and max_num_batched_tokens if it is within it."""
+    cap = cudagraph_max_tokens(deployment, model)
+    sizes = {s for s in (1, 2, 4) if s <= cap} | set(range(8, min(cap + 1, 256), 8)) | set(range(256, cap + 1, 16))
+    if deployment.max_num_batched_tokens <= cap:
+        sizes.add(deployment.max_num_batched_tokens)
+    return sorted(sizes)
+
+
+def keys_at_start(deployment: Deployment, model: ModelSpec | None) -> frozenset:
+    """The compile keys a freshly started engine has: the profiling run's, and for the fused MoE the graph
+    captures' (traced: Qwen3-30B-A3B's first 514-768-token even step ran its 512 capture's kernel without a stall;
+    gpt-oss-20b's first 1,040-token step stalled on its 1,024 capture's MXFP4 key: those captures compile apart)."""
+    key = step_compile_key(model, deployment)
+    if key is None:
+        return frozenset()
+    captured = capture_sizes(deployment, model) if key is not mxfp4_key else []
+    return frozenset(key(t) for t in [deployment.max_num_batched_tokens, *captured])
+
+
+def warm_up_sizes(deployment: Deployment, model: ModelSpec) -> list[int]:
+    """The smallest step size above the CUDA graphs of every compile key a fresh engine lacks, ascending: one
+    prompt of each, sent one at a time (a prompt alone in its step is a step of its length), warms the engine."""
+    key = step_compile_key(model, deployment)
+    if key is None:
+        return []
+    seen, out = set(keys_at_start(deployment, model)), []
+    for t in range(cudagraph_max_tokens(deployment, model) + 1, deployment.max_num_batched_tokens + 1):
+        if (k := key(t)) not in seen:
+            seen.add(k)
+            out.append(t)
+    return out
+
+
+def uncompiled_step_shapes(deployment: Deployment, model: ModelSpec) -> int:
+    """How many compile keys of step sizes above the CUDA graphs a fresh engine has not compiled (gpt-oss at vllm
+    serve's 8,192 tokens per step: 448; Qwen3-30B-A3B on an H200: 4)."""
+    return len(warm_up_sizes(deployment, model))
+
+
+def shape_compile_s(model: ModelSpec, weight_dtype: str, profile) -> float:
+    """Seconds a step above the CUDA graphs stalls on a new compile key: the profile's ``shape_compile_layer_s`` of
+    the model's MoE kernel × its MoE layers; 0 where none was measured."""
+    moe = moe_coeffs(model, weight_dtype, profile)
+    layers = model.num_layers - model.moe.num_dense_layers if model.moe else 0
+    return moe.shape_compile_layer_s * layers if moe is not None else 0.0
+
+
+def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> str:
+    """What a cold vLLM 0.26 engine does before it serves at the predicted speed, and how to warm it (measured on
+    the H200: engine start 90-160 s; calibration/data/h200-2026-12-01): the graph capture, and for a MoE model the
+    Triton compile of each new step-size key above the graphs (module docstring), how many, how long (``profile``'s
+    :func:`shape_compile_s`) and which prompts warm them."""
+    cap, top = cudagraph_max_tokens(deployment, model), deployment.max_num_batched_tokens
+    note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
+            f"1-{cap} tokens before it serves (engine start 90-160 s measured on an H200); "
+            + ("larger steps run without graphs" if top > cap else "no step is larger"))
+    if model.moe is None:
+        return note
+    sizes = warm_up_sizes(deployment, model)
+    if step_compile_key(model, deployment) is None:
+        return note + "; warm it with a few requests of the prompt lengths you expect (first-use MoE kernel compiles)"
+    if not sizes:
+        return note + "; warm it with a few requests before taking traffic (no larger step lacks its MoE kernel)"
+    n, each = len(sizes), shape_compile_s(model, deployment.weight_dtype, profile) if profile is not None else 0.0
+    cost = f"~{each:.1f} s each here, ~{n * each / 60:.1f} min in all" if each else "0.6-6 s each on an H200"
+    mxfp4 = moe_variant(model, deployment.weight_dtype) == "mxfp4"
+    kernel = "Triton MXFP4 MoE" if mxfp4 else "Triton fused MoE"
+    note += (f"; the {kernel} compiles again the first time a larger step has a new kernel key (its configuration "
+             f"and sizes' divisibility by 16): {n} key{'s' if n > 1 else ''} from {cap + 1:,} to {top:,} tokens "
+             f"({cost}), spread over the first traffic (served chat on an H200: TTFT p50 ~1 s for 2,000 requests on "
+             f"gpt-oss, p99 x5-8 on Qwen3-30B-A3B and Mixtral); the latencies here are for an engine past them. "
+             f"Warm it with {n} request{'s' if n > 1 else ''} sent one at a time, output 1 token, prompts of ")
+    if n <= LISTED_WARM_UP_SIZES:
+        note += ", ".join(f"{s:,}" for s in sizes) + " tokens"
+    else:
+        lo, hi = sizes[0] // MXFP4_BUCKET_TOKENS, (top - 1) // MXFP4_BUCKET_TOKENS
+        note += (f"32k + 16 and 32k + 17 tokens for k = {lo}..{hi}" if mxfp4 else
+                 f"the {n} sizes `planner.compile_keys.warm_up_sizes` lists ({sizes[0]:,} to {sizes[-1]:,})")
+    note += " (measured: no stall afterwards"
+    return note + (f"), or serve with --max-num-batched-tokens {cap} (every step inside the graphs: no stall in "
+                   f"10,000 steps, TTFT p50 46 ms and 29 % more throughput at 30 req/s on gpt-oss-20b)" if mxfp4
+                   else ")")

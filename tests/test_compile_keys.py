@@ -1,0 +1,180 @@
+"""The Triton MoE kernels' first-use compiles of step sizes above the CUDA graphs (planner.compile_keys): the
+configuration lookup vLLM 0.26 does, the key arithmetic, the warm-up it implies, and the rule checked on every
+traced engine step of the committed `vllm serve` traces (calibration/data/h200-2026-12-02-serve-*)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from planner.compile_keys import (cold_start_note, fused_moe_key, keys_at_start, mxfp4_key, step_compile_key,
+                                  uncompiled_step_shapes, warm_up_sizes)
+from planner.fused_moe_configs import default_config, step_config, tuned_table
+from planner.io import catalog
+from planner.kernel_families import cudagraph_max_tokens
+from planner.serving import EngineConfig, StepCost, simulate
+from planner.serving.workloads import make_requests
+from planner.specs import Deployment
+
+DATA = Path(__file__).resolve().parent.parent / "calibration" / "data"
+H200 = catalog.gpu("h200-sxm")
+QWEN, MIXTRAL, MOON = (catalog.model(m) for m in ("qwen3-30b-a3b", "mixtral-8x7b", "moonlight-16b-a3b"))
+
+
+@pytest.fixture(scope="module")
+def profile():
+    return catalog.profile_for("h200-sxm", "0.26.0")
+
+
+def test_the_tuned_configuration_is_the_key_nearest_the_step_and_the_smaller_on_a_tie():
+    """E=128,N=768,device_name=NVIDIA_H200.json (Qwen3-30B-A3B bf16): keys ... 512, 1024, 1536 ...; 561 runs 512's
+    (BLOCK_SIZE_M 64), 768 is as near 512 as 1024 and takes 512's, 769 takes 1024's (BLOCK_SIZE_M 128, GROUP 16),
+    1,281 1536's (GROUP 1).  Moonlight's E=64,N=1408 has no H200 file: the default, BLOCK_SIZE_M 128 above 512
+    tokens and GROUP_SIZE_M 1 until an expert averages over 128 tokens (8,256 tokens for 64 experts)."""
+    t = tuned_table(QWEN, "bf16", "h200-sxm")
+    assert step_config(t, 561, 128, "bf16")["BLOCK_SIZE_M"] == 64 and step_config(t, 768, 128, "bf16") == t[512]
+    assert step_config(t, 769, 128, "bf16") == t[1024] == t[4096] and t[1024]["GROUP_SIZE_M"] == 16
+    assert step_config(t, 1281, 128, "bf16") == t[1536] == t[3072] != t[1024]
+    assert tuned_table(MOON, "bf16", "h200-sxm") is None and tuned_table(QWEN, "int4", "h200-sxm") is None
+    assert tuned_table(QWEN, "bf16", "rtx-4090") is None
+    d = default_config(1599, 64, "bf16")
+    assert (d["BLOCK_SIZE_M"], d["BLOCK_SIZE_N"], d["BLOCK_SIZE_K"], d["GROUP_SIZE_M"]) == (128, 128, 64, 1)
+    assert default_config(8256 + 64, 64, "bf16")["GROUP_SIZE_M"] == 16
+    assert default_config(1599, 64, "fp8")["BLOCK_SIZE_K"] == 128  # fp8 elements are half as wide
+
+
+def test_the_fused_moe_key_is_the_configuration_and_two_multiples_of_16():
+    """Qwen3 (E 128, k 8), 1,599 tokens, BLOCK_SIZE_M 128: EM = 1,599 × 8 + 128 × 127 = 29,048 (≡ 8 mod 16),
+    M·k = 12,792 (≡ 8): (config, False, False); 1,456: EM 27,904 and 11,648, both multiples of 16.
+    Mixtral (E 8, k 2), 980: EM = 1,960 + 8 × 127 = 2,976 (= 16 × 186), M·k = 1,960 (≡ 8): (config, True, False)."""
+    t = tuned_table(QWEN, "bf16", "h200-sxm")
+    assert fused_moe_key(t, 128, 8, "bf16", 1599)[1:] == (False, False)
+    assert fused_moe_key(t, 128, 8, "bf16", 1456)[1:] == (True, True)
+    assert fused_moe_key(tuned_table(MIXTRAL, "bf16", "h200-sxm"), 8, 2, "bf16", 980)[1:] == (True, False)
+    assert mxfp4_key(2010) == (62, False) and mxfp4_key(2048) == (64, True)
+    dense = Deployment.for_gpu(H200)
+    assert step_compile_key(catalog.model("llama-3.1-8b"), dense) is None
+    assert step_compile_key(QWEN, Deployment.for_gpu(H200, weight_dtype="int4")) is None  # Marlin, not Triton
+
+
+def test_a_fresh_engine_lacks_four_keys_on_qwen3_five_on_mixtral_one_on_moonlight_448_on_gpt_oss():
+    """vllm serve's 8,192 tokens per step on an H200, graphs up to 512 tokens.  Qwen3: configurations A (512 key),
+    B (1024 = 4096) and C (1536 = 2048 = 3072) × M even or odd; B-even is the start-up run's (8,192), A-even the 512
+    capture's: 513 (A odd), 769 (B odd), 1,281 (C odd), 1,282 (C even).  Mixtral (EM ≡ 8 + 2M mod 16): X = every
+    key but 2048's, Y = 2048's; M ≡ 0, 4 or else mod 8; X-0 compiled at start: 513, 516, 1,793, 1,796, 1,800.
+    Moonlight (default configuration, one above 512 tokens; 6M ≡ 0 mod 16 iff M ≡ 0 mod 8): 513.  gpt-oss: 448."""
+    dep = Deployment.for_gpu(H200)
+    assert warm_up_sizes(dep, QWEN) == [513, 769, 1281, 1282]
+    assert warm_up_sizes(dep, MIXTRAL) == [513, 516, 1793, 1796, 1800]
+    assert warm_up_sizes(dep, MOON) == [513]
+    oss = catalog.model("gpt-oss-20b")
+    assert uncompiled_step_shapes(Deployment.for_gpu(H200, weight_dtype="mxfp4"), oss) == 448
+    assert warm_up_sizes(Deployment.for_gpu(H200, max_num_batched_tokens=512), QWEN) == []  # all inside the graphs
+    # the MXFP4 kernel's 1,024 capture does not compile the 1,040-token step's key (traced, k/): only the start-up
+    assert keys_at_start(Deployment.for_gpu(H200, weight_dtype="mxfp4"), oss) == {mxfp4_key(8192)}
+
+
+@given(st.sampled_from(["qwen3-30b-a3b", "mixtral-8x7b", "moonlight-16b-a3b", "deepseek-v2-lite", "gpt-oss-20b"]),
+       st.sampled_from([1024, 2048, 4096, 8192]), st.integers(1, 8192))
+def test_after_the_warm_up_no_step_size_compiles(model_id, budget, tokens):
+    """Invariant: every step size up to the budget has a key the start-up or the warm-up prompts compiled, and each
+    warm-up prompt brings a key nothing before it had."""
+    m = catalog.model(model_id)
+    dep = Deployment.for_gpu(H200, weight_dtype="mxfp4" if model_id.startswith("gpt-oss") else "bf16",
+                             max_num_batched_tokens=budget)
+    key, sizes = step_compile_key(m, dep), warm_up_sizes(dep, m)
+    done = set(keys_at_start(dep, m)) | {key(s) for s in sizes}
+    assert len({key(s) for s in sizes}) == len(sizes) and not {key(s) for s in sizes} & keys_at_start(dep, m)
+    assert tokens > budget or tokens <= cudagraph_max_tokens(dep, m) or key(tokens) in done
+
+
+TRACED = [("h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", (4, 0, 279, 0)),
+          ("h200-2026-12-02-serve-steps/d/serve-qwen3-30b-a3b-gil", "qwen3-30b-a3b", (4, 0, 142, 0)),
+          ("h200-2026-12-02-serve-steps/f/serve-mixtral-8x7b-trace", "mixtral-8x7b", (4, 0, 101, 0)),
+          ("h200-2026-12-02-serve-fusedmoe/l/serve-moonlight-16b-a3b-trace", "moonlight-16b-a3b", (1, 0, 554, 1)),
+          ("h200-2026-12-02-serve-fusedmoe/m/serve-qwen3-30b-a3b-warmed", "qwen3-30b-a3b", (4, 0, 287, 0)),
+          ("h200-2026-12-02-serve-mxfp4/g/serve-gpt-oss-120b-trace", "gpt-oss-120b", (21, 0, 116, 0)),
+          ("h200-2026-12-02-serve-mxfp4/h/serve-gpt-oss-20b-trace", "gpt-oss-20b", (58, 0, 230, 0)),
+          ("h200-2026-12-02-serve-mxfp4/j/serve-gpt-oss-20b-sweep", "gpt-oss-20b", (231, 0, 143, 0)),
+          ("h200-2026-12-02-serve-mxfp4/k/serve-gpt-oss-20b-warmed", "gpt-oss-20b", (192, 1, 298, 0))]
+
+
+@pytest.mark.parametrize("folder,model_id,counts", TRACED, ids=[t[0].split("/")[-2] for t in TRACED])
+def test_every_traced_eager_step_stalls_exactly_when_its_key_is_new(folder, model_id, counts):
+    """(new keys, of them no stall, seen keys, of them stalled) per traced engine, every step above the graphs from
+    the engine's start: 518 of the 519 new keys stalled (k/'s exception: one MXFP4 sweep key), 1 of the 2,150 seen
+    ones (Moonlight's first prompt chunk with context: 0.63 s, MLA's own Triton kernel, not a MoE key)."""
+    from calibration.trace_points import shape_compiles
+
+    c = shape_compiles(DATA / folder, model_id)
+    assert (c.new_keys, c.quiet_new, c.compiled_steps, c.stalled_compiled) == counts
+
+
+def test_the_fused_moe_stall_is_fitted_per_moe_layer_on_qwen3_and_held_out_on_mixtral_and_moonlight(profile):
+    """Qwen3-30B-A3B's trace (b/): 4 stalls, median 1.662 s over its seen keys' eager call = 34.6 ms per MoE layer
+    (48).  Held out: Mixtral-8x7B (32 layers) 1.108 s predicted, 1.482 measured (−25 %); Moonlight-16B-A3B (26 MoE
+    layers, the MLA variant takes the same kernel's term) 0.900 s, 0.990 measured (−9 %)."""
+    from calibration.refit import FUSED_COMPILE_FIT
+    from calibration.trace_points import shape_compiles
+    from planner.compile_keys import shape_compile_s
+
+    b = shape_compiles(DATA / FUSED_COMPILE_FIT[0], FUSED_COMPILE_FIT[1])
+    assert b.median_s == pytest.approx(1.662, abs=0.001)
+    assert profile.moe.shape_compile_layer_s == pytest.approx(b.median_s / 48, rel=1e-9)
+    assert profile.moe_variants["mla"].shape_compile_layer_s == profile.moe.shape_compile_layer_s
+    f = shape_compiles(DATA / TRACED[2][0], "mixtral-8x7b")
+    m = shape_compiles(DATA / TRACED[3][0], "moonlight-16b-a3b")
+    assert shape_compile_s(MIXTRAL, "bf16", profile) / f.median_s - 1 == pytest.approx(-0.252, abs=0.005)
+    assert shape_compile_s(MOON, "bf16", profile) / m.median_s - 1 == pytest.approx(-0.091, abs=0.005)
+
+
+def test_a_cold_fused_moe_engine_stalls_once_per_new_key_and_a_replay_carries_keys_from_run_to_run(profile):
+    """Prompts of 1,599, 1,600 (C, even: new), 1,601 (C odd: seen) and 8,000 (B even: the start-up run's) tokens, 10 s
+    apart, on a cold Qwen3 engine: two stalls of 48 × 34.6 ms; a warm one (plans) none.  Mixtral's traced engine (f/)
+    stalled 1, 2 and 1 times in its three runs; replayed in order, each starting with the keys the runs before it
+    compiled, the simulator predicts 1, 2 and 1."""
+    from calibration.serving_points import replay_folder
+
+    dep = Deployment.for_gpu(H200)
+    cost = StepCost.from_specs(QWEN, H200, dep, profile)
+    reqs = make_requests(np.array([1599, 1600, 1601, 8000]), np.full(4, 2), np.arange(4) * 10.0)
+    warm = simulate(reqs, cost, EngineConfig(200_000, max_num_batched_tokens=8192))
+    cold = simulate(reqs, cost, EngineConfig(200_000, max_num_batched_tokens=8192, cold_step_shapes=True))
+    assert cold.num_compile_stalls == 2 and warm.num_compile_stalls == 0
+    assert cold.ttft_s - warm.ttft_s == pytest.approx([cost.shape_compile_s, cost.shape_compile_s, 0, 0])
+    assert [c.predicted["compile_stalls"] for c in replay_folder(DATA / TRACED[2][0], "mixtral-8x7b", profile)] == \
+        [1, 2, 1]
+
+
+def test_the_plan_names_the_fused_moe_warm_up_prompts(profile):
+    note = cold_start_note(QWEN, Deployment.for_gpu(H200), profile)
+    each = 48 * profile.moe.shape_compile_layer_s
+    assert "Triton fused MoE" in note and "4 keys from 513 to 8,192 tokens" in note
+    assert f"~{each:.1f} s each here" in note and "prompts of 513, 769, 1,281, 1,282 tokens" in note
+    assert "1 key from 513" in cold_start_note(MOON, Deployment.for_gpu(H200), profile)
+    assert "keys from" not in cold_start_note(QWEN, Deployment.for_gpu(H200, max_num_batched_tokens=512), profile)
+
+
+def test_the_configuration_table_is_written_as_vllm_reads_it(tmp_path):
+    """calibration.moe_configs keeps each file's {M: config} with triton_version dropped and equal configurations
+    stored once; the committed table has the wheel's 326 files, and a bad folder is refused naming it (exit 2)."""
+    import json
+
+    from calibration.moe_configs import collect, main
+    from planner.fused_moe_configs import _data
+
+    a = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}
+    b = dict(a, BLOCK_SIZE_M=128)
+    (tmp_path / "E=8,N=64,device_name=X.json").write_text(json.dumps({"triton_version": "3.1", "16": a, "2": a,
+                                                                         "1024": b}))
+    (tmp_path / "E=4,N=64,device_name=X.json").write_text(json.dumps({"1": b}))
+    out = collect(tmp_path)
+    assert out["count"] == 2 and len(out["configs"]) == 2
+    # files in name order: E=4 first, so its config (b) is index 0
+    assert out["files"]["E=8,N=64,device_name=X.json"] == {"2": 1, "16": 1, "1024": 0}
+    assert main([str(tmp_path / "missing")]) == 2
+    assert _data()["count"] == 326 and "E=128,N=768,device_name=NVIDIA_H200.json" in _data()["files"]
