@@ -19,6 +19,8 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | MoE | Qwen3-30B-A3B (128 experts, top-8; probes + mixed steps) | Mixtral-8x7B (8 experts, top-2), from its serving runs |
 | mixed steps, vllm serve's settings | Qwen3-30B-A3B (in-process: the MoE stage) | Llama-3.1-8B (dense) |
 | served launch floor (TRACES, set last) | Llama-3.1-8B per layer, Qwen3-30B-A3B per MoE layer | Qwen2.5-7B, Mixtral |
+| ... of the MXFP4 MoE layers (VARIANT_FLOOR_FIT) | gpt-oss-120b | gpt-oss-20b |
+| compile of a new step-size key (Triton MoE) | gpt-oss-120b (MXFP4), Qwen3-30B-A3B (fused) | gpt-oss-20b; Mixtral, Moonlight |
 | TP 2 | Llama-3.1-8B | none: the Qwen2.5-32B TP 2 boot's requests failed (HTTP 400) |
 | MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrid, V1-runner MoE memory | see calibration/family_fit.py | |
 """
@@ -64,6 +66,11 @@ TRACES = {"h200-2026-12-02-serve-steps/c/serve-llama-trace": "llama-3.1-8b",
 #: the traced engine the Triton MXFP4 MoE's served terms are fitted on (gpt-oss-20b's traces h/, j/, k/ hold them out):
 #: the compile of a new step-size key, and the eager launch floor of its MoE layers
 SHAPE_COMPILE_FIT = ("h200-2026-12-02-serve-mxfp4/g/serve-gpt-oss-120b-trace", "gpt-oss-120b")
+#: the traced engine each MoE variant's served eager launch floor is fitted on, beyond the dense layers' (the bf16
+#: default's is in TRACES, the fp8 one keeps it).  Not MLA: DeepSeek-V2-Lite's traced floor (n/, 88.7 ms) put held-out
+#: Moonlight's eager steps at +17..+34 % (its own floor: 75.6 and 66.0 ms on two machines of one day, l/ and o/), where
+#: the in-process stage's terms give +4..+14 %, and its chat TPOT went +1..+71 -> +28..+191 % (calibration/data/README)
+VARIANT_FLOOR_FIT = {"mxfp4": SHAPE_COMPILE_FIT}
 #: ... and the bf16 Triton fused MoE's compile of a new step-size key (Mixtral-8x7B f/, Moonlight-16B-A3B l/ hold it
 #: out), which the variants running the same kernel (FUSED_MOE_VARIANTS) take: no served trace of theirs compiled
 FUSED_COMPILE_FIT = ("h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")
@@ -125,6 +132,9 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
     variants = dict(prof.moe_variants)
     if moe_s is not None and prof.moe is not None:
         upd["moe"] = prof.moe.model_copy(update={"eager_layer_launch_s": moe_s})
+        for v, coeffs in variants.items():  # the variants that keep the bf16 stage's eager launch keep the served one
+            if "eager_layer_launch_s" in HELD_FROM_BF16.get(v, ()):
+                variants[v] = coeffs.model_copy(update={"eager_layer_launch_s": moe_s})
     if prof.moe is not None:
         # per MoE layer, as the MXFP4 one: held out on Mixtral (32 layers) -25 %, Moonlight (26) -9 %; a constant
         # per stall would give +12 % and +68 % (calibration/data/README.md)
@@ -135,21 +145,20 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
         for v in FUSED_MOE_VARIANTS:
             if v in variants:
                 variants[v] = variants[v].model_copy(update={"shape_compile_layer_s": each})
-        for v in variants:  # the variants that keep the bf16 stage's eager launch keep the served one
-            if "eager_layer_launch_s" in HELD_FROM_BF16.get(v, ()):
-                variants[v] = variants[v].model_copy(update={"eager_layer_launch_s": moe_s})
-    folder, model_id = SHAPE_COMPILE_FIT
-    if "mxfp4" in variants:
-        # per MoE layer of the traced engine: the JIT stall of a new step-size compile key, and the served eager
-        # launch beyond the dense layers' (as the bf16 family's floor), in place of the in-process stage's additive
-        # eager cost: a warmed engine's eager steps (k/) had it at TPOT p50 -64 -> -2 % (calibration/data/README.md)
+    for v, (folder, model_id) in VARIANT_FLOOR_FIT.items():
+        if v not in variants:
+            continue
+        # per MoE layer of the traced engine: the served eager launch beyond the dense layers' (as the bf16 family's
+        # floor), in place of the in-process stage's additive eager cost: a warmed MXFP4 engine's eager steps (k/)
+        # had it at TPOT p50 -64 -> -2 % (calibration/data/README.md); and the MXFP4 kernel's compile of a new key
         m = catalog.model(model_id)
         moe_layers = m.num_layers - m.moe.num_dense_layers
         launch = launch_floor(DATA / folder, model_id).seconds - m.num_layers * upd.get("eager_layer_launch_s",
                                                                                        prof.eager_layer_launch_s)
-        variants["mxfp4"] = variants["mxfp4"].model_copy(update={
-            "shape_compile_layer_s": shape_compiles(DATA / folder, model_id).median_s / moe_layers,
-            "eager_layer_launch_s": max(0.0, launch / moe_layers), "eager_layer_overhead_s": 0.0})
+        variants[v] = variants[v].model_copy(update={
+            "eager_layer_launch_s": max(0.0, launch / moe_layers), "eager_layer_overhead_s": 0.0,
+            **({"shape_compile_layer_s": shape_compiles(DATA / folder, model_id).median_s / moe_layers}
+               if (folder, model_id) == SHAPE_COMPILE_FIT else {})})
     upd["moe_variants"] = variants
     prof = prof.model_copy(update=upd)
     fields = residual_fields([p for p in points + family_points if p.role == "fit"],
@@ -188,8 +197,9 @@ def refit(comparison_out: Path | None = None):
     comparisons, transfer = public_check(base=prof, out=comparison_out)
     prof = prof.model_copy(update={
         "transfer_error_bands": transfer,
-        "raw_data": [str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]] + list(TRACES)
-        + [SHAPE_COMPILE_FIT[0]],
+        "raw_data": list(dict.fromkeys([str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]]
+                                       + list(TRACES) + [f for f, _ in VARIANT_FLOOR_FIT.values()]
+                                       + [FUSED_COMPILE_FIT[0]])),
         "raw_data_sha256": [sha256_file(p) for p in paths],
         "command": COMMAND,
     })

@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from calibration.serving_points import recorded_deployment
+from planner.compile_keys import keys_at_start, step_compile_key
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
-from planner.specs import Deployment
-from planner.compile_keys import keys_at_start, step_compile_key
 from planner.kernel_families import cudagraph_max_tokens, moe_variant
+from planner.specs import Deployment
 
 #: runs whose engine was cold (compiles inside the calls): not used for the floor
 WARM_UP_RUNS = ("warm",)
@@ -164,8 +164,8 @@ class ShapeCompiles:
 def shape_compiles(folder: Path, model_id: str) -> ShapeCompiles:
     """The Triton MoE's JIT stalls of a traced engine, from its first step: an eager step whose token count has a
     compile key (planner.compile_keys) no earlier step, start-up run or graph capture had pays a compile.  Traced on
-    2026-12-02 (STALL_S): every new key stalled but one of gpt-oss-20b's (k/), no seen key did but one of Moonlight's
-    (l/: its first prompt chunk with context, MLA's own Triton kernel); tests/test_compile_keys.py pins each engine."""
+    2026-12-02 (STALL_S): every new key stalled but one of gpt-oss-20b's (k/), no seen key did but one per MLA engine
+    (an early prompt chunk with context: :func:`context_stalls`); tests/test_compile_keys.py pins each engine."""
     t = _trace(folder, model_id)
     key = step_compile_key(catalog.model(model_id), t.deployment)
     seen = set(keys_at_start(t.deployment, catalog.model(model_id)))
@@ -180,6 +180,30 @@ def shape_compiles(folder: Path, model_id: str) -> ShapeCompiles:
     base = float(np.median(old))
     return ShapeCompiles(model_id, [x - base for x in new], len(new), len(old), sum(x > STALL_S for x in old),
                          sum(x <= STALL_S for x in new))
+
+
+def context_stalls(folder: Path, model_id: str) -> list[tuple[int, float]]:
+    """(position among the steps with a context chunk, seconds over the median call of its kind) of each such step
+    that stalled (> STALL_S) without a new MoE compile key: an MLA engine's chunked prefill with context runs a Triton
+    kernel of its own.  Traced on 2026-12-02: Moonlight-16B-A3B the first such step (l/ 0.55 s, o/ 0.50 s), DeepSeek-
+    V2-Lite the second (n/ 0.70 s), then none (5-22 later steps); planner.compile_keys.cold_start_note says so."""
+    t = _trace(folder, model_id)
+    key = step_compile_key(catalog.model(model_id), t.deployment)
+    seen = set(keys_at_start(t.deployment, catalog.model(model_id)))
+    calls, context = {True: [], False: []}, []
+    for s in t.steps:
+        x = s.get("exec_s")
+        if x is None or s["tok"] <= 0:
+            continue
+        eager = s["tok"] > t.graph_max
+        new_key = eager and key is not None and key(s["tok"]) not in seen
+        if eager and key is not None:
+            seen.add(key(s["tok"]))
+        if any(c < n for c, n in zip(s["chunks"], s["ctx"])):
+            context.append((len(context), float(x), eager, new_key))
+        elif not new_key:
+            calls[eager].append(float(x))
+    return [(i, x - float(np.median(calls[eager]))) for i, x, eager, new in context if x > STALL_S and not new]
 
 
 #: an ``execute_model`` call this long is a stall (a graph step takes 2-5 ms, an eager one 25-150 ms)

@@ -13,8 +13,9 @@ multiple of 16.  The compile stalls that step by ~1-2 s.  A step of M tokens has
 
 The start-up profiling run (a step of max_num_batched_tokens) and the CUDA-graph captures compile their keys.
 Traced under ``vllm serve`` on an H200 (calibration/data/h200-2026-12-02-serve-steps b/, f/, -serve-mxfp4 g/ to k/,
--serve-fusedmoe l/, m/), every eager step of eight engines: each step with a new key stalled but one, no step with
-a seen key did but one (calibration/trace_points.shape_compiles; tests/test_compile_keys.py pins the counts).
+-serve-fusedmoe l/ to o/), every eager step of eleven engines: 520 of the 521 steps with a new key stalled, 3 of the
+3,222 with a seen key did, each an MLA engine's early prompt chunk with context, MLA's own Triton kernel
+(calibration/trace_points.shape_compiles, context_stalls; tests/test_compile_keys.py pins the counts).
 """
 
 from __future__ import annotations
@@ -121,6 +122,9 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> s
     note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
             f"1-{cap} tokens before it serves (engine start 90-160 s measured on an H200); "
             + ("larger steps run without graphs" if top > cap else "no step is larger"))
+    if model.attention.kind == "mla":  # traced: l/, n/, o/ of calibration/data/h200-2026-12-02-serve-fusedmoe
+        note += ("; an MLA engine also stalls once, 0.5-0.7 s, on one of its first prompt chunks with context (a "
+                 "Triton kernel of MLA's chunked prefill)")
     if model.moe is None:
         return note
     sizes = warm_up_sizes(deployment, model)

@@ -11,8 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planner.compile_keys import (cold_start_note, fused_moe_key, keys_at_start, mxfp4_key, step_compile_key,
-                                  uncompiled_step_shapes, warm_up_sizes)
+from planner.compile_keys import (
+    cold_start_note,
+    fused_moe_key,
+    keys_at_start,
+    mxfp4_key,
+    step_compile_key,
+    uncompiled_step_shapes,
+    warm_up_sizes,
+)
 from planner.fused_moe_configs import default_config, step_config, tuned_table
 from planner.io import catalog
 from planner.kernel_families import cudagraph_max_tokens
@@ -93,6 +100,8 @@ def test_after_the_warm_up_no_step_size_compiles(model_id, budget, tokens):
 
 
 TRACED = [("h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", (4, 0, 279, 0)),
+          ("h200-2026-12-02-serve-fusedmoe/n/serve-deepseek-v2-lite-trace", "deepseek-v2-lite", (1, 0, 493, 1)),
+          ("h200-2026-12-02-serve-fusedmoe/o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", (1, 0, 579, 1)),
           ("h200-2026-12-02-serve-steps/d/serve-qwen3-30b-a3b-gil", "qwen3-30b-a3b", (4, 0, 142, 0)),
           ("h200-2026-12-02-serve-steps/f/serve-mixtral-8x7b-trace", "mixtral-8x7b", (4, 0, 101, 0)),
           ("h200-2026-12-02-serve-fusedmoe/l/serve-moonlight-16b-a3b-trace", "moonlight-16b-a3b", (1, 0, 554, 1)),
@@ -106,8 +115,8 @@ TRACED = [("h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace", "qwen3-30b
 @pytest.mark.parametrize("folder,model_id,counts", TRACED, ids=[t[0].split("/")[-2] for t in TRACED])
 def test_every_traced_eager_step_stalls_exactly_when_its_key_is_new(folder, model_id, counts):
     """(new keys, of them no stall, seen keys, of them stalled) per traced engine, every step above the graphs from
-    the engine's start: 518 of the 519 new keys stalled (k/'s exception: one MXFP4 sweep key), 1 of the 2,150 seen
-    ones (Moonlight's first prompt chunk with context: 0.63 s, MLA's own Triton kernel, not a MoE key)."""
+    the engine's start: 520 of the 521 new keys stalled (k/'s exception: one MXFP4 sweep key), 3 of the 3,222 seen
+    ones (the three MLA engines' early prompt chunk with context: MLA's own Triton kernel, not a MoE key)."""
     from calibration.trace_points import shape_compiles
 
     c = shape_compiles(DATA / folder, model_id)
@@ -126,8 +135,8 @@ def test_the_fused_moe_stall_is_fitted_per_moe_layer_on_qwen3_and_held_out_on_mi
     assert b.median_s == pytest.approx(1.662, abs=0.001)
     assert profile.moe.shape_compile_layer_s == pytest.approx(b.median_s / 48, rel=1e-9)
     assert profile.moe_variants["mla"].shape_compile_layer_s == profile.moe.shape_compile_layer_s
-    f = shape_compiles(DATA / TRACED[2][0], "mixtral-8x7b")
-    m = shape_compiles(DATA / TRACED[3][0], "moonlight-16b-a3b")
+    f = shape_compiles(DATA / TRACED[4][0], "mixtral-8x7b")
+    m = shape_compiles(DATA / TRACED[5][0], "moonlight-16b-a3b")
     assert shape_compile_s(MIXTRAL, "bf16", profile) / f.median_s - 1 == pytest.approx(-0.252, abs=0.005)
     assert shape_compile_s(MOON, "bf16", profile) / m.median_s - 1 == pytest.approx(-0.091, abs=0.005)
 
@@ -146,7 +155,7 @@ def test_a_cold_fused_moe_engine_stalls_once_per_new_key_and_a_replay_carries_ke
     cold = simulate(reqs, cost, EngineConfig(200_000, max_num_batched_tokens=8192, cold_step_shapes=True))
     assert cold.num_compile_stalls == 2 and warm.num_compile_stalls == 0
     assert cold.ttft_s - warm.ttft_s == pytest.approx([cost.shape_compile_s, cost.shape_compile_s, 0, 0])
-    assert [c.predicted["compile_stalls"] for c in replay_folder(DATA / TRACED[2][0], "mixtral-8x7b", profile)] == \
+    assert [c.predicted["compile_stalls"] for c in replay_folder(DATA / TRACED[4][0], "mixtral-8x7b", profile)] == \
         [1, 2, 1]
 
 
@@ -178,3 +187,21 @@ def test_the_configuration_table_is_written_as_vllm_reads_it(tmp_path):
     assert out["files"]["E=8,N=64,device_name=X.json"] == {"2": 1, "16": 1, "1024": 0}
     assert main([str(tmp_path / "missing")]) == 2
     assert _data()["count"] == 326 and "E=128,N=768,device_name=NVIDIA_H200.json" in _data()["files"]
+
+
+def test_an_mla_engine_stalls_once_on_an_early_context_chunk_and_the_note_says_so(profile):
+    """Steps with a prompt chunk that has context, stalled without a new MoE key: Moonlight its first (l/ 0.55 s, o/
+    0.50 s), DeepSeek-V2-Lite its second (n/ 0.70 s), nothing after; no such stall on the GQA engines (Qwen3 b/,
+    Mixtral f/, Llama c/)."""
+    from calibration.trace_points import context_stalls
+
+    fused = "h200-2026-12-02-serve-fusedmoe/"
+    got = {f: [(i, round(s, 2)) for i, s in context_stalls(DATA / fused / f, m)] for f, m in (
+        ("l/serve-moonlight-16b-a3b-trace", "moonlight-16b-a3b"), ("n/serve-deepseek-v2-lite-trace", "deepseek-v2-lite"),
+        ("o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b"))}
+    assert list(got.values()) == [[(0, 0.55)], [(1, 0.70)], [(0, 0.50)]]
+    assert context_stalls(DATA / TRACED[0][0], "qwen3-30b-a3b") == []
+    assert context_stalls(DATA / TRACED[4][0], "mixtral-8x7b") == []
+    assert context_stalls(DATA / "h200-2026-12-02-serve-steps/c/serve-llama-trace", "llama-3.1-8b") == []
+    assert "MLA engine also stalls once" in cold_start_note(MOON, Deployment.for_gpu(H200), profile)
+    assert "MLA" not in cold_start_note(QWEN, Deployment.for_gpu(H200), profile)
