@@ -31,8 +31,11 @@
 #      is fitted on it (calibration/refit.py), held out on Moonlight (o);
 #   o: Moonlight-16B-A3B again as l on the same machine as n (the served floor is the host's: deploy records now
 #      carry calibration.records.host_info).
+#   p: held out, Mixtral-8x7B cold with the plan's fused-MoE warm-up (planner.compile_keys.warm_up_sizes: one request
+#      each of 513, 516, 1,793, 1,796, 1,800 tokens, the five keys its tuned E=8,N=14336 H200 configuration leaves a
+#      fresh engine without), then chat 4 and 8 req/s: no stall predicted (f/, without the warm-up: 4 in 140 requests).
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f|g|h|i|j|k|l|m|n|o OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f|g|h|i|j|k|l|m|n|o|p OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -91,6 +94,10 @@ case $1 in
   o) job 0 480 moonlight-trace2 python3 -m calibration.serve_bench --model moonlight-16b-a3b --max-model-len 4096 \
        --step-trace --out "$D/serve-moonlight-16b-a3b-trace2" --port 8014 --budget-s 460 \
        --run chat10:$CHAT,n=200,rate=10 --run chat30:$CHAT,n=600,rate=30 --run chat20:$CHAT,n=400,rate=20 ;;
+  p) job 0 235 mx-warmed python3 -m calibration.serve_bench --model mixtral-8x7b --max-model-len 4096 --step-trace \
+       --out "$D/serve-mixtral-8x7b-warmed" --port 8015 --budget-s 220 \
+       --size-sweep a:from=513,step=3,n=2,output=1 --size-sweep b:from=1793,step=3,n=2,output=1 \
+       --size-sweep c:from=1800,step=1,n=1,output=1 --run chat4:$CHAT,n=80,rate=4 --run chat8:$CHAT,n=120,rate=8 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"
