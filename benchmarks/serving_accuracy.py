@@ -33,7 +33,8 @@ lengths, multi-turn parents and engine settings:
 * calibration/data/h200-2026-12-02-serve-fusedmoe (h200-serve-steps.sh l|m): Moonlight-16B-A3B (MLA + 64 experts,
   held out of every fit) chat at 10, 30 and 20 req/s from a cold engine, and Qwen3-30B-A3B after the plan's 4-prompt
   warm-up (planner.compile_keys.warm_up_sizes) at 20 and 34 req/s, traced: checked; (n|o) DeepSeek-V2-Lite and
-  Moonlight again, back to back on one machine: checked (neither is fitted on).  Every traced MoE run prints its
+  Moonlight again, back to back on one machine: checked (neither is fitted on); (p) Mixtral-8x7B after the plan's
+  five-prompt warm-up at 4 req/s: checked.  Every traced MoE run prints its
   stalls (> 0.3 s) and the simulator's compile stalls beside them.
 
 Targets, below saturation: output throughput within 3 %, TPOT p50 within 7 %, TTFT p50 within 10 %, TTFT
@@ -153,7 +154,8 @@ def main() -> int:
                                       (fused, "l/serve-moonlight-16b-a3b-trace", "moonlight-16b-a3b", "held"),
                                       (fused, "m/serve-qwen3-30b-a3b-warmed", "qwen3-30b-a3b", "held"),
                                       (fused, "n/serve-deepseek-v2-lite-trace", "deepseek-v2-lite", "held"),
-                                      (fused, "o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", "held")):
+                                      (fused, "o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", "held"),
+                                      (fused, "p/serve-mixtral-8x7b-warmed", "mixtral-8x7b", "held")):
         st = stalls(base / folder) if catalog.model(model).moe is not None else {}
         print(f"vllm serve + vllm bench serve, 2026-12-02, {'MXFP4 MoE, ' if base == mxfp4 else ''}every engine step timed "
               f"({folder}; {role_note[role]}):")

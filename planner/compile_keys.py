@@ -13,8 +13,8 @@ multiple of 16.  The compile stalls that step by ~1-2 s.  A step of M tokens has
 
 The start-up profiling run (a step of max_num_batched_tokens) and the CUDA-graph captures compile their keys.
 Traced under ``vllm serve`` on an H200 (calibration/data/h200-2026-12-02-serve-steps b/, f/, -serve-mxfp4 g/ to k/,
--serve-fusedmoe l/ to o/), every eager step of eleven engines: 520 of the 521 steps with a new key stalled, 3 of the
-3,222 with a seen key did, each an MLA engine's early prompt chunk with context, MLA's own Triton kernel
+-serve-fusedmoe l/ to p/), every eager step of twelve engines: 525 of the 526 steps with a new key stalled, 3 of the
+3,280 with a seen key did, each an MLA engine's early prompt chunk with context, MLA's own Triton kernel
 (calibration/trace_points.shape_compiles, context_stalls; tests/test_compile_keys.py pins the counts).
 """
 

@@ -99,9 +99,12 @@ def test_after_the_warm_up_no_step_size_compiles(model_id, budget, tokens):
     assert tokens > budget or tokens <= cudagraph_max_tokens(dep, m) or key(tokens) in done
 
 
+F_TRACE = "h200-2026-12-02-serve-steps/f/serve-mixtral-8x7b-trace"
+L_TRACE = "h200-2026-12-02-serve-fusedmoe/l/serve-moonlight-16b-a3b-trace"
 TRACED = [("h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", (4, 0, 279, 0)),
           ("h200-2026-12-02-serve-fusedmoe/n/serve-deepseek-v2-lite-trace", "deepseek-v2-lite", (1, 0, 493, 1)),
           ("h200-2026-12-02-serve-fusedmoe/o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", (1, 0, 579, 1)),
+          ("h200-2026-12-02-serve-fusedmoe/p/serve-mixtral-8x7b-warmed", "mixtral-8x7b", (5, 0, 58, 0)),
           ("h200-2026-12-02-serve-steps/d/serve-qwen3-30b-a3b-gil", "qwen3-30b-a3b", (4, 0, 142, 0)),
           ("h200-2026-12-02-serve-steps/f/serve-mixtral-8x7b-trace", "mixtral-8x7b", (4, 0, 101, 0)),
           ("h200-2026-12-02-serve-fusedmoe/l/serve-moonlight-16b-a3b-trace", "moonlight-16b-a3b", (1, 0, 554, 1)),
@@ -115,7 +118,7 @@ TRACED = [("h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace", "qwen3-30b
 @pytest.mark.parametrize("folder,model_id,counts", TRACED, ids=[t[0].split("/")[-2] for t in TRACED])
 def test_every_traced_eager_step_stalls_exactly_when_its_key_is_new(folder, model_id, counts):
     """(new keys, of them no stall, seen keys, of them stalled) per traced engine, every step above the graphs from
-    the engine's start: 520 of the 521 new keys stalled (k/'s exception: one MXFP4 sweep key), 3 of the 3,222 seen
+    the engine's start: 525 of the 526 new keys stalled (k/'s exception: one MXFP4 sweep key), 3 of the 3,280 seen
     ones (the three MLA engines' early prompt chunk with context: MLA's own Triton kernel, not a MoE key)."""
     from calibration.trace_points import shape_compiles
 
@@ -135,8 +138,8 @@ def test_the_fused_moe_stall_is_fitted_per_moe_layer_on_qwen3_and_held_out_on_mi
     assert b.median_s == pytest.approx(1.662, abs=0.001)
     assert profile.moe.shape_compile_layer_s == pytest.approx(b.median_s / 48, rel=1e-9)
     assert profile.moe_variants["mla"].shape_compile_layer_s == profile.moe.shape_compile_layer_s
-    f = shape_compiles(DATA / TRACED[4][0], "mixtral-8x7b")
-    m = shape_compiles(DATA / TRACED[5][0], "moonlight-16b-a3b")
+    f = shape_compiles(DATA / F_TRACE, "mixtral-8x7b")
+    m = shape_compiles(DATA / L_TRACE, "moonlight-16b-a3b")
     assert shape_compile_s(MIXTRAL, "bf16", profile) / f.median_s - 1 == pytest.approx(-0.252, abs=0.005)
     assert shape_compile_s(MOON, "bf16", profile) / m.median_s - 1 == pytest.approx(-0.091, abs=0.005)
 
@@ -155,8 +158,23 @@ def test_a_cold_fused_moe_engine_stalls_once_per_new_key_and_a_replay_carries_ke
     cold = simulate(reqs, cost, EngineConfig(200_000, max_num_batched_tokens=8192, cold_step_shapes=True))
     assert cold.num_compile_stalls == 2 and warm.num_compile_stalls == 0
     assert cold.ttft_s - warm.ttft_s == pytest.approx([cost.shape_compile_s, cost.shape_compile_s, 0, 0])
-    assert [c.predicted["compile_stalls"] for c in replay_folder(DATA / TRACED[4][0], "mixtral-8x7b", profile)] == \
+    assert [c.predicted["compile_stalls"] for c in replay_folder(DATA / F_TRACE, "mixtral-8x7b", profile)] == \
         [1, 2, 1]
+
+
+def test_the_plans_warm_up_left_held_out_mixtral_without_a_stall(profile):
+    """p/: Mixtral-8x7B cold, the five prompts warm_up_sizes lists (513, 516, 1,793, 1,796, 1,800 tokens) each
+    stalled 1.6-1.95 s, then chat at 4 req/s ran 58 eager steps without one (f/, unwarmed: 4 stalls in 140
+    requests); the replay, starting with the sweep's keys, predicts none."""
+    from calibration.serving_points import replay_folder
+    from calibration.trace_points import stalls
+    from planner.io.jsonl import read_jsonl
+
+    p = DATA / "h200-2026-12-02-serve-fusedmoe/p/serve-mixtral-8x7b-warmed"
+    swept = [t for r in read_jsonl(p / "serve_bench.jsonl") if r["type"] == "size_sweep" for t in r["prompt_tokens"]]
+    assert swept == warm_up_sizes(Deployment.for_gpu(H200), MIXTRAL)
+    assert stalls(p)["chat4"]["stalls"] == 0 and stalls(p)["chat4"]["eager_steps"] == 58
+    assert [c.predicted["compile_stalls"] for c in replay_folder(p, "mixtral-8x7b", profile)] == [0]
 
 
 def test_the_plan_names_the_fused_moe_warm_up_prompts(profile):
@@ -201,7 +219,7 @@ def test_an_mla_engine_stalls_once_on_an_early_context_chunk_and_the_note_says_s
         ("o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b"))}
     assert list(got.values()) == [[(0, 0.55)], [(1, 0.70)], [(0, 0.50)]]
     assert context_stalls(DATA / TRACED[0][0], "qwen3-30b-a3b") == []
-    assert context_stalls(DATA / TRACED[4][0], "mixtral-8x7b") == []
+    assert context_stalls(DATA / F_TRACE, "mixtral-8x7b") == []
     assert context_stalls(DATA / "h200-2026-12-02-serve-steps/c/serve-llama-trace", "llama-3.1-8b") == []
     assert "MLA engine also stalls once" in cold_start_note(MOON, Deployment.for_gpu(H200), profile)
     assert "MLA" not in cold_start_note(QWEN, Deployment.for_gpu(H200), profile)
