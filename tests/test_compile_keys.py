@@ -4,6 +4,7 @@ traced engine step of the committed `vllm serve` traces (calibration/data/h200-2
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -189,8 +190,6 @@ def test_the_plan_names_the_fused_moe_warm_up_prompts(profile):
 def test_the_configuration_table_is_written_as_vllm_reads_it(tmp_path):
     """calibration.moe_configs keeps each file's {M: config} with triton_version dropped and equal configurations
     stored once; the committed table has the wheel's 326 files, and a bad folder is refused naming it (exit 2)."""
-    import json
-
     from calibration.moe_configs import collect, main
     from planner.fused_moe_configs import _data
 
@@ -223,3 +222,24 @@ def test_an_mla_engine_stalls_once_on_an_early_context_chunk_and_the_note_says_s
     assert context_stalls(DATA / "h200-2026-12-02-serve-steps/c/serve-llama-trace", "llama-3.1-8b") == []
     assert "MLA engine also stalls once" in cold_start_note(MOON, Deployment.for_gpu(H200), profile)
     assert "MLA" not in cold_start_note(QWEN, Deployment.for_gpu(H200), profile)
+
+
+def test_planner_replay_pays_the_compiles_once_per_engine_and_not_on_a_warm_one():
+    """`planner replay` of f/'s three runs in the order they ran on one engine: 1, 2 and 1 compile stalls predicted
+    (as measured); --warm-engine: none; the chat4 run alone, as a fresh engine's first traffic, pays its own."""
+    from typer.testing import CliRunner
+
+    from planner.cli.app import app
+
+    f = DATA / F_TRACE
+    args = ["--model", "mixtral-8x7b", "--gpu", "h200-sxm", "--json"]
+    files = [str(f / f"bench-{r}.json") for r in ("warm", "chat2", "chat4")]
+
+    def stalls(*extra):
+        r = CliRunner().invoke(app, ["replay", *extra, *args])
+        assert r.exit_code == 0, r.output
+        return [x["predicted"]["compile_stalls"] for x in json.loads(r.output)["runs"]]
+
+    assert stalls(*files) == [1, 2, 1]
+    assert stalls(*files, "--warm-engine") == [0, 0, 0]
+    assert stalls(files[2])[0] >= 1

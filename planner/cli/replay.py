@@ -6,6 +6,7 @@ Command function only; :mod:`planner.cli.app` registers it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -46,6 +47,10 @@ def replay_cmd(
     prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching")] = True,
     http: Annotated[bool, typer.Option("--http/--in-process", help="Requests went through vLLM's OpenAI server (its "
                                                                     "per-request overhead is added) or in-process")] = True,
+    cold: Annotated[bool, typer.Option("--cold-engine/--warm-engine", help="The engine started as vllm serve starts "
+                                       "it: a MoE model's steps above the CUDA graphs compile each new kernel key once "
+                                       "(planner.compile_keys; files beside one serve_bench.jsonl, given in the order "
+                                       "they ran, pass their keys on); --warm-engine: every key compiled")] = True,
     profile: ProfileOpt = "auto",
     json_out: JsonOpt = False,
 ) -> None:
@@ -62,7 +67,7 @@ def replay_cmd(
 
     m, g = catalog.model(model), catalog.gpu(gpu)
     prof, mode_line = catalog.resolve_profile(profile, g.id, field="--profile")
-    results = []
+    results, compiled = [], {}  # engine folder -> the compile keys its replayed runs left
     for f in files:
         if not f.is_file():
             raise error_exit(str(f), "no such file")
@@ -88,9 +93,12 @@ def replay_cmd(
             cap = check.kv_capacity_tokens
         cfg = EngineConfig(int(cap), dep.max_num_seqs, dep.max_num_batched_tokens, dep.block_size_tokens,
                            prefix_caching if "prefix_caching" not in hints else hints["prefix_caching"],
-                           frontend_overhead_s=prof.http_frontend_overhead_s if http else 0.0, cold_step_shapes=True)
+                           frontend_overhead_s=prof.http_frontend_overhead_s if http else 0.0, cold_step_shapes=cold)
         cost = StepCost.from_specs(m, g, dep, prof)
-        results += [replay_load_test(t, cost, cfg) for t in tests]
+        engine = f.resolve().parent if hints else f.resolve()  # a serve_bench folder is one engine
+        for t in tests:
+            results.append(replay_load_test(t, cost, replace(cfg, compiled_step_keys=compiled.get(engine, frozenset()))))
+            compiled[engine] = results[-1].compiled_step_keys
     if json_out:
         emit_json({"model": m.id, "gpu": g.id, "calibration": mode_line, "runs": [r.as_dict() for r in results]})
         return
