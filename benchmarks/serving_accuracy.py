@@ -134,7 +134,8 @@ def main() -> int:
             print(line(f"{c.name} ({c.num_requests} req)", e, "first traffic on a cold engine" if c.name.endswith(
                 "warm") else ""))
             check(f"moe-load2/{folder}/{c.name}", e, missed, False)
-    traced, mxfp4, fused = (ROOT / f"calibration/data/h200-2026-12-02-serve-{x}" for x in ("steps", "mxfp4", "fusedmoe"))
+    traced, mxfp4, fused = (ROOT / f"calibration/data/h200-2026-12-02-serve-{x}"
+                            for x in ("steps", "mxfp4", "fusedmoe"))
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
@@ -157,7 +158,8 @@ def main() -> int:
                                       (fused, "o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", "held"),
                                       (fused, "p/serve-mixtral-8x7b-warmed", "mixtral-8x7b", "held")):
         st = stalls(base / folder) if catalog.model(model).moe is not None else {}
-        print(f"vllm serve + vllm bench serve, 2026-12-02, {'MXFP4 MoE, ' if base == mxfp4 else ''}every engine step timed "
+        kind = "MXFP4 MoE, " if base == mxfp4 else ""
+        print(f"vllm serve + vllm bench serve, 2026-12-02, {kind}every engine step timed "
               f"({folder}; {role_note[role]}):")
         for c in replay_folder(base / folder, model, prof):
             e, s_ = {k: c.error_pct(k) for k in KEYS}, st.get(c.name.removeprefix("bench-"), {})

@@ -20,7 +20,7 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | mixed steps, vllm serve's settings | Qwen3-30B-A3B (in-process: the MoE stage) | Llama-3.1-8B (dense) |
 | served launch floor (TRACES, set last) | Llama-3.1-8B per layer, Qwen3-30B-A3B per MoE layer | Qwen2.5-7B, Mixtral |
 | ... of the MXFP4 MoE layers (VARIANT_FLOOR_FIT) | gpt-oss-120b | gpt-oss-20b |
-| compile of a new step-size key (Triton MoE) | gpt-oss-120b (MXFP4), Qwen3-30B-A3B (fused) | gpt-oss-20b; Mixtral, Moonlight |
+| new step-size key compile | gpt-oss-120b (MXFP4), Qwen3-30B-A3B (fused MoE) | gpt-oss-20b; Mixtral, Moonlight |
 | TP 2 | Llama-3.1-8B | none: the Qwen2.5-32B TP 2 boot's requests failed (HTTP 400) |
 | MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrid, V1-runner MoE memory | see calibration/family_fit.py | |
 """

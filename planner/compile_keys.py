@@ -133,14 +133,16 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> s
     if not sizes:
         return note + "; warm it with a few requests before taking traffic (no larger step lacks its MoE kernel)"
     n, each = len(sizes), shape_compile_s(model, deployment.weight_dtype, profile) if profile is not None else 0.0
-    cost = f"~{each:.1f} s each here, ~{n * each / 60:.1f} min in all" if each else "0.6-6 s each on an H200"
+    total = f"{n * each:.0f} s" if n * each < 90 else f"{n * each / 60:.1f} min"
+    cost = f"~{each:.1f} s each here, ~{total} in all" if each else "0.6-6 s each on an H200"
     mxfp4 = moe_variant(model, deployment.weight_dtype) == "mxfp4"
     kernel = "Triton MXFP4 MoE" if mxfp4 else "Triton fused MoE"
     note += (f"; the {kernel} compiles again the first time a larger step has a new kernel key (its configuration "
              f"and sizes' divisibility by 16): {n} key{'s' if n > 1 else ''} from {cap + 1:,} to {top:,} tokens "
              f"({cost}), spread over the first traffic (served chat on an H200: TTFT p50 ~1 s for 2,000 requests on "
              f"gpt-oss, p99 x5-8 on Qwen3-30B-A3B and Mixtral); the latencies here are for an engine past them. "
-             f"Warm it with {n} request{'s' if n > 1 else ''} sent one at a time, output 1 token, prompts of ")
+             f"Warm it with {n} request{'s' if n > 1 else ''} sent one at a time to the idle engine, output 1 token, "
+             f"texts no cache shares, prompts of ")
     if n <= LISTED_WARM_UP_SIZES:
         note += ", ".join(f"{s:,}" for s in sizes) + " tokens"
     else:

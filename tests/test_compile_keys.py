@@ -58,7 +58,8 @@ def test_the_tuned_configuration_is_the_key_nearest_the_step_and_the_smaller_on_
 def test_the_fused_moe_key_is_the_configuration_and_two_multiples_of_16():
     """Qwen3 (E 128, k 8), 1,599 tokens, BLOCK_SIZE_M 128: EM = 1,599 × 8 + 128 × 127 = 29,048 (≡ 8 mod 16),
     M·k = 12,792 (≡ 8): (config, False, False); 1,456: EM 27,904 and 11,648, both multiples of 16.
-    Mixtral (E 8, k 2), 980: EM = 1,960 + 8 × 127 = 2,976 (= 16 × 186), M·k = 1,960 (≡ 8): (config, True, False)."""
+    Mixtral (E 8, k 2), 980: EM = 1,960 + 8 × 127 = 2,976 (= 16 × 186), M·k = 1,960 (≡ 8 mod 16):
+    (config, True, False)."""
     t = tuned_table(QWEN, "bf16", "h200-sxm")
     assert fused_moe_key(t, 128, 8, "bf16", 1599)[1:] == (False, False)
     assert fused_moe_key(t, 128, 8, "bf16", 1456)[1:] == (True, True)
@@ -182,7 +183,8 @@ def test_the_plan_names_the_fused_moe_warm_up_prompts(profile):
     note = cold_start_note(QWEN, Deployment.for_gpu(H200), profile)
     each = 48 * profile.moe.shape_compile_layer_s
     assert "Triton fused MoE" in note and "4 keys from 513 to 8,192 tokens" in note
-    assert f"~{each:.1f} s each here" in note and "prompts of 513, 769, 1,281, 1,282 tokens" in note
+    assert f"~{each:.1f} s each here, ~{4 * each:.0f} s in all" in note
+    assert "prompts of 513, 769, 1,281, 1,282 tokens" in note
     assert "1 key from 513" in cold_start_note(MOON, Deployment.for_gpu(H200), profile)
     assert "keys from" not in cold_start_note(QWEN, Deployment.for_gpu(H200, max_num_batched_tokens=512), profile)
 
@@ -214,7 +216,8 @@ def test_an_mla_engine_stalls_once_on_an_early_context_chunk_and_the_note_says_s
 
     fused = "h200-2026-12-02-serve-fusedmoe/"
     got = {f: [(i, round(s, 2)) for i, s in context_stalls(DATA / fused / f, m)] for f, m in (
-        ("l/serve-moonlight-16b-a3b-trace", "moonlight-16b-a3b"), ("n/serve-deepseek-v2-lite-trace", "deepseek-v2-lite"),
+        ("l/serve-moonlight-16b-a3b-trace", "moonlight-16b-a3b"),
+        ("n/serve-deepseek-v2-lite-trace", "deepseek-v2-lite"),
         ("o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b"))}
     assert list(got.values()) == [[(0, 0.55)], [(1, 0.70)], [(0, 0.50)]]
     assert context_stalls(DATA / TRACED[0][0], "qwen3-30b-a3b") == []

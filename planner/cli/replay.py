@@ -97,7 +97,8 @@ def replay_cmd(
         cost = StepCost.from_specs(m, g, dep, prof)
         engine = f.resolve().parent if hints else f.resolve()  # a serve_bench folder is one engine
         for t in tests:
-            results.append(replay_load_test(t, cost, replace(cfg, compiled_step_keys=compiled.get(engine, frozenset()))))
+            done = compiled.get(engine, frozenset())
+            results.append(replay_load_test(t, cost, replace(cfg, compiled_step_keys=done)))
             compiled[engine] = results[-1].compiled_step_keys
     if json_out:
         emit_json({"model": m.id, "gpu": g.id, "calibration": mode_line, "runs": [r.as_dict() for r in results]})
