@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -73,6 +74,20 @@ def recorded_deployment(deploy: dict) -> Deployment:
                               max_num_seqs=int(argv[argv.index("--max-num-seqs") + 1]))
 
 
+def traced_steps(folder: Path) -> list[dict]:
+    """Every ``schedule`` record of the folder's ``steps.*.jsonl`` files in time order, each with the
+    ``execute_model`` call time of its own step (``exec_s``: carried by the next record of its process)."""
+    out = []
+    for path in sorted(Path(folder).glob("steps.*.jsonl")):
+        recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        recs = [r for r in recs if r.get("k") == "s"]
+        recs.sort(key=lambda r: r["t0"])
+        for r, nxt in pairwise(recs):
+            out.append({**r, "exec_s": nxt.get("x")})
+    out.sort(key=lambda r: r["wall"])
+    return out
+
+
 def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: float | None = None,
                   records: str = "serve_bench.jsonl", role: str | None = None):
     """(StepCost, EngineConfig) of a recorded serve_bench run: its deployment from the ``deploy`` record, its
@@ -109,15 +124,20 @@ def replay_folder(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     if any(r.get("type") == "request" and "parent" in r for r in recs):
         tests.append((read_multiturn(folder / "serve_bench.jsonl"), None))
     tests += [(t, None) for r in recs if r.get("type") == "guidellm" for t in read_guidellm(folder / r["file"])]
-    # a run starts with the compile keys of the runs before it on the same engine (in the order they ran) and of a
-    # size sweep before it (serve_bench --size-sweep: one prompt per step, each a step of its length)
+    # a run starts with the compile keys the engine had compiled before it: where its steps were traced, those of every
+    # step above the graphs before the run (the engine's real state); else those the replays of the runs before it
+    # (in the order they ran) compiled, and a size sweep's before it (serve_bench --size-sweep: one prompt per step)
     sweeps = [r for r in recs if r.get("type") == "size_sweep"]
+    steps, graph_max = traced_steps(folder), cost.model_costs.cudagraph_max_tokens
     out, ran = [], frozenset()
     for t, start in tests:
-        swept = frozenset(cost.compile_key(p) for r in sweeps if start is not None and r["wall_end"] <= start
-                          for p, s in zip(r["prompt_tokens"], r["latency_s"]) if s is not None) \
-            if cost.compile_key else frozenset()
-        out.append(replay_load_test(t, cost, replace(cfg, compiled_step_keys=ran | swept)))
+        done = ran
+        if cost.compile_key and start is not None:
+            done = done | {cost.compile_key(p) for r in sweeps if r["wall_end"] <= start
+                           for p, s in zip(r["prompt_tokens"], r["latency_s"]) if s is not None}
+            if steps:
+                done = frozenset(cost.compile_key(s["tok"]) for s in steps if s["wall"] < start and s["tok"] > graph_max)
+        out.append(replay_load_test(t, cost, replace(cfg, compiled_step_keys=frozenset(done))))
         ran = out[-1].compiled_step_keys
     return out
 

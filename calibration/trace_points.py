@@ -16,14 +16,12 @@ compiles kernels inside the calls).
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
-from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 
-from calibration.serving_points import recorded_deployment
+from calibration.serving_points import recorded_deployment, traced_steps
 from planner.compile_keys import keys_at_start, step_compile_key
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
@@ -43,20 +41,6 @@ class LaunchFloor:
     eager_call_s: float
     graph_call_s: float
     source: str
-
-
-def traced_steps(folder: Path) -> list[dict]:
-    """Every ``schedule`` record of the folder's ``steps.*.jsonl`` files in time order, each with the
-    ``execute_model`` call time of its own step (``exec_s``: carried by the next record of its process)."""
-    out = []
-    for path in sorted(Path(folder).glob("steps.*.jsonl")):
-        recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        recs = [r for r in recs if r.get("k") == "s"]
-        recs.sort(key=lambda r: r["t0"])
-        for r, nxt in pairwise(recs):
-            out.append({**r, "exec_s": nxt.get("x")})
-    out.sort(key=lambda r: r["wall"])
-    return out
 
 
 @dataclass(frozen=True)
