@@ -54,10 +54,6 @@ class _Trace:
     graph_max: int
     deployment: Deployment
 
-    @property
-    def max_num_batched_tokens(self) -> int:
-        return self.deployment.max_num_batched_tokens
-
 
 def _trace(folder: Path, model_id: str | None = None) -> _Trace:
     """``folder`` read (``model_id``: the engine's catalog id, by default the ``deploy`` record's)."""

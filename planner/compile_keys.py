@@ -11,7 +11,8 @@ multiple of 16.  The compile stalls that step by ~1-2 s.  A step of M tokens has
   EM = M·k + E·(BLOCK_SIZE_M − 1) (``moe_align_block_size``'s padded length) and M·k are multiples of 16;
 * Triton MXFP4 MoE (gpt-oss): M // 32, and whether M is a multiple of 16.
 
-The start-up profiling run (a step of max_num_batched_tokens) and the CUDA-graph captures compile their keys.
+The start-up profiling run (a step of max_num_batched_tokens) compiles its key, and for the fused MoE the CUDA-graph
+captures theirs (:func:`keys_at_start`).
 Traced under ``vllm serve`` on an H200 (calibration/data/h200-2026-12-02-serve-steps b/, f/, -serve-mxfp4 g/ to k/,
 -serve-fusedmoe l/ to p/), every eager step of twelve engines: 525 of the 526 steps with a new key stalled, 3 of the
 3,280 with a seen key did, each an MLA engine's early prompt chunk with context, MLA's own Triton kernel
