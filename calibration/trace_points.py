@@ -141,20 +141,31 @@ class ShapeCompiles:
         return float(np.median(self.seconds)) if self.seconds else 0.0
 
 
+def _compile_walk(t: _Trace, model_id: str):
+    """(step, execute_model s, above the graphs, with a compile key no earlier step, start-up run or graph capture
+    had: planner.compile_keys) of every timed step of the trace, in order."""
+    model = catalog.model(model_id)
+    key = step_compile_key(model, t.deployment)
+    seen = set(keys_at_start(t.deployment, model, key))
+    for s in t.steps:
+        if s.get("exec_s") is None or s["tok"] <= 0:
+            continue
+        eager = s["tok"] > t.graph_max
+        new = eager and key is not None and key(s["tok"]) not in seen
+        if new:
+            seen.add(key(s["tok"]))
+        yield s, float(s["exec_s"]), eager, new
+
+
 def shape_compiles(folder: Path, model_id: str) -> ShapeCompiles:
     """The Triton MoE's JIT stalls of a traced engine, from its first step: an eager step whose token count has a
     compile key (planner.compile_keys) no earlier step, start-up run or graph capture had pays a compile.  Traced on
     2026-12-02 (STALL_S): every new key stalled but one of gpt-oss-20b's (k/), no seen key did but one per MLA engine
     (an early prompt chunk with context: :func:`context_stalls`); tests/test_compile_keys.py pins each engine."""
-    t = _trace(folder, model_id)
-    key = step_compile_key(catalog.model(model_id), t.deployment)
-    seen = set(keys_at_start(t.deployment, catalog.model(model_id)))
     new, old = [], []
-    for s in t.steps:
-        if s.get("exec_s") is None or s["tok"] <= t.graph_max:
-            continue
-        (old if key(s["tok"]) in seen else new).append(float(s["exec_s"]))
-        seen.add(key(s["tok"]))
+    for _, x, eager, is_new in _compile_walk(_trace(folder, model_id), model_id):
+        if eager:
+            (new if is_new else old).append(x)
     if not new or not old:
         raise ValueError(f"{folder}: no traced eager steps with new and with compiled step-size keys")
     base = float(np.median(old))
@@ -167,22 +178,12 @@ def context_stalls(folder: Path, model_id: str) -> list[tuple[int, float]]:
     that stalled (> STALL_S) without a new MoE compile key: an MLA engine's chunked prefill with context runs a Triton
     kernel of its own.  Traced on 2026-12-02: Moonlight-16B-A3B the first such step (l/ 0.55 s, o/ 0.50 s), DeepSeek-
     V2-Lite the second (n/ 0.70 s), then none (5-22 later steps); planner.compile_keys.cold_start_note says so."""
-    t = _trace(folder, model_id)
-    key = step_compile_key(catalog.model(model_id), t.deployment)
-    seen = set(keys_at_start(t.deployment, catalog.model(model_id)))
     calls, context = {True: [], False: []}, []
-    for s in t.steps:
-        x = s.get("exec_s")
-        if x is None or s["tok"] <= 0:
-            continue
-        eager = s["tok"] > t.graph_max
-        new_key = eager and key is not None and key(s["tok"]) not in seen
-        if eager and key is not None:
-            seen.add(key(s["tok"]))
+    for s, x, eager, new in _compile_walk(_trace(folder, model_id), model_id):
         if any(c < n for c, n in zip(s["chunks"], s["ctx"])):
-            context.append((len(context), float(x), eager, new_key))
-        elif not new_key:
-            calls[eager].append(float(x))
+            context.append((len(context), x, eager, new))
+        elif not new:
+            calls[eager].append(x)
     return [(i, x - float(np.median(calls[eager]))) for i, x, eager, new in context if x > STALL_S and not new]
 
 

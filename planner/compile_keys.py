@@ -75,11 +75,13 @@ def capture_sizes(deployment: Deployment, model: ModelSpec | None) -> list[int]:
     return sorted(sizes)
 
 
-def keys_at_start(deployment: Deployment, model: ModelSpec | None) -> frozenset:
+def keys_at_start(deployment: Deployment, model: ModelSpec | None,
+                  key: Callable[[int], Hashable] | None = None) -> frozenset:
     """The compile keys a freshly started engine has: the profiling run's, and for the fused MoE the graph
     captures' (traced: Qwen3-30B-A3B's first 514-768-token even step ran its 512 capture's kernel without a stall;
-    gpt-oss-20b's first 1,040-token step stalled on its 1,024 capture's MXFP4 key: those captures compile apart)."""
-    key = step_compile_key(model, deployment)
+    gpt-oss-20b's first 1,040-token step stalled on its 1,024 capture's MXFP4 key: those captures compile apart).
+    ``key``: the deployment's :func:`step_compile_key`, where the caller has it."""
+    key = key or step_compile_key(model, deployment)
     if key is None:
         return frozenset()
     captured = capture_sizes(deployment, model) if key is not mxfp4_key else []
@@ -92,18 +94,12 @@ def warm_up_sizes(deployment: Deployment, model: ModelSpec) -> list[int]:
     key = step_compile_key(model, deployment)
     if key is None:
         return []
-    seen, out = set(keys_at_start(deployment, model)), []
+    seen, out = set(keys_at_start(deployment, model, key)), []
     for t in range(cudagraph_max_tokens(deployment, model) + 1, deployment.max_num_batched_tokens + 1):
         if (k := key(t)) not in seen:
             seen.add(k)
             out.append(t)
     return out
-
-
-def uncompiled_step_shapes(deployment: Deployment, model: ModelSpec) -> int:
-    """How many compile keys of step sizes above the CUDA graphs a fresh engine has not compiled (gpt-oss at vllm
-    serve's 8,192 tokens per step: 448; Qwen3-30B-A3B on an H200: 4)."""
-    return len(warm_up_sizes(deployment, model))
 
 
 def shape_compile_s(model: ModelSpec, weight_dtype: str, profile) -> float:
@@ -128,9 +124,9 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> s
                  "Triton kernel of MLA's chunked prefill)")
     if model.moe is None:
         return note
-    sizes = warm_up_sizes(deployment, model)
     if step_compile_key(model, deployment) is None:
         return note + "; warm it with a few requests of the prompt lengths you expect (first-use MoE kernel compiles)"
+    sizes = warm_up_sizes(deployment, model)  # gpt-oss at vllm serve's 8,192 tokens per step: 448; Qwen3-30B-A3B 4
     if not sizes:
         return note + "; warm it with a few requests before taking traffic (no larger step lacks its MoE kernel)"
     n, each = len(sizes), shape_compile_s(model, deployment.weight_dtype, profile) if profile is not None else 0.0

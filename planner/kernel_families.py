@@ -78,6 +78,8 @@ def moe_variant(model: ModelSpec | None, weight_dtype: str) -> str | None:
 #: vLLM 0.26 models/*.py: the MoE architectures whose router gate is built with the model's quant_config, so an fp8
 #: (W8A8) engine quantises the router with the experts; every other MoE (Mixtral, Qwen2-MoE, OLMoE, ...) keeps it bf16
 QUANTIZED_ROUTER_ARCHITECTURES = frozenset({"Qwen3MoeForCausalLM", "ArcticForCausalLM", "Lfm2MoeForCausalLM"})
+
+
 def moe_coeffs(model: ModelSpec | None, weight_dtype: str, profile, gpu_id: str | None = None):
     """The fitted MoE coefficients a model's experts run with (the profile's bf16 ones for a dense model or none;
     None for a profile without them): its kernel family's (:func:`moe_variant`), where for the fp8 family, fitted on

@@ -246,14 +246,14 @@ def test_the_plans_full_warm_up_leaves_no_stall():
     from calibration.trace_points import launch_floor, shape_compiles, stalls
     from planner.io.jsonl import read_jsonl
     from planner.compile_keys import mxfp4_key as compile_key
-    from planner.compile_keys import uncompiled_step_shapes
+    from planner.compile_keys import warm_up_sizes
     from planner.specs import Deployment
 
     k = MXFP4 / "k/serve-gpt-oss-20b-warmed"
     sweeps = [r for r in read_jsonl(k / "serve_bench.jsonl") if r["type"] == "size_sweep"]
     swept = {compile_key(t) for r in sweeps for t in r["prompt_tokens"]}
     dep = Deployment.for_gpu(catalog.gpu("h200-sxm"), weight_dtype="mxfp4", max_num_batched_tokens=4096)
-    assert len(swept) == 192 == uncompiled_step_shapes(dep, catalog.model("gpt-oss-20b"))
+    assert len(swept) == 192 == len(warm_up_sizes(dep, catalog.model("gpt-oss-20b")))
     st = stalls(k)
     assert (st["chat30"]["stalls"], st["chat10"]["stalls"]) == (0, 0)
     assert (st["chat30"]["eager_steps"], st["chat10"]["eager_steps"]) == (200, 98)

@@ -51,8 +51,9 @@ class StepCost:
                    profile: CalibrationProfile = IDEAL_PROFILE) -> StepCost:
         cost = cls(model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile, model))
         cost.shape_compile_s = shape_compile_s(model, deployment.weight_dtype, profile)
-        cost.compile_key = step_compile_key(model, deployment)
-        cost.compile_keys_at_start = keys_at_start(deployment, model)
+        if cost.shape_compile_s:  # only a MoE model whose profile measured the stall pays compiles (Engine)
+            cost.compile_key = step_compile_key(model, deployment)
+            cost.compile_keys_at_start = keys_at_start(deployment, model, cost.compile_key)
         return cost
 
     @property
