@@ -16,7 +16,8 @@ Each family has its own few terms, fitted on ONE engine with everything else hel
 | MoE memory (V1 runner) | v1_cudagraph_estimate_bytes, v1_sampler_logits_copies | gpt-oss-120b,
   qwen3-30b-a3b | gpt-oss-20b, moonlight-16b-a3b, qwen3-30b-a3b fp8 |
 
-The fp8 stage keeps the bf16 stage's expert bandwidth efficiency, GEMM half-point and eager launch (HELD_FROM_BF16)
+The MLA stage keeps the bf16 stage's expert bandwidth efficiency (the same Triton fused MoE kernel; HELD_FROM_BF16 says
+why).  The fp8 stage keeps the bf16 stage's expert bandwidth efficiency, GEMM half-point and eager launch (HELD_FROM_BF16)
 and fits a per-MoE-layer cost: its one engine ran the default Triton configuration with a quantised router, and
 ``planner.kernel_families.moe_coeffs`` says which of its terms another fp8 MoE model takes (Mixtral-8x7B fp8, held out:
 decode median 43.8 -> 1.1 %).
@@ -80,9 +81,12 @@ V1_MEMORY_FIT = [(f"{CAMPAIGN}/mxfp4/h200-families.gpt-oss-120b.wmxfp4.auto.fit.
 COLD_RATIO = 3.0
 #: terms a variant keeps from the bf16 fused-MoE stage instead of fitting them on its one engine: fp8's engine
 #: (Qwen3-30B-A3B, default Triton configuration, fp8 router) cannot tell the expert reads from its collapsed routing or
-#: a GEMM half-point from a per-layer cost (the half-point gave Mixtral's 7x larger experts 19 ms at batch 1)
+#: a GEMM half-point from a per-layer cost (the half-point gave Mixtral's 7x larger experts 19 ms at batch 1); MLA's
+#: (DeepSeek-V2-Lite: the same bf16 Triton fused MoE) sees its expert reads only where they bind, at batches that
+#: touch many experts, so its probes fix the touch share over the bandwidth efficiency, not each: two starts of one
+#: refit ended at 0.80 / 0.31 and 0.29 / 0.11 (cost 0.0579 and 0.0542), a CPU-dependent pick; it keeps the bf16 one
 HELD_FROM_BF16 = {"fp8": ("weight_bandwidth_efficiency", "matmul_half_tokens", "eager_layer_launch_s",
-                          "eager_layer_overhead_s")}
+                          "eager_layer_overhead_s"), "mla": ("weight_bandwidth_efficiency",)}
 #: variants whose per-step cost per MoE layer is fitted (held at 0 for the others: not identified on their engines)
 FIT_LAYER_OVERHEAD = ("fp8",)
 
