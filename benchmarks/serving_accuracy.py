@@ -36,6 +36,9 @@ lengths, multi-turn parents and engine settings:
   Moonlight again, back to back on one machine: checked (neither is fitted on); (p) Mixtral-8x7B after the plan's
   five-prompt warm-up at 4 req/s: checked.  Every traced MoE run prints its
   stalls (> 0.3 s) and the simulator's compile stalls beside them.
+* calibration/data/h200-2026-12-02-calibrate-serve (``planner calibrate`` with ``+serve`` jobs, another lent H200):
+  Llama-3.1-8B and Qwen3-30B-A3B (cold) chat at 10 req/s, traced, held out of every fit: checked; then replayed
+  again with the launch floors those jobs traced on that host (reported).
 
 Targets, below saturation: output throughput within 3 %, TPOT p50 within 7 %, TTFT p50 within 10 %, TTFT
 p99 within 20 %; at and above saturation, throughput within 5 %.  Also: slo-search's rate below the
@@ -52,6 +55,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from calibration.serve_floor import traced_engines, with_traces  # noqa: E402
 from calibration.serving_points import replay_folder  # noqa: E402
 from calibration.trace_points import STALL_S, stalls  # noqa: E402
 from planner.io import catalog  # noqa: E402
@@ -136,6 +140,7 @@ def main() -> int:
             check(f"moe-load2/{folder}/{c.name}", e, missed, False)
     traced, mxfp4, fused = (ROOT / f"calibration/data/h200-2026-12-02-serve-{x}"
                             for x in ("steps", "mxfp4", "fusedmoe"))
+    cal = ROOT / "calibration/data/h200-2026-12-02-calibrate-serve"
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
@@ -156,7 +161,9 @@ def main() -> int:
                                       (fused, "m/serve-qwen3-30b-a3b-warmed", "qwen3-30b-a3b", "held"),
                                       (fused, "n/serve-deepseek-v2-lite-trace", "deepseek-v2-lite", "held"),
                                       (fused, "o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", "held"),
-                                      (fused, "p/serve-mixtral-8x7b-warmed", "mixtral-8x7b", "held")):
+                                      (fused, "p/serve-mixtral-8x7b-warmed", "mixtral-8x7b", "held"),
+                                      (cal, "llama/serve-llama-3.1-8b-trace", "llama-3.1-8b", "held"),
+                                      (cal, "qwen3/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "held")):
         st = stalls(base / folder) if catalog.model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""
         print(f"vllm serve + vllm bench serve, 2026-12-02, {kind}every engine step timed "
@@ -171,6 +178,15 @@ def main() -> int:
             print(line(f"{c.name} ({c.num_requests} req)", e, note))
             if role == "held":
                 check(f"{base.name.removeprefix('h200-2026-12-02-')}/{folder}/{c.name}", e, missed, False)
+    # the same two calibrate runs replayed with the floors their own +serve jobs traced (what `planner calibrate`
+    # fits on that host): fitted on these runs, so reported, not checked
+    host = with_traces(prof, traced_engines(cal / "llama") + traced_engines(cal / "qwen3"), log=lambda _: None)
+    print("  ... the same runs with the launch floors and compile their own +serve jobs traced (fitted on them: "
+          "reported only):")
+    for folder, model in (("llama/serve-llama-3.1-8b-trace", "llama-3.1-8b"),
+                          ("qwen3/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")):
+        for c in replay_folder(cal / folder, model, host):
+            print(line(f"{model} {c.name}", {k: c.error_pct(k) for k in KEYS}))
     g = catalog.gpu("h200-sxm")
     m = catalog.model("llama-3.1-8b")
     cost, cfg = engine_setup(m, g, Deployment.for_gpu(g), prof)

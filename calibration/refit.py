@@ -31,14 +31,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from calibration.family_fit import HELD_FROM_BF16, fit_new_families, load_points
+from calibration.family_fit import fit_new_families, load_points
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml, residual_fields
 from calibration.mixed_points import mixed_points
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
 from calibration.serving_points import fit_http_frontend, serving_points
-from calibration.trace_points import launch_floor, launch_terms, range_period_s, shape_compiles
+from calibration.serve_floor import served_terms
 from planner.io import catalog
 from planner.validate import write_measurements
 
@@ -72,9 +72,10 @@ SHAPE_COMPILE_FIT = ("h200-2026-12-02-serve-mxfp4/g/serve-gpt-oss-120b-trace", "
 #: the in-process stage's terms give +4..+14 %, and its chat TPOT went +1..+71 -> +28..+191 % (calibration/data/README)
 VARIANT_FLOOR_FIT = {"mxfp4": SHAPE_COMPILE_FIT}
 #: ... and the bf16 Triton fused MoE's compile of a new step-size key (Mixtral-8x7B f/, Moonlight-16B-A3B l/ hold it
-#: out), which the variants running the same kernel (FUSED_MOE_VARIANTS) take: no served trace of theirs compiled
+#: out), which the variants running the same kernel (serve_floor.FUSED_MOE_VARIANTS) take: no served trace of theirs
+#: compiled.  Per MoE layer, as the MXFP4 one: held out on Mixtral (32 layers) -25 %, Moonlight (26) -9 %; a constant
+#: per stall would give +12 % and +68 % (calibration/data/README.md)
 FUSED_COMPILE_FIT = ("h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")
-FUSED_MOE_VARIANTS = ("mla", "fp8")
 #: serving runs whose idle-engine requests give held-out points (serve_bench records + vllm bench serve JSON)
 SERVING = {f"{CAMPAIGN}/serve-mixtral-8x7b": "mixtral-8x7b"}
 #: the light-load HTTP run the OpenAI server's per-request overhead is fitted on (the other runs validate it)
@@ -101,66 +102,18 @@ def inputs(excluded: list[str] | None = None) -> tuple[list[dict], list, list]:
 
 
 def with_serve_floors(prof, points: list, extra: list, family_points: list):
-    """``prof`` with the eager launch floors traced inside vllm serve (:data:`TRACES`) in place of the fitted ones,
-    a GEMM-shape correction kept only where a traced engine of that shape shows it under vllm serve, and its latency
-    residuals, held-out rows and bands recomputed on every point (the memory rows of the V1 runner's terms, which
-    calibration/family_fit.py added after fit_profile took them, included).  The stages fit on in-process probes,
-    whose eager steps launch faster than a served engine's (no API input/output threads in the process:
-    Qwen3-30B-A3B's in-process eager steps 42-80 ms, served 92 ms, served with a 0.5 ms GIL hand-over 81 ms;
-    calibration/data/README.md), so the served floors go in last: the product predicts vllm serve."""
-    floors = {model: launch_floor(DATA / folder, model) for folder, model in TRACES.items()}
-    dense_s, moe_s = launch_terms(list(floors.values()))
-    dense_traced = {(m.hidden_size, m.intermediate_size): (folder, m) for folder, m in
-                    ((folder, catalog.model(mid)) for folder, mid in TRACES.items()) if m.moe is None}
-    keep = []
-    for c in prof.shape_corrections:
-        if (c.hidden_size, c.intermediate_size) in dense_traced:
-            folder, m = dense_traced[(c.hidden_size, c.intermediate_size)]
-            period, n = range_period_s(DATA / folder, m.id, c.tokens_lo, c.tokens_hi)
-            cliff = c.extra_s_per_layer * m.num_layers
-            shown = period > floors[m.id].eager_call_s + cliff / 2
-            print(f"  shape {c.hidden_size}x{c.intermediate_size}: traced {m.id} {n} steps of {c.tokens_lo:.0f}-"
-                  f"{c.tokens_hi:.0f} tokens, median period {1e3 * period:.1f} ms vs launch "
-                  f"{1e3 * floors[m.id].eager_call_s:.1f} ms + half the cliff {0.5e3 * cliff:.1f} ms: "
-                  f"{'kept' if shown else 'dropped'}")
-            if not shown:
-                continue
-        keep.append(c)
-    upd = {"shape_corrections": keep}
-    if dense_s is not None:
-        upd["eager_layer_launch_s"] = dense_s
-    variants = dict(prof.moe_variants)
-    if moe_s is not None and prof.moe is not None:
-        upd["moe"] = prof.moe.model_copy(update={"eager_layer_launch_s": moe_s})
-        for v, coeffs in variants.items():  # the variants that keep the bf16 stage's eager launch keep the served one
-            if "eager_layer_launch_s" in HELD_FROM_BF16.get(v, ()):
-                variants[v] = coeffs.model_copy(update={"eager_layer_launch_s": moe_s})
-    if prof.moe is not None:
-        # per MoE layer, as the MXFP4 one: held out on Mixtral (32 layers) -25 %, Moonlight (26) -9 %; a constant
-        # per stall would give +12 % and +68 % (calibration/data/README.md)
-        folder, model_id = FUSED_COMPILE_FIT
-        m = catalog.model(model_id)
-        each = shape_compiles(DATA / folder, model_id).median_s / (m.num_layers - m.moe.num_dense_layers)
-        upd["moe"] = upd.get("moe", prof.moe).model_copy(update={"shape_compile_layer_s": each})
-        for v in FUSED_MOE_VARIANTS:
-            if v in variants:
-                variants[v] = variants[v].model_copy(update={"shape_compile_layer_s": each})
-    for v, (folder, model_id) in VARIANT_FLOOR_FIT.items():
-        if v not in variants:
-            continue
-        # per MoE layer of the traced engine: the served eager launch beyond the dense layers' (as the bf16 family's
-        # floor), in place of the in-process stage's additive eager cost: a warmed MXFP4 engine's eager steps (k/)
-        # had it at TPOT p50 -64 -> -2 % (calibration/data/README.md); and the MXFP4 kernel's compile of a new key
-        m = catalog.model(model_id)
-        moe_layers = m.num_layers - m.moe.num_dense_layers
-        launch = launch_floor(DATA / folder, model_id).seconds - m.num_layers * upd.get("eager_layer_launch_s",
-                                                                                       prof.eager_layer_launch_s)
-        variants[v] = variants[v].model_copy(update={
-            "eager_layer_launch_s": max(0.0, launch / moe_layers), "eager_layer_overhead_s": 0.0,
-            **({"shape_compile_layer_s": shape_compiles(DATA / folder, model_id).median_s / moe_layers}
-               if (folder, model_id) == SHAPE_COMPILE_FIT else {})})
-    upd["moe_variants"] = variants
-    prof = prof.model_copy(update=upd)
+    """``prof`` with the eager-step terms of the engines traced inside vllm serve (:func:`calibration.serve_floor.
+    served_terms` of :data:`TRACES` and :data:`VARIANT_FLOOR_FIT`; the compiles of :data:`FUSED_COMPILE_FIT` and
+    :data:`SHAPE_COMPILE_FIT`) in place of the in-process stages' ones, and its latency residuals, held-out rows and
+    bands recomputed on every point (the memory rows of the V1 runner's terms, which calibration/family_fit.py added
+    after fit_profile took them, included).  The stages fit on in-process probes, whose eager steps launch faster
+    than a served engine's (no API input/output threads in the process: Qwen3-30B-A3B's in-process eager steps
+    42-80 ms, served 92 ms, served with a 0.5 ms GIL hand-over 81 ms; calibration/data/README.md), so the served
+    floors go in last: the product predicts vllm serve."""
+    floors = [(DATA / folder, model) for folder, model in TRACES.items()]
+    floors += [(DATA / folder, model) for folder, model in VARIANT_FLOOR_FIT.values()]
+    prof = served_terms(prof, floors, [(DATA / folder, model) for folder, model in (FUSED_COMPILE_FIT,
+                                                                                   SHAPE_COMPILE_FIT)])
     fields = residual_fields([p for p in points + family_points if p.role == "fit"],
                              [p for p in points + family_points if p.role != "fit"] + list(extra), prof)
     return prof.model_copy(update={k: {**getattr(prof, k), **v} for k, v in fields.items()})

@@ -112,8 +112,8 @@ def _stream(cmd: list[str], log_path: Path, env: dict, timeout_s: float) -> tupl
 #: fp8 W8A8 weights, weight-only int4, an fp8 KV cache), each a quick grid.  Measured on an H200 (vLLM
 #: 0.26): see calibration/data/README.md for the minutes each part took.
 DEFAULT_PLAN: tuple[str, ...] = (
-    "mistral-7b-v0.3+mixed",   # dense bf16 GEMM + attention, mixed prefill/decode steps
-    "qwen3-30b-a3b",           # MoE: fused Triton MoE, 128 experts top-8
+    "mistral-7b-v0.3+mixed+serve",  # dense bf16 GEMM + attention, mixed steps; served: this host's launch floor
+    "qwen3-30b-a3b+serve",          # MoE: fused Triton MoE, 128 experts top-8; served: its floor and JIT compile
     "llama-3.1-8b@fp8",        # fp8 W8A8 weights (CUTLASS scaled_mm)
     "llama-3.1-8b@int4",       # weight-only int4 (GPTQ layout, Machete/Marlin kernels)
     "mistral-7b-v0.3:fp8",     # fp8 KV cache
@@ -121,13 +121,18 @@ DEFAULT_PLAN: tuple[str, ...] = (
 
 
 def parse_job(entry: str, default_kvs: tuple[str, ...] = ("auto",)) -> list[dict]:
-    """``MODEL[:KV][@WEIGHTS][+mixed]`` -> one job per KV dtype: {'model', 'kv', 'weights', 'mixed'}.
+    """``MODEL[:KV][@WEIGHTS][+mixed][+serve]`` -> one job per KV dtype: {'model', 'kv', 'weights', 'mixed',
+    'serve'}.
 
     ``llama-3.1-8b@fp8`` = fp8 weights; ``mistral-7b-v0.3:fp8`` = fp8 KV cache; ``+mixed`` adds the
-    mixed prefill/decode step probes."""
+    mixed prefill/decode step probes; ``+serve`` then serves the model with every engine step timed
+    (:mod:`calibration.serve_floor`: the served eager launch floor of this host)."""
     from planner.dtypes import WEIGHT_BITS
 
-    text, mixed = (entry[:-len("+mixed")], True) if entry.endswith("+mixed") else (entry, False)
+    text, *flags = entry.split("+")
+    if any(f not in ("mixed", "serve") for f in flags):
+        raise CalibrationError(f"--model: expected MODEL[:KV][@WEIGHTS][+mixed][+serve], got {entry!r}")
+    mixed, serve = "mixed" in flags, "serve" in flags
     text, _, weights = text.partition("@")
     model, _, kv = text.partition(":")
     weights = weights or "bf16"
@@ -142,7 +147,8 @@ def parse_job(entry: str, default_kvs: tuple[str, ...] = ("auto",)) -> list[dict
                                "use bf16, fp8, int8, int4 or mxfp4 (a model published in MXFP4)")
     if kv and kv not in ("auto", "bf16", "fp8"):
         raise CalibrationError(f"--model: KV dtype '{kv}' in {entry!r}: use auto or fp8")
-    return [{"model": model, "kv": k, "weights": weights, "mixed": mixed} for k in ((kv,) if kv else default_kvs)]
+    return [{"model": model, "kv": k, "weights": weights, "mixed": mixed, "serve": serve}
+            for k in ((kv,) if kv else default_kvs)]
 
 
 def run_model(model_id: str, raw: Path, *, gpu_id: str, role: str, quick: bool, resume: bool,
@@ -259,12 +265,20 @@ def fit_campaign(files: list[Path], dest: Path, *, command: str = "", overwrite:
     """Fit on every raw file of the campaign, each probe point once (:func:`first_of_each_point`; the
     repeats are listed in the profile's ``excluded_records``), and write the profile to ``dest``: a new
     file, or the existing one only with ``overwrite``.  Returns (path, profile)."""
-    from calibration.fit import fit_profile, profile_to_yaml, read_raw
+    from calibration.fit import fit_profile, profile_to_yaml, read_raw, residual_fields
+    from calibration.serve_floor import traced_engines, with_traces
 
     records, unreadable = read_raw(files)
     records, repeated = first_of_each_point(records)
-    prof, _ = fit_profile(records, source=",".join(p.name for p in files), excluded=unreadable + repeated)
-    provenance = {"raw_data": [p.name for p in files], "raw_data_sha256": [sha256_file(p) for p in files]}
+    prof, points = fit_profile(records, source=",".join(p.name for p in files), excluded=unreadable + repeated)
+    traces = traced_engines(dest.parent)  # +serve jobs: the served eager terms of this host, in last
+    if traces:
+        prof = with_traces(prof, traces)
+        fields = residual_fields([p for p in points if p.role == "fit"], [p for p in points if p.role != "fit"], prof)
+        prof = prof.model_copy(update={k: {**getattr(prof, k), **v} for k, v in fields.items()})
+    files = list(files) + [folder / "serve_bench.jsonl" for folder, _ in traces]
+    provenance = {"raw_data": [str(p.relative_to(dest.parent)) if p.is_relative_to(dest.parent) else p.name
+                               for p in files], "raw_data_sha256": [sha256_file(p) for p in files]}
     prof = prof.model_copy(update={**provenance, "command": command or prof.command})
     text = profile_to_yaml(prof)
     try:
@@ -360,6 +374,12 @@ def _calibrate_locked(t0, env_rec, gpu_id, version, models, out_dir: Path, *, va
         append_record(raw, {"type": "job_time", "model": j["model"], "role": j["role"], "weight_dtype": j["weights"],
                             "kv_cache_dtype": j["kv"], "mixed": j["mixed"], "tensor_parallel": tensor_parallel,
                             "elapsed_s": time.perf_counter() - t_job})
+        if j["serve"]:
+            from calibration.serve_floor import serve_trace
+
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+            serve_trace(j, out_dir, raw, gpu_id=gpu_id, tensor_parallel=tensor_parallel, run=_stream,
+                        env={"VLLM_USE_FLASHINFER_SAMPLER": "0", **env, **MULTICAST_OFF})
     summary = {"raw": str(raw), "raw_files": [str(f) for f in files], "elapsed_s": time.perf_counter() - t0}
     if fit:
         profile_path, profile = fit_campaign(files, profile_dest, command=env_rec["command"],
@@ -387,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m calibration.run", description=__doc__)
     ap.add_argument("--gpu", required=True)
     ap.add_argument("--model", action="append", default=[],
-                    help="fit on MODEL[:KV][@WEIGHTS][+mixed] (e.g. llama-3.1-8b@fp8, mistral-7b-v0.3:fp8); "
+                    help="fit on MODEL[:KV][@WEIGHTS][+mixed][+serve] (e.g. llama-3.1-8b@fp8, mistral-7b-v0.3:fp8); "
                          "'default' = the default family plan; 'none' = no fit engine")
     ap.add_argument("--validate-model", action="append", default=[])
     ap.add_argument("--fp8-kv-model", action="append", default=[], help="validate with an fp8 KV cache")

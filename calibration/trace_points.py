@@ -41,6 +41,7 @@ class LaunchFloor:
     eager_call_s: float
     graph_call_s: float
     source: str
+    weight_dtype: str = "bf16"  # the engine's (its deploy record)
 
 
 @dataclass(frozen=True)
@@ -84,19 +85,7 @@ def launch_floor(folder: Path, model_id: str) -> LaunchFloor:
     if not eager or not graph:
         raise ValueError(f"{folder}: no traced eager or graph steps in its runs")
     e, g = float(np.median(eager)), float(np.median(graph))
-    return LaunchFloor(model_id, e - g, len(eager), len(graph), e, g, str(folder))
-
-
-def launch_terms(floors: list[LaunchFloor]) -> tuple[float | None, float | None]:
-    """(s per layer of every eager step, s per MoE layer on top for the default fused-MoE kernel) from the traced
-    engines' floors: the dense engines' floor per layer (median over engines), then the default-kernel MoE
-    engines' floor less their layers at that rate, per MoE layer; None where no engine of that kind was traced."""
-    models = {f.model_id: catalog.model(f.model_id) for f in floors}
-    dense = [f.seconds / models[f.model_id].num_layers for f in floors if models[f.model_id].moe is None]
-    per_layer = float(np.median(dense)) if dense else None
-    moe = [(f.seconds - m.num_layers * (per_layer or 0.0)) / (m.num_layers - m.moe.num_dense_layers)
-           for f in floors if (m := models[f.model_id]).moe is not None and moe_variant(m, "bf16") == "default"]
-    return per_layer, (max(0.0, float(np.median(moe))) if moe else None)
+    return LaunchFloor(model_id, e - g, len(eager), len(graph), e, g, str(folder), t.deployment.weight_dtype)
 
 
 def piecewise_layer_launch_s(folder: Path, model_id: str) -> tuple[float, int, int]:
@@ -135,6 +124,7 @@ class ShapeCompiles:
     compiled_steps: int  # eager steps with a key seen before
     stalled_compiled: int  # of those, calls longer than STALL_S (0 where the key rule holds)
     quiet_new: int  # new-key steps that did not stall (0 where it holds)
+    weight_dtype: str = "bf16"  # the engine's (its deploy record)
 
     @property
     def median_s(self) -> float:
@@ -163,14 +153,15 @@ def shape_compiles(folder: Path, model_id: str) -> ShapeCompiles:
     2026-12-02 (STALL_S): every new key stalled but one of gpt-oss-20b's (k/), no seen key did but one per MLA engine
     (an early prompt chunk with context: :func:`context_stalls`); tests/test_compile_keys.py pins each engine."""
     new, old = [], []
-    for _, x, eager, is_new in _compile_walk(_trace(folder, model_id), model_id):
+    t = _trace(folder, model_id)
+    for _, x, eager, is_new in _compile_walk(t, model_id):
         if eager:
             (new if is_new else old).append(x)
     if not new or not old:
         raise ValueError(f"{folder}: no traced eager steps with new and with compiled step-size keys")
     base = float(np.median(old))
     return ShapeCompiles(model_id, [x - base for x in new], len(new), len(old), sum(x > STALL_S for x in old),
-                         sum(x <= STALL_S for x in new))
+                         sum(x <= STALL_S for x in new), t.deployment.weight_dtype)
 
 
 def context_stalls(folder: Path, model_id: str) -> list[tuple[int, float]]:

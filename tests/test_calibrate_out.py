@@ -179,3 +179,68 @@ def test_fit_counts_a_point_measured_twice_once(tmp_path):
     assert prof.raw_data == [day1.name, day2.name]
     with pytest.raises(Exception, match="not overwritten"):
         fit_campaign([day1], path)
+
+
+# ------------------------------------------------ MODEL+serve: the served launch floor of the calibrating host
+
+TRACED_LLAMA = ROOT / "calibration/data/h200-2026-12-02-serve-steps/c/serve-llama-trace"
+
+
+def test_serve_jobs_parse_and_trace_with_planner_deploys_server(tmp_path):
+    """``+serve`` in either order with ``+mixed``; the job serves the model with every step timed into its own
+    folder, on a free port, and says so in the raw file; a folder holding a finished chat run is not traced again."""
+    from calibration.run import CalibrationError, parse_job
+    from calibration.serve_floor import serve_trace, trace_folder
+
+    assert parse_job("mistral-7b-v0.3+mixed+serve")[0] == parse_job("mistral-7b-v0.3+serve+mixed")[0] == {
+        "model": "mistral-7b-v0.3", "kv": "auto", "weights": "bf16", "mixed": True, "serve": True}
+    assert parse_job("qwen3-30b-a3b")[0]["serve"] is False
+    with pytest.raises(CalibrationError, match=r"\+serve\], got 'qwen3-30b-a3b\+served'"):
+        parse_job("qwen3-30b-a3b+served")
+    calls = []
+
+    def run(argv, log, env, timeout_s):
+        calls.append((argv, log, timeout_s))
+        return 0, ""
+
+    raw = tmp_path / "raw.jsonl"
+    job = parse_job("gpt-oss-20b@mxfp4+serve")[0]
+    serve_trace(job, tmp_path, raw, gpu_id="h200-sxm", tensor_parallel=1, run=run, env={})
+    (argv, log, timeout_s), = calls
+    folder = trace_folder(tmp_path, "gpt-oss-20b", "mxfp4", 1)
+    assert folder.name == "serve-gpt-oss-20b.wmxfp4-trace" and log.name == "raw.serve-gpt-oss-20b.wmxfp4-trace.log"
+    assert argv[1:3] == ["-m", "calibration.serve_bench"] and "--step-trace" in argv
+    assert argv[argv.index("--out") + 1] == str(folder) and argv[argv.index("--weight-dtype") + 1] == "mxfp4"
+    assert 1024 <= int(argv[argv.index("--port") + 1]) <= 65535 and argv.count("--run") == 2
+    assert read_records(raw)[-1] == {"type": "serve_trace", "model": "gpt-oss-20b", "weight_dtype": "mxfp4",
+                                     "kv_cache_dtype": "auto", "folder": folder.name, "returncode": 0}
+    folder.mkdir()
+    (folder / "serve_bench.jsonl").write_text(json.dumps({"type": "bench", "run": "chat"}) + "\n")
+    serve_trace(job, tmp_path, raw, gpu_id="h200-sxm", tensor_parallel=1, run=run, env={})
+    assert len(calls) == 1
+
+
+def test_fit_puts_the_served_floor_of_a_trace_in_out_last(tmp_path):
+    """A calibrate folder holding a ``+serve`` trace (here Llama-3.1-8B's of 2026-12-02: eager calls 25.67 ms, graph
+    steps 1.70 ms): the fitted profile's launch floor is 23.97 ms / 32 layers = 0.749 ms per layer, the trace's
+    serve_bench.jsonl is listed in raw_data with its sha256, and a trace without timed steps is left out."""
+    import shutil
+
+    from calibration.serve_floor import traced_engines
+    from calibration.trace_points import launch_floor
+
+    out = tmp_path / "out"
+    assert _run(tmp_path, str(out), "2026-12-01")[0] == 0
+    files = campaign_files(out, "h200-sxm", FAKE_VERSION)
+    _, plain = fit_campaign(files, out / "plain.yaml")
+    shutil.copytree(TRACED_LLAMA, out / "serve-llama-3.1-8b-trace")
+    (out / "serve-qwen2.5-7b-trace").mkdir()  # booted, never traced a step
+    (out / "serve-qwen2.5-7b-trace" / "serve_bench.jsonl").write_text(
+        json.dumps({"type": "deploy", "model": "qwen2.5-7b"}) + "\n")
+    assert traced_engines(out) == [(out / "serve-llama-3.1-8b-trace", "llama-3.1-8b")]
+    _, prof = fit_campaign(files, out / "served.yaml")
+    floor = launch_floor(TRACED_LLAMA, "llama-3.1-8b")
+    assert prof.eager_layer_launch_s == pytest.approx(floor.seconds / 32, rel=1e-12) == pytest.approx(7.49e-4, rel=1e-3)
+    assert plain.eager_layer_launch_s != prof.eager_layer_launch_s
+    assert prof.raw_data[-1] == "serve-llama-3.1-8b-trace/serve_bench.jsonl"
+    assert prof.raw_data_sha256[-1] == hashlib.sha256((TRACED_LLAMA / "serve_bench.jsonl").read_bytes()).hexdigest()

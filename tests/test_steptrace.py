@@ -100,26 +100,36 @@ def test_launch_floor_is_the_eager_calls_less_the_graph_calls():
     assert n == 108 and period == pytest.approx(0.0304, abs=1e-4)
 
 
-def test_launch_terms_per_layer_and_per_moe_layer_and_their_held_out_check():
+def test_served_terms_per_layer_and_per_moe_layer_and_their_held_out_check():
     """dense: 23.97 ms / 32 layers = 0.749 ms per layer; MoE (Qwen3-30B-A3B, 48 layers, all MoE): (87.77 ms −
-    48 × 0.749) / 48 = 1.079 ms per MoE layer on top.  Held out: Qwen2.5-7B (28 layers) predicted 21.0 ms, traced
-    20.8 ms (+0.9 %); Mixtral-8x7B (32 MoE layers) predicted 58.5 ms, traced 49.4 ms (+18.3 %)."""
-    from calibration.trace_points import launch_floor, launch_terms
+    48 × 0.749) / 48 = 1.079 ms per MoE layer on top, which the fp8 variant keeps (HELD_FROM_BF16); the MoE kernel
+    with a traced floor loses its in-process additive eager cost.  Held out: Qwen2.5-7B (28 layers) predicted
+    21.0 ms, traced 20.8 ms (+0.9 %); Mixtral-8x7B (32 MoE layers) predicted 58.5 ms, traced 49.4 ms (+18.3 %)."""
+    from calibration.serve_floor import served_terms
+    from calibration.trace_points import launch_floor
 
-    floors = [launch_floor(TRACES / "c/serve-llama-trace", "llama-3.1-8b"),
-              launch_floor(TRACES / "b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")]
-    dense, moe = launch_terms(floors)
+    llama, qwen3 = TRACES / "c/serve-llama-trace", TRACES / "b/serve-qwen3-30b-a3b-trace"
+    floors = [launch_floor(llama, "llama-3.1-8b"), launch_floor(qwen3, "qwen3-30b-a3b")]
+    base = catalog.profile_for("h200-sxm", "0.26.0")
+    base = base.model_copy(update={"eager_layer_launch_s": 0.0, "moe": base.moe.model_copy(update={
+        "eager_layer_launch_s": 0.0, "eager_layer_overhead_s": 0.002})})
+    prof = served_terms(base, [(llama, "llama-3.1-8b"), (qwen3, "qwen3-30b-a3b")], log=lambda _: None)
+    dense, moe = prof.eager_layer_launch_s, prof.moe.eager_layer_launch_s
     assert dense == pytest.approx(floors[0].seconds / 32, rel=1e-12) == pytest.approx(0.000749, rel=1e-3)
     assert moe == pytest.approx((floors[1].seconds - 48 * dense) / 48, rel=1e-12) == pytest.approx(0.001079, rel=1e-3)
-    assert launch_terms(floors[:1]) == (dense, None) and launch_terms([]) == (None, None)
+    assert prof.moe.eager_layer_overhead_s == 0.0 and prof.moe_variants["fp8"].eager_layer_launch_s == moe
+    assert prof.moe_variants["mxfp4"] == base.moe_variants["mxfp4"]  # no trace of that kernel: as fitted
+    only_dense = served_terms(base, [(llama, "llama-3.1-8b")], log=lambda _: None)
+    assert only_dense.eager_layer_launch_s == dense and only_dense.moe == base.moe
+    assert served_terms(base, [], log=lambda _: None) == base
     qwen = launch_floor(TRACES / "e/serve-qwen2.5-7b-trace", "qwen2.5-7b")
     mixtral = launch_floor(TRACES / "f/serve-mixtral-8x7b-trace", "mixtral-8x7b")
     assert abs(28 * dense / qwen.seconds - 1) < 0.02
     assert 0.15 < 32 * (dense + moe) / mixtral.seconds - 1 < 0.22
-    prof = catalog.profile_for("h200-sxm", "0.26.0")  # the committed profile carries them
-    assert prof.eager_layer_launch_s == pytest.approx(dense, rel=1e-9)
-    assert prof.moe.eager_layer_launch_s == pytest.approx(moe, rel=1e-9)
-    assert prof.shape_corrections == []
+    committed = catalog.profile_for("h200-sxm", "0.26.0")  # the committed profile carries them
+    assert committed.eager_layer_launch_s == pytest.approx(dense, rel=1e-9)
+    assert committed.moe.eager_layer_launch_s == pytest.approx(moe, rel=1e-9)
+    assert committed.shape_corrections == []
 
 
 MXFP4 = REPO / "calibration/data/h200-2026-12-02-serve-mxfp4"
@@ -265,3 +275,31 @@ def test_the_plans_full_warm_up_leaves_no_stall():
     mx = prof.moe_variants["mxfp4"]
     assert mx.eager_layer_launch_s == pytest.approx((floor - 36 * prof.eager_layer_launch_s) / 36, rel=1e-9)
     assert mx.eager_layer_overhead_s == 0.0
+
+
+CALIBRATE_SERVE = REPO / "calibration/data/h200-2026-12-02-calibrate-serve"
+
+
+def test_calibrate_serve_jobs_traced_another_hosts_floor_and_the_compile_keys_held():
+    """``planner calibrate`` with ``+serve`` on another lent H200 (COMMAND.md): Llama-3.1-8B's eager calls 18.09 ms,
+    graph steps 1.24 ms: floor 16.86 ms, 0.527 ms per layer where the committed profile's host gave 0.749 (-30 %);
+    Qwen3-30B-A3B's floor 79.56 ms (committed 87.77): (79.56 − 48 × 0.527) / 48 = 1.131 ms per MoE layer on top.
+    Its cold engine compiled the 4 keys planner.compile_keys predicts (every new key stalled, median 1.34 s; none of
+    142 eager steps with a seen key did).  The floor is the host's: this is what the +serve job measures."""
+    from calibration.serve_floor import traced_engines, with_traces
+    from calibration.trace_points import launch_floor, shape_compiles
+
+    llama = launch_floor(CALIBRATE_SERVE / "llama/serve-llama-3.1-8b-trace", "llama-3.1-8b")
+    qwen3 = launch_floor(CALIBRATE_SERVE / "qwen3/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")
+    assert (llama.eager_steps, llama.graph_steps, qwen3.eager_steps, qwen3.graph_steps) == (155, 2916, 130, 727)
+    assert llama.seconds == pytest.approx(0.01686, abs=1e-5) and qwen3.seconds == pytest.approx(0.07956, abs=1e-5)
+    c = shape_compiles(CALIBRATE_SERVE / "qwen3/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")
+    assert (c.new_keys, c.compiled_steps, c.stalled_compiled, c.quiet_new) == (4, 142, 0, 0)
+    assert c.median_s == pytest.approx(1.342, abs=1e-3)
+    traces = traced_engines(CALIBRATE_SERVE / "llama") + traced_engines(CALIBRATE_SERVE / "qwen3")
+    committed = catalog.profile_for("h200-sxm", "0.26.0")
+    host = with_traces(committed, traces, log=lambda _: None)
+    assert host.eager_layer_launch_s == pytest.approx(llama.seconds / 32, rel=1e-12)
+    assert host.moe.eager_layer_launch_s == pytest.approx((qwen3.seconds - 48 * llama.seconds / 32) / 48, rel=1e-12)
+    assert host.moe.shape_compile_layer_s == pytest.approx(c.median_s / 48, rel=1e-12)
+    assert host.eager_layer_launch_s / committed.eager_layer_launch_s - 1 == pytest.approx(-0.297, abs=1e-3)

@@ -1,0 +1,188 @@
+"""A served engine's eager-step terms, from engines whose steps were timed inside ``vllm serve`` (pure: no torch/vLLM).
+
+The profile's stages fit on in-process probes (:mod:`calibration.probes`).  An eager step (above the largest CUDA
+graph) is launched layer by layer from Python, and a served engine launches it slower than an in-process one: the
+engine core's input/output threads take the GIL from the launching thread (Qwen3-30B-A3B's eager steps: 42-80 ms
+in-process, 92 ms served on one host, 61 ms served on another; calibration/data/README.md).  So the launch floor
+is the served engine's and its host's CPU: :func:`served_terms` puts the floors of traced engines
+(:func:`calibration.trace_points.launch_floor`) in place of the in-process stage's eager terms, and the Triton MoE's
+compile of a new step-size key (:func:`calibration.trace_points.shape_compiles`).
+
+Used by :mod:`calibration.refit` (the committed H200 profile, from the traces it names) and by ``planner calibrate``
+(``MODEL+serve`` jobs: the engine served and traced on the calibrating machine, so the floor is that host's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from calibration.family_fit import HELD_FROM_BF16
+from calibration.records import append_record
+from calibration.trace_points import launch_floor, range_period_s, shape_compiles
+from planner.io import catalog
+from planner.io.jsonl import read_jsonl
+from planner.kernel_families import moe_variant
+from planner.profile import CalibrationProfile
+
+#: the variants running the bf16 Triton fused MoE kernel: they take its compile of a new step-size key where no trace
+#: of their own compiled (the MXFP4 kernel is another: its own trace)
+FUSED_MOE_VARIANTS = ("mla", "fp8")
+
+
+def _moe_layers(model_id: str) -> int:
+    m = catalog.model(model_id)
+    return m.num_layers - m.moe.num_dense_layers
+
+
+def served_terms(prof: CalibrationProfile, floor_traces: Sequence[tuple[Path, str]],
+                 compile_traces: Sequence[tuple[Path, str]] = (), *, log=print) -> CalibrationProfile:
+    """``prof`` with the eager-step terms of the traced engines (each a serve_bench ``--step-trace`` folder and the
+    engine's catalog id):
+
+    * ``floor_traces``: every layer's launch, per layer = the dense engines' floor / layers (median over engines);
+      each MoE kernel's launch per MoE layer on top = (floor − layers × that) / MoE layers (median over its engines;
+      the bf16 fused MoE's also goes to the variants that keep its terms, :data:`HELD_FROM_BF16`); a MoE kernel with a
+      traced floor loses its in-process additive eager cost.  A GEMM-shape correction is kept only where a traced
+      dense engine of its shape shows it (the median engine-loop period of its token range beyond the launch plus
+      half the correction);
+    * ``compile_traces``: a MoE kernel's compile of a new step-size key per MoE layer (the median stall of its
+      engine); the bf16 fused MoE's also goes to :data:`FUSED_MOE_VARIANTS` that have no trace of their own.
+
+    Terms no trace speaks for are left as fitted.  ``log`` gets one line per shape correction checked."""
+    floors = {}
+    for folder, model_id in floor_traces:
+        f = launch_floor(Path(folder), model_id)
+        floors.setdefault(moe_variant(catalog.model(model_id), f.weight_dtype), []).append(f)
+    upd: dict = {}
+    if dense := floors.pop(None, []):
+        upd["eager_layer_launch_s"] = float(np.median([f.seconds / catalog.model(f.model_id).num_layers
+                                                        for f in dense]))
+        traced = {(m.hidden_size, m.intermediate_size): (f, m) for f in dense if (m := catalog.model(f.model_id))}
+        keep = []
+        for c in prof.shape_corrections:
+            if (c.hidden_size, c.intermediate_size) in traced:
+                f, m = traced[(c.hidden_size, c.intermediate_size)]
+                period, n = range_period_s(Path(f.source), m.id, c.tokens_lo, c.tokens_hi)
+                cliff = c.extra_s_per_layer * m.num_layers
+                shown = period > f.eager_call_s + cliff / 2
+                log(f"  shape {c.hidden_size}x{c.intermediate_size}: traced {m.id} {n} steps of {c.tokens_lo:.0f}-"
+                    f"{c.tokens_hi:.0f} tokens, median period {1e3 * period:.1f} ms vs launch "
+                    f"{1e3 * f.eager_call_s:.1f} ms + half the cliff {0.5e3 * cliff:.1f} ms: "
+                    f"{'kept' if shown else 'dropped'}")
+                if not shown:
+                    continue
+            keep.append(c)
+        upd["shape_corrections"] = keep
+    per_layer = upd.get("eager_layer_launch_s", prof.eager_layer_launch_s)
+    launch = {v: max(0.0, float(np.median([(f.seconds - catalog.model(f.model_id).num_layers * per_layer)
+                                           / _moe_layers(f.model_id) for f in fs]))) for v, fs in floors.items()}
+    compiles = {}
+    for folder, model_id in compile_traces:
+        c = shape_compiles(Path(folder), model_id)
+        compiles.setdefault(moe_variant(catalog.model(model_id), c.weight_dtype), []).append(
+            c.median_s / _moe_layers(model_id))
+    compile_s = {v: float(np.median(x)) for v, x in compiles.items()}
+    moe = prof.moe
+    if moe is not None:
+        moe = moe.model_copy(update={**({"eager_layer_launch_s": launch["default"], "eager_layer_overhead_s": 0.0}
+                                        if "default" in launch else {}),
+                                     **({"shape_compile_layer_s": compile_s["default"]} if "default" in compile_s
+                                        else {})})
+    variants = {}
+    for v, coeffs in prof.moe_variants.items():
+        held = HELD_FROM_BF16.get(v, ())
+        src = launch.get(v, launch.get("default") if "eager_layer_launch_s" in held else None)
+        comp = compile_s.get(v, compile_s.get("default") if v in FUSED_MOE_VARIANTS else None)
+        variants[v] = coeffs.model_copy(update={
+            **({"eager_layer_launch_s": src} if src is not None else {}),
+            **({"eager_layer_overhead_s": 0.0} if v in launch else {}),
+            **({"shape_compile_layer_s": comp} if comp is not None else {})})
+    return prof.model_copy(update={**upd, "moe": moe, "moe_variants": variants})
+
+
+
+# ------------------------------------------------------------------------ planner calibrate's MODEL+serve jobs
+
+#: the traced runs of a ``+serve`` job: chat-like lengths (prompts 1,024 ± 80 % tokens, so most prompt-carrying steps
+#: are above the CUDA graphs) at 10 req/s; ``warm`` is the engine's first traffic (its Triton MoE compiles; not used
+#: for the floor), ``chat`` gives the floor (Llama-3.1-8B at 10 req/s: ~190 eager and ~1,800 graph steps, h200-2026-
+#: 12-02-serve-steps/c)
+SERVE_RUNS = ("warm:input=1024,output=128,ratio=0.8,n=60,rate=10", "chat:input=1024,output=128,ratio=0.8,n=200,rate=10")
+#: seconds a ``+serve`` job may take: boot (60-150 s on an H200, first compile included) + the runs (~40 s)
+SERVE_BUDGET_S = 300.0
+
+
+def trace_folder(out_dir: Path, model_id: str, weight_dtype: str, tensor_parallel: int) -> Path:
+    """Where a ``+serve`` job of ``planner calibrate`` keeps its serve_bench records and step traces."""
+    wtag = "" if weight_dtype == "bf16" else f".w{weight_dtype}"
+    tptag = "" if tensor_parallel == 1 else f".tp{tensor_parallel}"
+    return Path(out_dir) / f"serve-{model_id}{wtag}{tptag}-trace"
+
+
+def trace_command(python: str, folder: Path, model_id: str, *, gpu_id: str, weight_dtype: str, kv_cache_dtype: str,
+                  tensor_parallel: int, port: int) -> list[str]:
+    """The serve_bench argv of a ``+serve`` job: ``vllm serve`` as ``planner deploy`` writes it (dummy weights), every
+    engine step timed (``--step-trace``), :data:`SERVE_RUNS` through ``vllm bench serve``."""
+    cmd = [python, "-m", "calibration.serve_bench", "--model", model_id, "--gpu", gpu_id, "--tp", str(tensor_parallel),
+           "--weight-dtype", weight_dtype, "--kv-dtype", "fp8" if kv_cache_dtype == "fp8" else "bf16",
+           "--max-model-len", "4096", "--step-trace", "--out", str(folder), "--port", str(port),
+           "--budget-s", str(SERVE_BUDGET_S - 30.0)]
+    for run in SERVE_RUNS:
+        cmd += ["--run", run]
+    return cmd
+
+
+def traced_engines(out_dir: Path) -> list[tuple[Path, str]]:
+    """(folder, catalog id) of every ``+serve`` trace in ``out_dir`` that holds timed steps, in name order."""
+    out = []
+    for path in sorted(Path(out_dir).glob("serve-*-trace/serve_bench.jsonl")):
+        deploy = next((r for r in read_jsonl(path) if r.get("type") == "deploy"), None)
+        if deploy and isinstance(deploy.get("model"), str) and any(path.parent.glob("steps.*.jsonl")):
+            out.append((path.parent, deploy["model"]))
+    return out
+
+
+def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], log=print) -> CalibrationProfile:
+    """:func:`served_terms` of the traces that can give them: a floor where the runs hold eager and graph steps, a
+    compile where a MoE engine's eager steps had new and compiled step-size keys (the others are said in ``log``)."""
+    floors, compiles = [], []
+    for folder, model_id in traces:
+        try:
+            launch_floor(folder, model_id)
+            floors.append((folder, model_id))
+        except (ValueError, KeyError, StopIteration) as err:
+            log(f"  {folder.name}: no served launch floor ({err})")
+        if catalog.model(model_id).moe is not None:
+            try:
+                shape_compiles(folder, model_id)
+                compiles.append((folder, model_id))
+            except (ValueError, KeyError, StopIteration) as err:
+                log(f"  {folder.name}: no new-key compile measured ({err})")
+    return served_terms(prof, floors, compiles, log=log)
+
+
+def serve_trace(job: dict, out_dir: Path, raw: Path, *, gpu_id: str, tensor_parallel: int, run, env: dict) -> None:
+    """A ``+serve`` job of ``planner calibrate`` (``job``: :func:`calibration.run.parse_job`'s): the model behind
+    ``vllm serve`` with every step timed, into its :func:`trace_folder` (kept as it is when it already holds a
+    finished ``chat`` run: ``--resume``); ``run(argv, log_path, env, timeout_s)`` runs the child.  A record of the
+    job goes to ``raw``."""
+    folder = trace_folder(out_dir, job["model"], job["weights"], tensor_parallel)
+    done = folder / "serve_bench.jsonl"
+    if done.is_file() and any(r.get("type") == "bench" and r.get("run") == "chat" for r in read_jsonl(done)):
+        print(f"== {job['model']} served: already traced in {folder.name}", flush=True)
+        return
+    with contextlib.closing(socket.socket()) as s:  # a free port for its server
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    print(f"== {job['model']} served, every step timed ({folder.name})", flush=True)
+    rc, _ = run(trace_command(sys.executable, folder, job["model"], gpu_id=gpu_id, weight_dtype=job["weights"],
+                              kv_cache_dtype=job["kv"], tensor_parallel=tensor_parallel, port=port),
+                Path(out_dir) / f"{Path(raw).stem}.{folder.name}.log", env, SERVE_BUDGET_S + 120)
+    append_record(raw, {"type": "serve_trace", "model": job["model"], "weight_dtype": job["weights"],
+                        "kv_cache_dtype": job["kv"], "folder": folder.name, "returncode": rc})
