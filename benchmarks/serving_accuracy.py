@@ -36,9 +36,9 @@ lengths, multi-turn parents and engine settings:
   Moonlight again, back to back on one machine: checked (neither is fitted on); (p) Mixtral-8x7B after the plan's
   five-prompt warm-up at 4 req/s: checked.  Every traced MoE run prints its
   stalls (> 0.3 s) and the simulator's compile stalls beside them.
-* calibration/data/h200-2026-12-02-calibrate-serve (``planner calibrate`` with ``+serve`` jobs, another lent H200):
+* calibration/data/h200-2026-12-02-calibrate-serve (``planner calibrate`` with ``+serve`` jobs, two more lent H200s):
   Llama-3.1-8B and Qwen3-30B-A3B (cold) chat at 10 req/s, traced, held out of every fit: checked; then replayed
-  again with the launch floors those jobs traced on that host (reported).
+  again with the launch floors those jobs traced on their machine (reported).
 
 Targets, below saturation: output throughput within 3 %, TPOT p50 within 7 %, TTFT p50 within 10 %, TTFT
 p99 within 20 %; at and above saturation, throughput within 5 %.  Also: slo-search's rate below the
@@ -163,7 +163,9 @@ def main() -> int:
                                       (fused, "o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", "held"),
                                       (fused, "p/serve-mixtral-8x7b-warmed", "mixtral-8x7b", "held"),
                                       (cal, "llama/serve-llama-3.1-8b-trace", "llama-3.1-8b", "held"),
-                                      (cal, "qwen3/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "held")):
+                                      (cal, "qwen3/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "held"),
+                                      (cal, "llama2/serve-llama-3.1-8b-trace", "llama-3.1-8b", "held"),
+                                      (cal, "qwen3b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "held")):
         st = stalls(base / folder) if catalog.model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""
         print(f"vllm serve + vllm bench serve, 2026-12-02, {kind}every engine step timed "
@@ -178,15 +180,16 @@ def main() -> int:
             print(line(f"{c.name} ({c.num_requests} req)", e, note))
             if role == "held":
                 check(f"{base.name.removeprefix('h200-2026-12-02-')}/{folder}/{c.name}", e, missed, False)
-    # the same two calibrate runs replayed with the floors their own +serve jobs traced (what `planner calibrate`
-    # fits on that host): fitted on these runs, so reported, not checked
-    host = with_traces(prof, traced_engines(cal / "llama") + traced_engines(cal / "qwen3"), log=lambda _: None)
+    # the same calibrate runs replayed with the floors their own +serve jobs traced on that machine (what `planner
+    # calibrate` fits there): fitted on these runs, so reported, not checked
     print("  ... the same runs with the launch floors and compile their own +serve jobs traced (fitted on them: "
           "reported only):")
-    for folder, model in (("llama/serve-llama-3.1-8b-trace", "llama-3.1-8b"),
-                          ("qwen3/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")):
-        for c in replay_folder(cal / folder, model, host):
-            print(line(f"{model} {c.name}", {k: c.error_pct(k) for k in KEYS}))
+    for dense, moe in (("llama", "qwen3"), ("llama2", "qwen3b")):
+        host = with_traces(prof, traced_engines(cal / dense) + traced_engines(cal / moe), log=lambda _: None)
+        for folder, model in ((f"{dense}/serve-llama-3.1-8b-trace", "llama-3.1-8b"),
+                              (f"{moe}/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")):
+            for c in replay_folder(cal / folder, model, host):
+                print(line(f"{folder.split('/')[0]} {c.name}", {k: c.error_pct(k) for k in KEYS}))
     g = catalog.gpu("h200-sxm")
     m = catalog.model("llama-3.1-8b")
     cost, cfg = engine_setup(m, g, Deployment.for_gpu(g), prof)

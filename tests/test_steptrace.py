@@ -303,3 +303,17 @@ def test_calibrate_serve_jobs_traced_another_hosts_floor_and_the_compile_keys_he
     assert host.moe.eager_layer_launch_s == pytest.approx((qwen3.seconds - 48 * llama.seconds / 32) / 48, rel=1e-12)
     assert host.moe.shape_compile_layer_s == pytest.approx(c.median_s / 48, rel=1e-12)
     assert host.eager_layer_launch_s / committed.eager_layer_launch_s - 1 == pytest.approx(-0.297, abs=1e-3)
+
+
+def test_a_third_host_agrees_with_the_second_not_with_the_profiles():
+    """The same two +serve jobs on a third lent H200 (llama2/, qwen3b/): Llama-3.1-8B floor 17.30 ms (second host
+    16.86, the committed profile's 23.97), Qwen3-30B-A3B 79.11 ms (79.56; 87.77); Qwen3's cold engine again compiled
+    the 4 predicted keys (median 1.52 s) and no seen key stalled in 144 eager steps."""
+    from calibration.trace_points import launch_floor, shape_compiles
+
+    llama = launch_floor(CALIBRATE_SERVE / "llama2/serve-llama-3.1-8b-trace", "llama-3.1-8b")
+    qwen3 = launch_floor(CALIBRATE_SERVE / "qwen3b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")
+    assert llama.seconds == pytest.approx(0.01730, abs=1e-5) and qwen3.seconds == pytest.approx(0.07911, abs=1e-5)
+    c = shape_compiles(CALIBRATE_SERVE / "qwen3b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")
+    assert (c.new_keys, c.compiled_steps, c.stalled_compiled, c.quiet_new) == (4, 144, 0, 0)
+    assert c.median_s == pytest.approx(1.515, abs=1e-3)
