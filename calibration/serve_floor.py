@@ -24,6 +24,7 @@ import numpy as np
 
 from calibration.family_fit import HELD_FROM_BF16
 from calibration.records import append_record
+from calibration.serving_points import fit_http_frontend
 from calibration.trace_points import launch_floor, range_period_s, shape_compiles
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
@@ -150,7 +151,11 @@ def traced_engines(out_dir: Path) -> list[tuple[Path, str]]:
 
 def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], log=print) -> CalibrationProfile:
     """:func:`served_terms` of the traces that can give them: a floor where the runs hold eager and graph steps, a
-    compile where a MoE engine's eager steps had new and compiled step-size keys (the others are said in ``log``)."""
+    compile where a MoE engine's eager steps had new and compiled step-size keys (the others are said in ``log``);
+    then the OpenAI server's per-request overhead (:func:`calibration.serving_points.fit_http_frontend`: the first
+    token's delay beyond the simulated engine's at the TTFT median of the ``chat`` run), the median over the dense
+    engines' traces: that is the host's CPU too (Llama-3.1-8B: 6.1 ms on the committed profile's host, 0 on the two
+    calibrate-serve hosts of 2026-12-02, whose chat TTFT p50 came out +15 % with 6.1 ms)."""
     floors, compiles = [], []
     for folder, model_id in traces:
         try:
@@ -164,7 +169,13 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
                 compiles.append((folder, model_id))
             except (ValueError, KeyError, StopIteration) as err:
                 log(f"  {folder.name}: no new-key compile measured ({err})")
-    return served_terms(prof, floors, compiles, log=log)
+    prof = served_terms(prof, floors, compiles, log=log)
+    run = f"bench-{SERVE_RUNS[-1].split(':', 1)[0]}"
+    fronts = []
+    for folder, model_id in floors:
+        if catalog.model(model_id).moe is None and (folder / f"{run}.json").is_file():
+            fronts.append(fit_http_frontend(folder, model_id, prof, run))
+    return prof.model_copy(update={"http_frontend_overhead_s": float(np.median(fronts))}) if fronts else prof
 
 
 def serve_trace(job: dict, out_dir: Path, raw: Path, *, gpu_id: str, tensor_parallel: int, run, env: dict) -> None:
