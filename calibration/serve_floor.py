@@ -6,7 +6,8 @@ engine core's input/output threads take the GIL from the launching thread (Qwen3
 in-process, 92 ms served on one host, 61 ms served on another; calibration/data/README.md).  So the launch floor
 is the served engine's and its host's CPU: :func:`served_terms` puts the floors of traced engines
 (:func:`calibration.trace_points.launch_floor`) in place of the in-process stage's eager terms, and the Triton MoE's
-compile of a new step-size key (:func:`calibration.trace_points.shape_compiles`).
+compile of a new step-size key (:func:`calibration.trace_points.shape_compiles`); :func:`with_traces` adds the OpenAI
+server's per-request overhead, host CPU work as well.
 
 Used by :mod:`calibration.refit` (the committed H200 profile, from the traces it names) and by ``planner calibrate``
 (``MODEL+serve`` jobs: the engine served and traced on the calibrating machine, so the floor is that host's).
@@ -107,13 +108,12 @@ def served_terms(prof: CalibrationProfile, floor_traces: Sequence[tuple[Path, st
     return prof.model_copy(update={**upd, "moe": moe, "moe_variants": variants})
 
 
-
 # ------------------------------------------------------------------------ planner calibrate's MODEL+serve jobs
 
 #: the traced runs of a ``+serve`` job: chat-like lengths (prompts 1,024 ± 80 % tokens, so most prompt-carrying steps
 #: are above the CUDA graphs) at 10 req/s; ``warm`` is the engine's first traffic (its Triton MoE compiles; not used
-#: for the floor), ``chat`` gives the floor (Llama-3.1-8B at 10 req/s: ~190 eager and ~1,800 graph steps, h200-2026-
-#: 12-02-serve-steps/c)
+#: for the floor), ``chat`` gives the floor (Llama-3.1-8B: 155 eager and ~2,900 graph steps; Qwen3-30B-A3B: 130-137
+#: and ~730; calibration/data/h200-2026-12-02-calibrate-serve)
 SERVE_RUNS = ("warm:input=1024,output=128,ratio=0.8,n=60,rate=10", "chat:input=1024,output=128,ratio=0.8,n=200,rate=10")
 #: seconds a ``+serve`` job may take: boot (60-150 s on an H200, first compile included) + the runs (~40 s)
 SERVE_BUDGET_S = 300.0
@@ -139,13 +139,18 @@ def trace_command(python: str, folder: Path, model_id: str, *, gpu_id: str, weig
     return cmd
 
 
-def traced_engines(out_dir: Path) -> list[tuple[Path, str]]:
-    """(folder, catalog id) of every ``+serve`` trace in ``out_dir`` that holds timed steps, in name order."""
+def traced_engines(out_dir: Path, log=print) -> list[tuple[Path, str]]:
+    """(folder, catalog id) of every ``+serve`` trace in ``out_dir`` that holds timed steps, in name order (one that
+    cannot be read, or names a model the catalog lacks, is said in ``log`` and left out)."""
     out = []
     for path in sorted(Path(out_dir).glob("serve-*-trace/serve_bench.jsonl")):
-        deploy = next((r for r in read_jsonl(path) if r.get("type") == "deploy"), None)
-        if deploy and isinstance(deploy.get("model"), str) and any(path.parent.glob("steps.*.jsonl")):
-            out.append((path.parent, deploy["model"]))
+        try:
+            deploy = next((r for r in read_jsonl(path) if r.get("type") == "deploy"), None)
+            if deploy and isinstance(deploy.get("model"), str) and any(path.parent.glob("steps.*.jsonl")):
+                catalog.model(deploy["model"])
+                out.append((path.parent, deploy["model"]))
+        except (OSError, ValueError) as err:
+            log(f"  {path.parent.name}: left out ({err})")
     return out
 
 
@@ -174,7 +179,10 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
     fronts = []
     for folder, model_id in floors:
         if catalog.model(model_id).moe is None and (folder / f"{run}.json").is_file():
-            fronts.append(fit_http_frontend(folder, model_id, prof, run))
+            try:
+                fronts.append(fit_http_frontend(folder, model_id, prof, run))
+            except (OSError, ValueError, KeyError, StopIteration) as err:
+                log(f"  {folder.name}: no HTTP server overhead ({err})")
     return prof.model_copy(update={"http_frontend_overhead_s": float(np.median(fronts))}) if fronts else prof
 
 

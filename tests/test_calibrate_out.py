@@ -237,7 +237,12 @@ def test_fit_puts_the_served_floor_of_a_trace_in_out_last(tmp_path):
     (out / "serve-qwen2.5-7b-trace").mkdir()  # booted, never traced a step
     (out / "serve-qwen2.5-7b-trace" / "serve_bench.jsonl").write_text(
         json.dumps({"type": "deploy", "model": "qwen2.5-7b"}) + "\n")
-    assert traced_engines(out) == [(out / "serve-llama-3.1-8b-trace", "llama-3.1-8b")]
+    (out / "serve-x-trace").mkdir()  # a model no catalog has, and a damaged line
+    (out / "serve-x-trace" / "serve_bench.jsonl").write_text(json.dumps({"type": "deploy", "model": "=cmd|x"}) + "\n{")
+    (out / "serve-x-trace" / "steps.1.jsonl").write_text("")
+    said = []
+    assert traced_engines(out, log=said.append) == [(out / "serve-llama-3.1-8b-trace", "llama-3.1-8b")]
+    assert len(said) == 1 and said[0].startswith("  serve-x-trace: left out (")
     _, prof = fit_campaign(files, out / "served.yaml")
     floor = launch_floor(TRACED_LLAMA, "llama-3.1-8b")
     assert prof.eager_layer_launch_s == pytest.approx(floor.seconds / 32, rel=1e-12) == pytest.approx(7.49e-4, rel=1e-3)
