@@ -29,7 +29,7 @@ MeasuredTtftOpt, MeasuredTpotOpt = slo_options(P99_MEASURED, required=True)
 def calibrate_cmd(
     gpu: Annotated[str, typer.Option("--gpu", "-g", help="Catalog GPU id of this machine's GPU, e.g. h200-sxm.")],
     model: Annotated[list[str], typer.Option("--model", "-m", help=(
-        "MODEL[:KV][@WEIGHTS][+mixed][+serve] to fit on (repeatable), e.g. llama-3.1-8b@fp8 (fp8 weights), "
+        "MODEL[:KV]\\[@WEIGHTS][+mixed][+serve] to fit on (repeatable), e.g. llama-3.1-8b@fp8 (fp8 weights), "
         "mistral-7b-v0.3:fp8 (fp8 KV cache), qwen3-30b-a3b (MoE), +mixed adds mixed prefill/decode steps, +serve "
         "then serves the model with every engine step timed (the launch floor of an eager step under vllm serve is "
         "this host CPU's; about 3 more minutes).  Default: one engine per kernel family — dense bf16 (with mixed "
