@@ -16,9 +16,9 @@ Each family has its own few terms, fitted on ONE engine with everything else hel
 | MoE memory (V1 runner) | v1_cudagraph_estimate_bytes, v1_sampler_logits_copies | gpt-oss-120b,
   qwen3-30b-a3b | gpt-oss-20b, moonlight-16b-a3b, qwen3-30b-a3b fp8 |
 
-The MLA stage keeps the bf16 stage's expert bandwidth efficiency (the same Triton fused MoE kernel; HELD_FROM_BF16 says
-why).  The fp8 stage keeps the bf16 stage's expert bandwidth efficiency, GEMM half-point and eager launch (HELD_FROM_BF16)
-and fits a per-MoE-layer cost: its one engine ran the default Triton configuration with a quantised router, and
+The MLA stage keeps the bf16 stage's expert bandwidth efficiency (the same Triton fused MoE kernel; HELD_FROM_BF16
+says why).  The fp8 stage keeps the bf16 stage's expert bandwidth efficiency, GEMM half-point and eager launch
+(HELD_FROM_BF16) and fits a per-MoE-layer cost: its one engine ran the default Triton configuration with a quantised router, and
 ``planner.kernel_families.moe_coeffs`` says which of its terms another fp8 MoE model takes (Mixtral-8x7B fp8, held out:
 decode median 43.8 -> 1.1 %).
 

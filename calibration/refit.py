@@ -39,6 +39,7 @@ from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
 from calibration.serving_points import fit_http_frontend, serving_points
 from calibration.serve_floor import served_terms
+from calibration.trace_points import launch_floor, shape_compiles
 from planner.io import catalog
 from planner.validate import write_measurements
 
@@ -106,14 +107,13 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
     served_terms` of :data:`TRACES` and :data:`VARIANT_FLOOR_FIT`; the compiles of :data:`FUSED_COMPILE_FIT` and
     :data:`SHAPE_COMPILE_FIT`) in place of the in-process stages' ones, and its latency residuals, held-out rows and
     bands recomputed on every point (the memory rows of the V1 runner's terms, which calibration/family_fit.py added
-    after fit_profile took them, included).  The stages fit on in-process probes, whose eager steps launch faster
-    than a served engine's (no API input/output threads in the process: Qwen3-30B-A3B's in-process eager steps
-    42-80 ms, served 92 ms, served with a 0.5 ms GIL hand-over 81 ms; calibration/data/README.md), so the served
-    floors go in last: the product predicts vllm serve."""
-    floors = [(DATA / folder, model) for folder, model in TRACES.items()]
-    floors += [(DATA / folder, model) for folder, model in VARIANT_FLOOR_FIT.values()]
-    prof = served_terms(prof, floors, [(DATA / folder, model) for folder, model in (FUSED_COMPILE_FIT,
-                                                                                   SHAPE_COMPILE_FIT)])
+    after fit_profile took them, included).  The stages fit on in-process probes of other days and hosts than the
+    traces (Qwen3-30B-A3B's in-process eager steps 42-80 ms on 2026-12-01, served 92 ms on 2026-12-02; on one host
+    the two cost about the same: calibration/data/README.md), so the served floors go in last: the product predicts
+    vllm serve."""
+    floors = [launch_floor(DATA / folder, model) for folder, model in (*TRACES.items(), *VARIANT_FLOOR_FIT.values())]
+    prof = served_terms(prof, floors, [shape_compiles(DATA / folder, model) for folder, model in (FUSED_COMPILE_FIT,
+                                                                                                SHAPE_COMPILE_FIT)])
     fields = residual_fields([p for p in points + family_points if p.role == "fit"],
                              [p for p in points + family_points if p.role != "fit"] + list(extra), prof)
     return prof.model_copy(update={k: {**getattr(prof, k), **v} for k, v in fields.items()})

@@ -165,6 +165,16 @@ def run_model(model_id: str, raw: Path, *, gpu_id: str, role: str, quick: bool, 
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
+def _child_env() -> dict:
+    """An engine child's environment (probes, ``+serve``): this repo first on the path, multicast off, unbuffered."""
+    env = dict(os.environ)
+    env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+    env.update(MULTICAST_OFF)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return env
+
+
 def _run_model_in(work_dir: str, model_id: str, raw: Path, *, gpu_id: str, role: str, quick: bool, resume: bool,
                   kv_cache_dtype: str, time_budget_s: float, extra: dict | None, weight_dtype: str,
                   mixed: bool) -> dict:
@@ -174,11 +184,7 @@ def _run_model_in(work_dir: str, model_id: str, raw: Path, *, gpu_id: str, role:
     args.update(extra or {})
     args_path = Path(work_dir) / "args.json"
     args_path.write_text(json.dumps(args))
-    env = dict(os.environ)
-    env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
-    env.update(MULTICAST_OFF)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env = _child_env()
     wtag = "" if weight_dtype == "bf16" else f".w{weight_dtype}"
     tptag = "" if int((extra or {}).get("tensor_parallel") or 1) == 1 else f".tp{(extra or {})['tensor_parallel']}"
     log_path = raw.with_suffix("").parent / f"{raw.stem}.{model_id}{wtag}.{kv_cache_dtype}{tptag}.{role}.log"
@@ -377,9 +383,7 @@ def _calibrate_locked(t0, env_rec, gpu_id, version, models, out_dir: Path, *, va
         if j["serve"]:
             from calibration.serve_floor import serve_trace
 
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-            serve_trace(j, out_dir, raw, gpu_id=gpu_id, tensor_parallel=tensor_parallel, run=_stream,
-                        env={"VLLM_USE_FLASHINFER_SAMPLER": "0", **env, **MULTICAST_OFF})
+            serve_trace(j, out_dir, raw, gpu_id=gpu_id, tensor_parallel=tensor_parallel, run=_stream, env=_child_env())
     summary = {"raw": str(raw), "raw_files": [str(f) for f in files], "elapsed_s": time.perf_counter() - t0}
     if fit:
         profile_path, profile = fit_campaign(files, profile_dest, command=env_rec["command"],

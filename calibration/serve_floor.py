@@ -1,10 +1,9 @@
 """A served engine's eager-step terms, from engines whose steps were timed inside ``vllm serve`` (pure: no torch/vLLM).
 
 The profile's stages fit on in-process probes (:mod:`calibration.probes`).  An eager step (above the largest CUDA
-graph) is launched layer by layer from Python, and a served engine launches it slower than an in-process one: the
-engine core's input/output threads take the GIL from the launching thread (Qwen3-30B-A3B's eager steps: 42-80 ms
-in-process, 92 ms served on one host, 61 ms served on another; calibration/data/README.md).  So the launch floor
-is the served engine's and its host's CPU: :func:`served_terms` puts the floors of traced engines
+graph) is launched layer by layer from Python, so its floor is the host's CPU: Qwen3-30B-A3B's served eager step took
+61 ms on one lent H200 and 81-92 ms on others, and on one host a served step cost about what an in-process one did
+(82-85 against 78-79 ms; calibration/data/README.md).  :func:`served_terms` puts the floors of traced engines
 (:func:`calibration.trace_points.launch_floor`) in place of the in-process stage's eager terms, and the Triton MoE's
 compile of a new step-size key (:func:`calibration.trace_points.shape_compiles`); :func:`with_traces` adds the OpenAI
 server's per-request overhead, host CPU work as well.
@@ -26,7 +25,7 @@ import numpy as np
 from calibration.family_fit import HELD_FROM_BF16
 from calibration.records import append_record
 from calibration.serving_points import fit_http_frontend
-from calibration.trace_points import launch_floor, range_period_s, shape_compiles
+from calibration.trace_points import LaunchFloor, ShapeCompiles, launch_floor, range_period_s, shape_compiles
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
 from planner.kernel_families import moe_variant
@@ -42,30 +41,30 @@ def _moe_layers(model_id: str) -> int:
     return m.num_layers - m.moe.num_dense_layers
 
 
-def served_terms(prof: CalibrationProfile, floor_traces: Sequence[tuple[Path, str]],
-                 compile_traces: Sequence[tuple[Path, str]] = (), *, log=print) -> CalibrationProfile:
-    """``prof`` with the eager-step terms of the traced engines (each a serve_bench ``--step-trace`` folder and the
-    engine's catalog id):
+def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compiles: Sequence[ShapeCompiles] = (),
+                 *, log=print) -> CalibrationProfile:
+    """``prof`` with the eager-step terms of traced engines (:func:`calibration.trace_points.launch_floor` and
+    :func:`~calibration.trace_points.shape_compiles` of serve_bench ``--step-trace`` folders):
 
-    * ``floor_traces``: every layer's launch, per layer = the dense engines' floor / layers (median over engines);
+    * ``floors``: every layer's launch, per layer = the dense engines' floor / layers (median over engines);
       each MoE kernel's launch per MoE layer on top = (floor − layers × that) / MoE layers (median over its engines;
       the bf16 fused MoE's also goes to the variants that keep its terms, :data:`HELD_FROM_BF16`); a MoE kernel with a
       traced floor loses its in-process additive eager cost.  A GEMM-shape correction is kept only where a traced
       dense engine of its shape shows it (the median engine-loop period of its token range beyond the launch plus
       half the correction);
-    * ``compile_traces``: a MoE kernel's compile of a new step-size key per MoE layer (the median stall of its
+    * ``compiles``: a MoE kernel's compile of a new step-size key per MoE layer (the median stall of its
       engine); the bf16 fused MoE's also goes to :data:`FUSED_MOE_VARIANTS` that have no trace of their own.
 
     Terms no trace speaks for are left as fitted.  ``log`` gets one line per shape correction checked."""
-    floors = {}
-    for folder, model_id in floor_traces:
-        f = launch_floor(Path(folder), model_id)
-        floors.setdefault(moe_variant(catalog.model(model_id), f.weight_dtype), []).append(f)
+    by_kernel: dict[str | None, list[LaunchFloor]] = {}
+    for f in floors:
+        by_kernel.setdefault(moe_variant(catalog.model(f.model_id), f.weight_dtype), []).append(f)
     upd: dict = {}
-    if dense := floors.pop(None, []):
+    if dense := by_kernel.pop(None, []):
         upd["eager_layer_launch_s"] = float(np.median([f.seconds / catalog.model(f.model_id).num_layers
                                                         for f in dense]))
-        traced = {(m.hidden_size, m.intermediate_size): (f, m) for f in dense if (m := catalog.model(f.model_id))}
+        traced = {(m.hidden_size, m.intermediate_size): (f, m) for f, m in
+                  ((f, catalog.model(f.model_id)) for f in dense)}
         keep = []
         for c in prof.shape_corrections:
             if (c.hidden_size, c.intermediate_size) in traced:
@@ -83,13 +82,12 @@ def served_terms(prof: CalibrationProfile, floor_traces: Sequence[tuple[Path, st
         upd["shape_corrections"] = keep
     per_layer = upd.get("eager_layer_launch_s", prof.eager_layer_launch_s)
     launch = {v: max(0.0, float(np.median([(f.seconds - catalog.model(f.model_id).num_layers * per_layer)
-                                           / _moe_layers(f.model_id) for f in fs]))) for v, fs in floors.items()}
-    compiles = {}
-    for folder, model_id in compile_traces:
-        c = shape_compiles(Path(folder), model_id)
-        compiles.setdefault(moe_variant(catalog.model(model_id), c.weight_dtype), []).append(
-            c.median_s / _moe_layers(model_id))
-    compile_s = {v: float(np.median(x)) for v, x in compiles.items()}
+                                           / _moe_layers(f.model_id) for f in fs]))) for v, fs in by_kernel.items()}
+    per_kernel: dict[str | None, list[float]] = {}
+    for c in compiles:
+        per_kernel.setdefault(moe_variant(catalog.model(c.model_id), c.weight_dtype), []).append(
+            c.median_s / _moe_layers(c.model_id))
+    compile_s = {v: float(np.median(x)) for v, x in per_kernel.items()}
     moe = prof.moe
     if moe is not None:
         moe = moe.model_copy(update={**({"eager_layer_launch_s": launch["default"], "eager_layer_overhead_s": 0.0}
@@ -164,20 +162,19 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
     floors, compiles = [], []
     for folder, model_id in traces:
         try:
-            launch_floor(folder, model_id)
-            floors.append((folder, model_id))
+            floors.append(launch_floor(folder, model_id))
         except (ValueError, KeyError, StopIteration) as err:
             log(f"  {folder.name}: no served launch floor ({err})")
         if catalog.model(model_id).moe is not None:
             try:
-                shape_compiles(folder, model_id)
-                compiles.append((folder, model_id))
+                compiles.append(shape_compiles(folder, model_id))
             except (ValueError, KeyError, StopIteration) as err:
                 log(f"  {folder.name}: no new-key compile measured ({err})")
     prof = served_terms(prof, floors, compiles, log=log)
     run = f"bench-{SERVE_RUNS[-1].split(':', 1)[0]}"
     fronts = []
-    for folder, model_id in floors:
+    for f in floors:
+        folder, model_id = Path(f.source), f.model_id
         if catalog.model(model_id).moe is None and (folder / f"{run}.json").is_file():
             try:
                 fronts.append(fit_http_frontend(folder, model_id, prof, run))

@@ -7,6 +7,7 @@ inter-token gap the server's streaming of one token: the measurements say ``sour
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import replace
 from itertools import pairwise
@@ -76,7 +77,14 @@ def recorded_deployment(deploy: dict) -> Deployment:
 
 def traced_steps(folder: Path) -> list[dict]:
     """Every ``schedule`` record of the folder's ``steps.*.jsonl`` files in time order, each with the
-    ``execute_model`` call time of its own step (``exec_s``: carried by the next record of its process)."""
+    ``execute_model`` call time of its own step (``exec_s``: carried by the next record of its process); read once
+    per process (the replays and calibration/trace_points.py's readers ask for the same traces; callers do not
+    modify the list)."""
+    return _traced_steps(str(Path(folder).resolve()))
+
+
+@functools.lru_cache(maxsize=32)
+def _traced_steps(folder: str) -> list[dict]:
     out = []
     for path in sorted(Path(folder).glob("steps.*.jsonl")):
         recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -132,11 +140,11 @@ def replay_folder(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     out, ran = [], frozenset()
     for t, start in tests:
         done = ran
-        if cost.compile_key and start is not None:
-            done = done | {cost.compile_key(p) for r in sweeps if r["wall_end"] <= start
-                           for p, s in zip(r["prompt_tokens"], r["latency_s"]) if s is not None}
-            if steps:
-                done = frozenset(cost.compile_key(s["tok"]) for s in steps if s["wall"] < start and s["tok"] > graph_max)
+        if cost.compile_key and start is not None and steps:
+            done = frozenset(cost.compile_key(s["tok"]) for s in steps if s["wall"] < start and s["tok"] > graph_max)
+        elif cost.compile_key and start is not None:
+            done = ran | {cost.compile_key(p) for r in sweeps if r["wall_end"] <= start
+                          for p, s in zip(r["prompt_tokens"], r["latency_s"]) if s is not None}
         out.append(replay_load_test(t, cost, replace(cfg, compiled_step_keys=frozenset(done))))
         ran = out[-1].compiled_step_keys
     return out

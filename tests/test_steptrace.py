@@ -113,13 +113,13 @@ def test_served_terms_per_layer_and_per_moe_layer_and_their_held_out_check():
     base = catalog.profile_for("h200-sxm", "0.26.0")
     base = base.model_copy(update={"eager_layer_launch_s": 0.0, "moe": base.moe.model_copy(update={
         "eager_layer_launch_s": 0.0, "eager_layer_overhead_s": 0.002})})
-    prof = served_terms(base, [(llama, "llama-3.1-8b"), (qwen3, "qwen3-30b-a3b")], log=lambda _: None)
+    prof = served_terms(base, floors, log=lambda _: None)
     dense, moe = prof.eager_layer_launch_s, prof.moe.eager_layer_launch_s
     assert dense == pytest.approx(floors[0].seconds / 32, rel=1e-12) == pytest.approx(0.000749, rel=1e-3)
     assert moe == pytest.approx((floors[1].seconds - 48 * dense) / 48, rel=1e-12) == pytest.approx(0.001079, rel=1e-3)
     assert prof.moe.eager_layer_overhead_s == 0.0 and prof.moe_variants["fp8"].eager_layer_launch_s == moe
     assert prof.moe_variants["mxfp4"] == base.moe_variants["mxfp4"]  # no trace of that kernel: as fitted
-    only_dense = served_terms(base, [(llama, "llama-3.1-8b")], log=lambda _: None)
+    only_dense = served_terms(base, floors[:1], log=lambda _: None)
     assert only_dense.eager_layer_launch_s == dense and only_dense.moe == base.moe
     assert served_terms(base, [], log=lambda _: None) == base
     qwen = launch_floor(TRACES / "e/serve-qwen2.5-7b-trace", "qwen2.5-7b")
