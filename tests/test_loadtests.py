@@ -69,14 +69,17 @@ def test_replay_of_the_real_h200_runs():
     TTFT p50 10 %, TTFT p99 20 %.  The simulator reuses the whole previous turn as vLLM's prefix cache does:
     89.9 % hit rate simulated, 89.9 % reported by vLLM.  With the profile at the fit's converged optimum (issue
     #20) bench-r26's TPOT p50 is -7.4 % (was -5.2 %) and serve_bench's TTFT p50 +10.4 % (was +6.4 %): the
-    bounds below are the targets plus that half point, pinned so that worse is seen."""
+    bounds below are the targets plus that half point, pinned so that worse is seen.  Since the first token waits for
+    the next step's launch call (issue #21), bench-r26's TTFT p50 is +5.5 % (was -8.8 %) and its TPOT p50 -8.3 %
+    (was -6.8 %): the same end-to-end p50 (-7.0 %, was -7.2 %) split later, so its TPOT bound is 8.5."""
     r = CliRunner().invoke(app, ["replay", str(SERVE / "bench-r26.json"), str(SERVE / "serve_bench.jsonl"),
                                  "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--json"])
     assert r.exit_code == 0, r.output
     runs = {x["name"]: x for x in json.loads(r.output)["runs"]}
     for name in ("bench-r26", "serve_bench"):
         e = runs[name]["error_pct"]
-        assert abs(e["output_tokens_per_s"]) <= 3.0 and abs(e["tpot_p50_s"]) <= 7.5, name
+        assert abs(e["output_tokens_per_s"]) <= 3.0 and abs(e["tpot_p50_s"]) <= 8.5, name
+        assert abs(e["e2e_p50_s"]) <= 7.5, name
         assert abs(e["ttft_p50_s"]) <= 10.5 and abs(e["ttft_p99_s"]) <= 20.0, name
     assert runs["serve_bench"]["predicted"]["prefix_cache_hit_rate"] == pytest.approx(0.899, abs=0.02)
 

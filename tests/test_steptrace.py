@@ -320,10 +320,11 @@ def test_a_third_host_agrees_with_the_second_not_with_the_profiles():
 
 
 def test_the_serve_job_fits_the_hosts_http_frontend_overhead_on_its_dense_chat_run():
-    """The OpenAI server's per-request overhead is host CPU work too: the committed profile's 6.1 ms (fitted on the
-    Llama run of 2026-11-30) put both calibrate-serve hosts' Llama chat TTFT p50 at +15 %; their own chat runs say the
-    simulated engine alone already reaches the first token later than the client saw it (51.3 ms measured, 52.8 ms
-    simulated with its floor), so the fit is 0 there (never below), and the MoE trace is not used for it."""
+    """The OpenAI server's per-request overhead is host CPU work too: the committed profile's 6.0 ms (fitted on the
+    Llama run of 2026-11-30) put both calibrate-serve hosts' Llama chat TTFT p50 at +17..+18 %; their own chat runs say the
+    simulated engine alone already reaches the first token later than the client saw it (51.3 ms measured, 53.5 ms
+    simulated with its floor; 52.8 ms before the first token waited for the next step's launch call), so the fit is 0
+    there (never below), and the MoE trace is not used for it."""
     from calibration.serve_floor import traced_engines, with_traces
     from calibration.serving_points import replay_folder
 
@@ -334,9 +335,9 @@ def test_the_serve_job_fits_the_hosts_http_frontend_overhead_on_its_dense_chat_r
     bare = next(c for c in replay_folder(folder, "llama-3.1-8b", host, frontend_overhead_s=0.0)
                 if c.name == "bench-chat")
     assert bare.measured["ttft_p50_s"] == pytest.approx(0.0513, abs=1e-4)
-    assert bare.predicted["ttft_p50_s"] == pytest.approx(0.0528, abs=2e-4)
+    assert bare.predicted["ttft_p50_s"] == pytest.approx(0.0535, abs=2e-4)
     assert host.http_frontend_overhead_s == 0.0
-    assert committed.http_frontend_overhead_s == pytest.approx(0.00613, abs=1e-5)
+    assert committed.http_frontend_overhead_s == pytest.approx(0.00597, abs=1e-5)
     before, after = (next(c for c in replay_folder(folder, "llama-3.1-8b", p) if c.name == "bench-chat")
                      for p in (committed, host))
-    assert before.error_pct("ttft_p50_s") > 14 and abs(after.error_pct("ttft_p50_s")) < 4
+    assert before.error_pct("ttft_p50_s") > 14 and abs(after.error_pct("ttft_p50_s")) < 5  # +17.3 -> +4.1 %

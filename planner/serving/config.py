@@ -97,8 +97,9 @@ class EngineConfig:
     block_size: int = Deployment.default("block_size_tokens")
     enable_prefix_caching: bool = True
     spec: SpecDecode | None = None
-    # vLLM 0.26 schedules step N+1 while step N runs: a request that arrives while the engine is busy
-    # joins the step after the one already scheduled (one step later than a synchronous scheduler)
+    # vLLM 0.26 schedules step N+1 when step N's launch call returns (a CUDA-graph step's start, an eager step's
+    # start + its CPU call), while the GPU still runs step N, and sends step N's tokens when step N+1's call returns:
+    # a request that arrives after that joins the step after the one already scheduled (Engine.send_outputs)
     async_scheduling: bool = True
     # the OpenAI HTTP server's own time per request (tokenise, HTTP, first-token streaming) on top of the
     # engine's; 0 for an in-process engine (vLLM's AsyncLLM or LLM)

@@ -50,7 +50,9 @@ class Engine:
                                    cost.request_overhead_s + config.frontend_overhead_s)
         # clock and counters
         self.now = 0.0
-        self.prev_step_start_s = -INF  # start of the step that just ended (async scheduling planned the next then)
+        # when the step starting now was scheduled: with async scheduling, once the launch call of the step that just
+        # ended returned (its start + its eager CPU call; a CUDA-graph step's start)
+        self.next_scheduled_s = -INF
         self.num_steps = 0
         self.num_events = 0
         self.prefill_tokens_computed = 0
@@ -120,7 +122,9 @@ class Engine:
             att_prefill += cost.attended_prefill(start, new)
             kv_read += cost.prefill_kv_read(start)
             self.prefill_tokens_computed += new
-        self.prev_step_start_s = self.now
+        cpu = cost.cpu_s(tokens, sampled, True)
+        self.send_outputs(cpu)
+        self.next_scheduled_s = self.now + cpu
         self.now += cost.step_s(tokens, sampled, att_prefill, att_decode, kv_read) + draft_s
         if self.compiled_keys is not None and tokens > cost.model_costs.cudagraph_max_tokens:
             key = cost.compile_key(tokens)
@@ -142,8 +146,8 @@ class Engine:
         if not self.fast_forward:
             return 1, None
         tokens, sampled = batch.load(batch.tokens_advanced)[:2]
-        if self.cost.launch_s(tokens, sampled):
-            return 1, None  # eager decode steps (a CPU launch floor) have no closed-form run sum
+        if self.cost.cpu_s(tokens, sampled):
+            return 1, None  # eager decode steps (a CPU launch call) run one by one
         finish_at = batch.next_finish()
         n = batch.steps_until_tokens(finish_at) if finish_at is not None else 1
         if batch.num_sliding_layers:
@@ -181,15 +185,17 @@ class Engine:
     def step_decode(self, first_need: int, fast_forward: bool = True) -> None:
         """One pure-decode step, or a run of them (``first_need``: blocks the schedule took for step 1)."""
         batch = self.batch
+        cpu = self.cost.cpu_s(*batch.load(batch.tokens_advanced)[:2])  # > 0: eager decode (batch above the graphs)
+        self.send_outputs(cpu)
         n, run_s = self.fast_forward_limit(first_need) if fast_forward else (1, None)
         if n == 1:
             dt = self.decode_step_s()
-            self.prev_step_start_s = self.now
-        else:
+            self.next_scheduled_s = self.now + cpu
+        else:  # a run of CUDA-graph steps (fast_forward_limit): each scheduled when the one before it started
             if run_s is None:
                 run_s = self.decode_run_time_fn()[0]
             dt = run_s(n)
-            self.prev_step_start_s = self.now + run_s(n - 1)
+            self.next_scheduled_s = self.now + run_s(n - 1)
             tokens_end = batch.tokens_after(batch.num_decode_steps + n)
             extra = batch.blocks_needed(tokens_end - batch.tokens_advanced) - first_need
             if extra > 0:
@@ -198,6 +204,15 @@ class Engine:
         self.num_steps += n
         batch.advance(n)
         self.scheduler.finish_decoded(self.now)
+
+    def send_outputs(self, cpu_s: float) -> None:
+        """The step starting now keeps the CPU in its launch call for ``cpu_s`` (0 inside the CUDA graphs).  With async
+        scheduling vLLM 0.26's engine core processes and sends the outputs of the step that just ended only after this
+        call returns (it launches step N+1 before it waits for step N's), so the first and last tokens that step
+        produced reach their clients ``cpu_s`` later.  Traced on 2026-12-02 (calibration/data/README.md): a client
+        got its first token 5-9 ms after the next step's call returned, whether that step was a CUDA graph (1-4 ms)
+        or an eager step launching for 18-90 ms."""
+        self.scheduler.send_outputs(self.now, self.now + cpu_s if self.scheduler.async_scheduling else self.now)
 
     # ------------------------------------------------------------------------------ the loop
 
@@ -233,8 +248,9 @@ class Engine:
         waiting, prefilling = scheduler.waiting, scheduler.prefilling  # (the scheduler keeps these objects)
         sliding = batch.num_sliding_layers
         while True:
-            admit_arrivals(self.now, self.prev_step_start_s)
+            admit_arrivals(self.now, self.next_scheduled_s)
             if not (batch.num_running_seqs or prefilling or waiting):
+                scheduler.send_outputs(self.now, self.now)  # an idle engine sends the last step's outputs at once
                 t = scheduler.next_arrival_s()
                 if t == INF:
                     break

@@ -57,6 +57,9 @@ class Scheduler:
         self.max_num_batched_tokens = config.max_num_batched_tokens
         self.prefix_caching = config.enable_prefix_caching
         self.async_scheduling = config.async_scheduling
+        # requests whose first or last token the step that just ended produced: sent to their clients when the next
+        # step's launch call returns (Engine.send_outputs)
+        self.emitted: list[Request] = []
         self.tokens_per_seq_step = batch.num_spec_tokens + 1  # a decoder's tokens in one step's budget
         self.request_overhead_s = request_overhead_s
         self.requests = requests
@@ -97,12 +100,14 @@ class Scheduler:
             t = released[0][0]
         return t
 
-    def admit_arrivals(self, now: float, prev_step_start_s: float) -> None:
-        """Queue the requests that arrived by the time the next step is scheduled: ``now``, or with
-        async scheduling while the engine is busy, the start of the step that just ended."""
+    def admit_arrivals(self, now: float, scheduled_s: float) -> None:
+        """Queue the requests that arrived by the time the next step is scheduled: ``now``, or with async scheduling
+        while the engine is busy, ``scheduled_s``: when the launch call of the step that just ended returned (vLLM
+        0.26 schedules the next step then, while the GPU still runs the last one: a CUDA-graph step's start, an eager
+        step's start + its CPU launch call)."""
         cutoff = now
         if self.async_scheduling and (self.batch.num_running_seqs or self.prefilling or self.waiting):
-            cutoff = prev_step_start_s  # the step starting now was scheduled when the last one started
+            cutoff = scheduled_s
         timed, released, i = self.timed_arrivals, self.released_arrivals, self.next_timed
         if i < len(timed) and timed[i][0] <= cutoff:
             num_timed = len(timed)
@@ -136,10 +141,28 @@ class Scheduler:
         self.reject(self.waiting.popleft(), now)
 
     def finish(self, req: Request, computed: int, now: float) -> None:
+        """The request's last token is computed: its blocks are free now; its client hears of it (and sends what
+        depends on it) when the step's outputs are sent (:meth:`send_outputs`)."""
         req.state = DONE
         req.finish_s = now
         self.pool.release(req, computed)
-        self.release_dependents(req, now)
+        emitted = self.emitted
+        if not emitted or emitted[-1] is not req:
+            emitted.append(req)
+
+    def send_outputs(self, done_s: float, sent_s: float) -> None:
+        """The outputs of the step that ended at ``done_s`` reach their clients at ``sent_s``: first and last tokens
+        move there, and a finished request's client sends its next request (closed loop, next turn) from then."""
+        emitted = self.emitted
+        if not emitted:
+            return
+        for req in emitted:
+            if req.first_token_s == done_s:
+                req.first_token_s = sent_s
+            if req.state == DONE and req.finish_s == done_s:
+                req.finish_s = sent_s
+                self.release_dependents(req, sent_s)
+        emitted.clear()
 
     def release_dependents(self, req: Request, now: float) -> None:
         """The request left (finished or rejected): its client sends the next closed-loop request,
@@ -174,6 +197,7 @@ class Scheduler:
                 generated = req.num_generated = req.num_generated + 1
                 if req.first_token_s != req.first_token_s:  # NaN: the first token
                     req.first_token_s = now
+                    self.emitted.append(req)
                 if generated >= req.output_tokens:
                     self.finish(req, computed, now)
                 else:

@@ -11,6 +11,17 @@ from planner.specs import Deployment, GpuSpec, ModelSpec
 from planner.units import SCALAR
 
 
+def eager_cpu_s(mc: ModelCosts, hw: HwCoeffs, tokens: float, launch_s: float) -> float:
+    """How long an eager step (above the largest CUDA graph) keeps the engine's CPU in its ``execute_model`` call: its
+    launch floor (``launch_s``) and the per-layer eager costs the in-process stages fit additively (the overhead of
+    :func:`planner.roofline.token_parts`: a MoE variant whose served floor is not traced keeps them, MLA).  0 for a
+    CUDA-graph step.  With async scheduling vLLM 0.26 schedules the next step when this call returns and sends the last
+    step's tokens only after it (:meth:`planner.serving.engine.Engine.send_outputs`)."""
+    if tokens <= mc.cudagraph_max_tokens:
+        return 0.0
+    return launch_s + mc.num_layers * hw.eager_layer_overhead_s + mc.num_moe_layers * hw.moe_eager_layer_overhead_s
+
+
 class StepCost:
     """The one step formula (:func:`planner.roofline.token_parts` + :func:`~planner.roofline.attention_parts`)
     on floats, for one replica.
@@ -40,7 +51,8 @@ class StepCost:
         # the JIT stall of a step above the CUDA graphs with a new compile key (Triton MoE; 0: none), the key of a
         # step size (None: no such compile) and the keys a started engine has (planner.compile_keys)
         self.shape_compile_s, self.compile_key, self.compile_keys_at_start = 0.0, None, frozenset()
-        self.token_memo: dict = {}  # (tokens, sampled, prefill) -> (linear, comm, overhead, constant, launch) s
+        # (tokens, sampled, prefill) -> (linear, comm, overhead, constant, launch floor, eager CPU call) s
+        self.token_memo: dict = {}
         # d(attention seconds)/d(context): the attention terms are linear in the attended context and the KV
         # read, so the formula at one context token (and no step tokens) is the slope the fast-forward sums
         self.attn_compute_s_per_decode_attended, self.attn_memory_s_per_kv_read_token, _, _ = attention_parts(
@@ -61,7 +73,7 @@ class StepCost:
         return self.hw_coeffs.mode
 
     def _token_terms(self, tokens: float, sampled: float, prefill: bool) -> tuple:
-        """(linear s, comm s, overhead s, constant s, launch floor s) of a step shape, memoised."""
+        """(linear s, comm s, overhead s, constant s, launch floor s, eager CPU call s) of a step shape, memoised."""
         key = (tokens, sampled, prefill)
         terms = self.token_memo.get(key)
         if terms is None:
@@ -69,7 +81,8 @@ class StepCost:
             linear = linear_s(p["linear_compute_s"], p["linear_memory_s"], p["dequant_s"], p["moe_compute_s"],
                               p["moe_memory_s"], max)
             terms = (linear, p["comm_s"], p["overhead_s"], step_total(linear, 0.0, 0.0, p["comm_s"], p["overhead_s"],
-                                                                      max), p["launch_s"])
+                                                                      max), p["launch_s"],
+                     eager_cpu_s(self.model_costs, self.hw_coeffs, tokens, p["launch_s"]))
             if len(self.token_memo) >= self.MEMO_MAX:
                 self.token_memo.clear()
             self.token_memo[key] = terms
@@ -92,13 +105,18 @@ class StepCost:
         """Seconds of one step: :attr:`planner.roofline.StepTime.total_s` of the same step, on floats."""
         if tokens <= 0:
             return 0.0
-        linear, comm, overhead, _, launch = self._token_terms(tokens, sampled, att_prefill > 0)
+        linear, comm, overhead, _, launch, _ = self._token_terms(tokens, sampled, att_prefill > 0)
         ac, am, _, _ = attention_parts(self.model_costs, self.hw_coeffs, tokens, att_prefill, att_decode, kv_read)
         return step_total(linear, ac, am, comm, overhead, max, launch)
 
     def launch_s(self, tokens: float, sampled: float, prefill: bool = False) -> float:
         """The CPU launch floor of a step of this shape (> 0 only above the largest CUDA graph)."""
         return self._token_terms(tokens, sampled, prefill)[4] if tokens > 0 else 0.0
+
+    def cpu_s(self, tokens: float, sampled: float, prefill: bool = False) -> float:
+        """How long a step of this shape keeps the CPU in its launch call beyond a CUDA-graph step
+        (:func:`planner.roofline.eager_cpu_s`; 0 inside the CUDA graphs)."""
+        return self._token_terms(tokens, sampled, prefill)[5] if tokens > 0 else 0.0
 
     def attended_prefill(self, start: float, chunk: float) -> float:
         """:func:`planner.roofline.attended_prefill` on floats."""
