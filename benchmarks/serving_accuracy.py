@@ -39,6 +39,9 @@ lengths, multi-turn parents and engine settings:
 * calibration/data/h200-2026-12-02-calibrate-serve (``planner calibrate`` with ``+serve`` jobs, two more lent H200s):
   Llama-3.1-8B and Qwen3-30B-A3B (cold) chat at 10 req/s, traced, held out of every fit: checked; then replayed
   again with the launch floors those jobs traced on their machine (reported).
+* calibration/data/h200-2026-12-02-timeline (h200-serve-steps.sh c|m|o again, on a host no profile term came from,
+  after the simulator took vLLM's async-scheduling timeline from the traces above): Llama-3.1-8B chat 10/24/36 req/s
+  and prefix20, Qwen3-30B-A3B warmed chat 20/34, Moonlight-16B-A3B cold chat 10/30/20, traced: checked.
 * Every held-out traced run again with its own host's eager launch floor, traced in that run (what ``planner
   calibrate +serve`` measures on a host; reported, with the share of runs within each target): the committed profile
   carries one host's floor, and the traced hosts' were 0.66-1.01 of it.
@@ -145,6 +148,7 @@ def main() -> int:
             check(f"moe-load2/{folder}/{c.name}", e, missed, False)
     traced, mxfp4, fused = (ROOT / f"calibration/data/h200-2026-12-02-serve-{x}"
                             for x in ("steps", "mxfp4", "fusedmoe"))
+    fresh = ROOT / "calibration/data/h200-2026-12-02-timeline"
     cal = ROOT / "calibration/data/h200-2026-12-02-calibrate-serve"
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
@@ -170,7 +174,10 @@ def main() -> int:
                                       (cal, "llama/serve-llama-3.1-8b-trace", "llama-3.1-8b", "held"),
                                       (cal, "qwen3/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "held"),
                                       (cal, "llama2/serve-llama-3.1-8b-trace", "llama-3.1-8b", "held"),
-                                      (cal, "qwen3b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "held"))
+                                      (cal, "qwen3b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "held"),
+                                      (fresh, "c/serve-llama-trace", "llama-3.1-8b", "held"),
+                                      (fresh, "m/serve-qwen3-30b-a3b-warmed", "qwen3-30b-a3b", "held"),
+                                      (fresh, "o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", "held"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if catalog.model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""
