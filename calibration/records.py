@@ -216,3 +216,18 @@ def host_info() -> dict:
         times.append(time.perf_counter() - t)
     return {"cpu": cpu, "logical_cpus": os.cpu_count(), "python": platform.python_version(),
             "python_loop_s": sorted(times)[2]}
+
+
+def lock_holder(f, wait_s: float = 1.0) -> str:
+    """Who holds a ``planner calibrate`` lock file (open as ``f``): the line its holder writes right after it takes the
+    lock, read again for up to ``wait_s`` while it is still empty (two runs started together: the loser read the file
+    between the winner's lock and its write), else "another process"."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        f.seek(0)
+        holder = f.read().strip()
+        if holder or time.monotonic() >= deadline:
+            return holder or "another process"
+        time.sleep(0.01)

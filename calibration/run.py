@@ -23,6 +23,7 @@ from calibration.records import (
     SAFE_VERSION,
     append_record,
     first_of_each_point,
+    lock_holder,
     parse_engine_log,
     read_records,
     safe_name_part,
@@ -241,8 +242,7 @@ def out_lock(out_dir: Path):
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            f.seek(0)
-            holder = f.read().strip() or "another process"
+            holder = lock_holder(f)
             raise CalibrationError(f"--out: another planner calibrate ({holder}) is writing {out_dir}; wait for it "
                                    "to finish or give another --out") from None
         f.seek(0)

@@ -249,3 +249,23 @@ def test_fit_puts_the_served_floor_of_a_trace_in_out_last(tmp_path):
     assert plain.eager_layer_launch_s != prof.eager_layer_launch_s
     assert prof.raw_data[-1] == "serve-llama-3.1-8b-trace/serve_bench.jsonl"
     assert prof.raw_data_sha256[-1] == hashlib.sha256((TRACED_LLAMA / "serve_bench.jsonl").read_bytes()).hexdigest()
+
+
+def test_a_refused_writer_waits_for_the_holders_line(tmp_path):
+    """Two runs started together: the loser can read the lock file between the winner's flock and its 'pid N' line
+    (tests/test_fuzz.py's concurrent writers saw "(another process)" about once in ten). lock_holder reads again for
+    up to a second; a holder that never writes is still "another process"."""
+    import threading
+
+    from calibration.records import lock_holder
+
+    path = tmp_path / ".calibrate.lock"
+    path.write_text("")
+    with open(path, "a+", encoding="utf-8") as f:
+        assert lock_holder(f, wait_s=0.05) == "another process"
+        timer = threading.Timer(0.1, lambda: path.write_text("pid 42, since 2026-12-02T14:50:00+00:00\n"))
+        timer.start()
+        try:
+            assert lock_holder(f, wait_s=2.0) == "pid 42, since 2026-12-02T14:50:00+00:00"
+        finally:
+            timer.join()
