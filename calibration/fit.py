@@ -301,6 +301,13 @@ def fit_profile(records: list[dict], *, source: str = "", points: list[Point] | 
     return prof, points
 
 
+def with_residuals(profile: CalibrationProfile, fit_pts: list[Point], val_pts: list[Point]) -> CalibrationProfile:
+    """``profile`` with :func:`residual_fields` recomputed on these points, merged into the ones it has (a term
+    replaced after the fit: the served eager floors of calibration/serve_floor.py)."""
+    fields = residual_fields(fit_pts, val_pts, profile)
+    return profile.model_copy(update={k: {**getattr(profile, k), **v} for k, v in fields.items()})
+
+
 def residual_fields(fit_pts: list[Point], val_pts: list[Point], profile: CalibrationProfile) -> dict:
     """A profile's ``residuals`` (the fit points by family/regime), ``validation`` (the held-out points by
     family/model/KV dtype/regime) and ``error_bands`` under ``profile``."""

@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 from calibration.family_fit import fit_new_families, load_points
-from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml, residual_fields
+from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml, with_residuals
 from calibration.mixed_points import mixed_points
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
@@ -114,9 +114,8 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
     floors = [launch_floor(DATA / folder, model) for folder, model in (*TRACES.items(), *VARIANT_FLOOR_FIT.values())]
     prof = served_terms(prof, floors, [shape_compiles(DATA / folder, model) for folder, model in (FUSED_COMPILE_FIT,
                                                                                                 SHAPE_COMPILE_FIT)])
-    fields = residual_fields([p for p in points + family_points if p.role == "fit"],
-                             [p for p in points + family_points if p.role != "fit"] + list(extra), prof)
-    return prof.model_copy(update={k: {**getattr(prof, k), **v} for k, v in fields.items()})
+    return with_residuals(prof, [p for p in points + family_points if p.role == "fit"],
+                          [p for p in points + family_points if p.role != "fit"] + list(extra))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

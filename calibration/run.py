@@ -271,7 +271,7 @@ def fit_campaign(files: list[Path], dest: Path, *, command: str = "", overwrite:
     """Fit on every raw file of the campaign, each probe point once (:func:`first_of_each_point`; the
     repeats are listed in the profile's ``excluded_records``), and write the profile to ``dest``: a new
     file, or the existing one only with ``overwrite``.  Returns (path, profile)."""
-    from calibration.fit import fit_profile, profile_to_yaml, read_raw, residual_fields
+    from calibration.fit import fit_profile, profile_to_yaml, read_raw, with_residuals
     from calibration.serve_floor import traced_engines, with_traces
 
     records, unreadable = read_raw(files)
@@ -279,9 +279,8 @@ def fit_campaign(files: list[Path], dest: Path, *, command: str = "", overwrite:
     prof, points = fit_profile(records, source=",".join(p.name for p in files), excluded=unreadable + repeated)
     traces = traced_engines(dest.parent)  # +serve jobs: the served eager terms of this host, in last
     if traces:
-        prof = with_traces(prof, traces)
-        fields = residual_fields([p for p in points if p.role == "fit"], [p for p in points if p.role != "fit"], prof)
-        prof = prof.model_copy(update={k: {**getattr(prof, k), **v} for k, v in fields.items()})
+        prof = with_residuals(with_traces(prof, traces), [p for p in points if p.role == "fit"],
+                              [p for p in points if p.role != "fit"])
     files = list(files) + [folder / "serve_bench.jsonl" for folder, _ in traces]
     provenance = {"raw_data": [str(p.relative_to(dest.parent)) if p.is_relative_to(dest.parent) else p.name
                                for p in files], "raw_data_sha256": [sha256_file(p) for p in files]}

@@ -141,13 +141,11 @@ class Engine:
     def fast_forward_limit(self, first_need: int) -> tuple[int, object]:
         """How many pure-decode steps can run before anything but a context increment happens — a decoder
         finishes, one leaves the sliding window, the decoders' next blocks no longer fit the free pool, or an
-        arrival could be admitted (:func:`steps_to_reach`) — and the run-time function if it was needed."""
+        arrival could be admitted (:func:`steps_to_reach`) — and the run-time function if it was needed.  Only
+        for CUDA-graph decode steps (:meth:`step_decode` runs eager ones, with a CPU launch call, one by one)."""
         batch, scheduler = self.batch, self.scheduler
         if not self.fast_forward:
             return 1, None
-        tokens, sampled = batch.load(batch.tokens_advanced)[:2]
-        if self.cost.cpu_s(tokens, sampled):
-            return 1, None  # eager decode steps (a CPU launch call) run one by one
         finish_at = batch.next_finish()
         n = batch.steps_until_tokens(finish_at) if finish_at is not None else 1
         if batch.num_sliding_layers:
@@ -187,7 +185,7 @@ class Engine:
         batch = self.batch
         cpu = self.cost.cpu_s(*batch.load(batch.tokens_advanced)[:2])  # > 0: eager decode (batch above the graphs)
         self.send_outputs(cpu)
-        n, run_s = self.fast_forward_limit(first_need) if fast_forward else (1, None)
+        n, run_s = self.fast_forward_limit(first_need) if fast_forward and not cpu else (1, None)
         if n == 1:
             dt = self.decode_step_s()
             self.next_scheduled_s = self.now + cpu
