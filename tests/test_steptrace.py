@@ -341,3 +341,23 @@ def test_the_serve_job_fits_the_hosts_http_frontend_overhead_on_its_dense_chat_r
     before, after = (next(c for c in replay_folder(folder, "llama-3.1-8b", p) if c.name == "bench-chat")
                      for p in (committed, host))
     assert before.error_pct("ttft_p50_s") > 14 and abs(after.error_pct("ttft_p50_s")) < 5  # +17.3 -> +4.1 %
+
+
+def test_requests_waited_before_the_engine_not_in_its_queue_at_high_streaming_rates():
+    """The fresh host's traces (calibration/data/h200-2026-12-02-timeline): from the client's send to the step that
+    scheduled the request, first-come first-served on both sides.  Llama-3.1-8B at 24 req/s (2,783 output tokens/s)
+    p90 40.1 ms, at 36 req/s (3,707 tokens/s) 149.5 ms; Moonlight at 20 req/s 88.0 ms, at 30 req/s (3,615 tokens/s)
+    275.5 ms — while no decode-only step found a request waiting in the engine's own queue (data README)."""
+    from calibration.trace_points import client_lags
+
+    data = REPO / "calibration/data/h200-2026-12-02-timeline"
+    llama = {c.run: c for c in client_lags(data / "c/serve-llama-trace")}
+    moon = {c.run: c for c in client_lags(data / "o/serve-moonlight-16b-a3b-trace2")}
+    assert len(llama["chat36"].lags_s) == 432 and len(moon["chat30"].lags_s) == 600
+    assert 1e3 * llama["chat24"].pct_s(90) == pytest.approx(40.1, abs=0.1)
+    assert 1e3 * llama["chat36"].pct_s(90) == pytest.approx(149.5, abs=0.1)
+    assert 1e3 * moon["chat20"].pct_s(90) == pytest.approx(88.0, abs=0.1)
+    assert 1e3 * moon["chat30"].pct_s(50) == pytest.approx(66.5, abs=0.1)
+    assert 1e3 * moon["chat30"].pct_s(90) == pytest.approx(275.5, abs=0.1)
+    for c in [*llama.values(), *moon.values()]:
+        assert c.waiting_decode_steps == 0 and c.decode_steps > 200, c.run
