@@ -24,8 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 from calibration.families import family_of, regime_of  # noqa: E402
 from calibration.family_fit import fit_new_families, load_points, print_table, table  # noqa: E402
-from calibration.fit import fit_profile  # noqa: E402
-from calibration.refit import inputs, with_serve_floors  # noqa: E402
+from calibration.fit import fit_profile, points_from_records  # noqa: E402
+from calibration.records import read_records  # noqa: E402
+from calibration.refit import DATA, inputs, with_serve_floors  # noqa: E402
 from planner.profile import IDEAL_PROFILE  # noqa: E402
 from planner.validate import error_pct, predict  # noqa: E402
 
@@ -79,6 +80,7 @@ def main() -> int:
             if regime == "kv" and med > 1.0:
                 missed.append(f"{fam}/kv capacity: median {med:.1f}% (target 1)")
     missed += new_families(prof, fam_points)
+    another_host(prof)
     if unchecked:
         print("\nnot checkable (no held-out engine measured):\n  " + "\n  ".join(unchecked))
     if missed:
@@ -86,6 +88,22 @@ def main() -> int:
         return 1
     print("\nall checkable accuracy targets met")
     return 0
+
+
+#: the 2026-11-29 in-process grid of the dense fit model (h200-fit3.jsonl's bf16-KV engine) measured again with the same
+#: command on another lent H200 (calibration/data/h200-2026-12-02-asyncllm/COMMAND.md, c/)
+ANOTHER_HOST = "h200-2026-12-02-asyncllm/c/probe/h200-fit3-fresh.jsonl"
+
+
+def another_host(prof) -> None:
+    """The fit model's own grid re-measured on another host: no term was fitted on it, but the model is the fit
+    model's, so reported, not checked (what a profile carried to another machine of the same kind keeps)."""
+    path = DATA / ANOTHER_HOST
+    pts = points_from_records(read_records(path, []), f"calibration/data/{ANOTHER_HOST}")
+    print(f"\nthe dense fit model (mistral-7b-v0.3) re-measured on another host, 2026-12-02 ({ANOTHER_HOST}; reported):")
+    for metric in ("decode_step_s", "prefill_s"):
+        n, med, p90 = summary([error_pct(predict(p, prof), p.measured) for p in pts if p.metric == metric])
+        print(f"  {metric:14s} n {n:3d}  median {med:5.1f}%  p90 {p90:5.1f}%")
 
 
 def new_families(prof, points) -> list[str]:

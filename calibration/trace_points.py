@@ -230,3 +230,20 @@ def client_lags(folder: Path) -> list[ClientLag]:
         out.append(ClientLag(r["run"], (scheduled[:n] - sent[:n]).tolist(), sum(s["wait"] > 0 for s in decode),
                              len(decode)))
     return out
+
+
+def run_eager_calls(folder: Path, min_steps: int = 10) -> dict[str, float]:
+    """The median ``execute_model`` call of each non-warm-up ``bench`` run's eager steps (stalls left out; runs with at
+    least ``min_steps`` of them): how far one engine's launch moves from run to run.  Traced on 2026-12-02 (38 runs of
+    15 engines; calibration/data/h200-2026-12-02-asyncllm/COMMAND.md): 0.92-1.07 of the engine's median (p10-p90),
+    0.75-1.19 in all; the simulator's TPOT error of a launch-bound run follows its run's call."""
+    t = _trace(folder)
+    out = {}
+    for r in t.benches:
+        if r["run"] in WARM_UP_RUNS:
+            continue
+        calls = [float(s["exec_s"]) for s in t.steps if r["wall_start"] <= s["wall"] <= r["wall_end"]
+                 and s.get("exec_s") is not None and s["tok"] > t.graph_max and s["exec_s"] <= STALL_S]
+        if len(calls) >= min_steps:
+            out[r["run"]] = float(np.median(calls))
+    return out
