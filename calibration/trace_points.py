@@ -27,6 +27,7 @@ from planner.compile_keys import keys_at_start, step_compile_key
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
 from planner.kernel_families import cudagraph_max_tokens, moe_variant
+from planner.profile import Spread
 from planner.specs import Deployment
 
 #: runs whose engine was cold (compiles inside the calls): not used for the floor
@@ -247,3 +248,18 @@ def run_eager_calls(folder: Path, min_steps: int = 10) -> dict[str, float]:
         if len(calls) >= min_steps:
             out[r["run"]] = float(np.median(calls))
     return out
+
+
+def launch_call_spread(folders) -> Spread:
+    """How far a run's launch call moves from its engine's: :class:`planner.profile.Spread` of each run's
+    :func:`run_eager_calls` over the median of its engine's runs, over the engines of ``folders`` with two or more."""
+    ratios = []
+    for folder in folders:
+        calls = run_eager_calls(folder)
+        if len(calls) >= 2:
+            median = float(np.median(list(calls.values())))
+            ratios += [v / median for v in calls.values()]
+    if not ratios:
+        raise ValueError("no traced engine with two runs of eager steps")
+    p10, med, p90 = np.percentile(ratios, [10, 50, 90]).tolist()
+    return Spread(n=len(ratios), p10=p10, median=med, p90=p90)

@@ -205,6 +205,8 @@ class FleetPlan:
     candidates: tuple[FleetCandidate, ...]
     hours_per_month: float = HOURS_PER_MONTH
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # the best fleet's tails with the launch call at the ends of its run-to-run spread (planner.fleet_eval.LaunchRange)
+    launch_range: object = None
 
     @property
     def best(self) -> FleetCandidate | None:
@@ -259,6 +261,9 @@ class FleetPlan:
                 "feasible": b is not None, "reasons": self.reasons(), "best": b.as_dict() if b else None,
                 "best_measured": alt.as_dict() if alt else None, "sentence": self.sentence(),
                 "hours_per_month": self.hours_per_month, "notes": list(self.notes),
+                "launch_range": None if self.launch_range is None else {
+                    "factors": list(self.launch_range.factors), "ttft_tail_s": list(self.launch_range.ttft_tail_s),
+                    "tpot_tail_s": list(self.launch_range.tpot_tail_s)},
                 "candidates": [c.as_dict() for c in self.candidates]}
 
 
@@ -377,7 +382,7 @@ def plan_fleet(question: FleetQuestion, *, model=None, gpus=None, profile_for=No
     (``pruned``) — the answer is the one a full search of every candidate gives.  When the best has no
     calibration of its own, the search goes on among the measured candidates for :attr:`FleetPlan.best_measured`.
     """
-    from planner.fleet_eval import KneeRun, candidate_layouts, resolve
+    from planner.fleet_eval import KneeRun, candidate_layouts, launch_range, resolve
 
     q = question
     m, gs, prof_of, make = resolve(q, model, gpus, profile_for, make_requests)
@@ -414,6 +419,7 @@ def plan_fleet(question: FleetQuestion, *, model=None, gpus=None, profile_for=No
     ranked = sorted((e[0] for e in live if e[1].result is not None), key=lambda c: _rank_key(c, q.rank_by))
     if ranked and ranked[0].feasible and ranked[0].confidence != "measured":
         search([e for e in live if e[0].confidence == "measured"])
+    runs = {id(e[0]): e[1] for e in live}
     for c, run in live:
         if run.result is None:
             lb = _lower_bound(q, c, run.bound)
@@ -423,4 +429,7 @@ def plan_fleet(question: FleetQuestion, *, model=None, gpus=None, profile_for=No
                              "more than the best")
         done.append(c)
     done.sort(key=lambda c: _rank_key(c, q.rank_by))
-    return FleetPlan(q, m.name, tuple(done), notes=tuple(unpriced))
+    best = done[0] if done and done[0].feasible else None
+    spread = launch_range(q, runs[id(best)].setup, make, best.knee.usable_rate_per_s) \
+        if best is not None and id(best) in runs and best.knee is not None else None
+    return FleetPlan(q, m.name, tuple(done), notes=tuple(unpriced), launch_range=spread)

@@ -88,6 +88,34 @@ class Evaluated:
     trial_requests: int
 
 
+@dataclass(frozen=True)
+class LaunchRange:
+    """The operating point's tails (s) with the CPU launch of the steps above the CUDA graphs at the ends of the
+    profile's run-to-run spread (:attr:`planner.profile.CalibrationProfile.launch_call_spread`, ``factors``)."""
+
+    factors: tuple[float, float]
+    ttft_tail_s: tuple[float, float]
+    tpot_tail_s: tuple[float, float]
+
+
+def launch_range(q, setup: Setup, make, rate_per_s: float) -> LaunchRange | None:
+    """:class:`LaunchRange` of one replica at ``rate_per_s``: the same trial with the profile's launch terms at its
+    spread's p10 and p90 (None where the profile has no spread or the replica serves nothing)."""
+    spread = setup.profile.launch_call_spread
+    if spread is None or not rate_per_s > 0 or not math.isfinite(rate_per_s):
+        return None
+
+    def tails(factor: float) -> tuple[float, float]:
+        scaled = replace(setup, profile=setup.profile.with_launch_scaled(factor), key=f"{setup.key}@launch{factor!r}")
+        cost, cfg = _engine(scaled)
+        _, ttft, tpot = meets_slo(run_trial(make, cost, cfg, rate_per_s), math.inf, math.inf, WARMUP_FRACTION, q.tail)
+        return ttft, tpot
+
+    lo, hi = _remember(("launch", setup.key, _make_key(make), rate_per_s, q.tail, spread.p10, spread.p90),
+                       lambda: (tails(spread.p10), tails(spread.p90)))
+    return LaunchRange((spread.p10, spread.p90), (lo[0], hi[0]), (lo[1], hi[1]))
+
+
 def resolve(q, model, gpus, profile_for, make_requests):
     """The question's specs: (model, GPUs, profile_for, make_requests), the catalog's unless given."""
     from planner.io import catalog

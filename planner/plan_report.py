@@ -162,6 +162,19 @@ def _calibration_source(profile: CalibrationProfile) -> str:
     return f"measured on {profile.gpu_id} ({src})"
 
 
+def launch_note(lr, tails_s, nominal_s: float) -> str:
+    """'; a-b ms as the launch call moves 0.92-1.07× run to run' for a tail that moves with the CPU launch of the steps
+    above the CUDA graphs (planner.fleet_eval.LaunchRange: the tail at both ends of the spread, and ``nominal_s`` at
+    the profile's own launch); '' without one, or where it moves the tail less than 1 %."""
+    if lr is None:
+        return ""
+    tails = (*tails_s, nominal_s)
+    if not all(map(math.isfinite, tails)) or max(tails) <= 1.01 * min(tails):
+        return ""
+    return (f"; {min(tails) / MS:,.1f}-{max(tails) / MS:,.1f} ms as the CPU launch of the steps above the CUDA graphs "
+            f"moves {lr.factors[0]:.2f}-{lr.factors[1]:.2f}× run to run (measured)")
+
+
 def plan_report(model: ModelSpec, gpu: GpuSpec, report: SizingReport, fleet: FleetPlan,
                 profile: CalibrationProfile, *, calibration_note: str = "") -> PlanReport:
     """The :class:`PlanReport` of the fleet engine's answer ``fleet`` (:func:`planner.fleet.plan_fleet`; its
@@ -219,10 +232,12 @@ def plan_report(model: ModelSpec, gpu: GpuSpec, report: SizingReport, fleet: Fle
         how = f"one replica under Poisson arrivals, steady state ({k.trial_requests:,}-request trials)"
         add(lat, "knee (per replica)", k.knee_rate_per_s, "req/s", f"highest rate holding the targets ({k.confidence})")
         add(lat, "operating rate (per replica)", k.usable_rate_per_s, "req/s", f"{fq.headroom:.0%} below the knee")
-        add(lat, f"TTFT {fq.tail}", k.ttft_tail_s / MS, "ms", bands["ttft"])
+        lr = fleet.launch_range
+        add(lat, f"TTFT {fq.tail}", k.ttft_tail_s / MS, "ms", bands["ttft"] + launch_note(lr, lr and lr.ttft_tail_s, k.ttft_tail_s))
         one = report.workload.output_tokens <= 1  # no time per output token
         no_tpot = "none: one output token per request has no time per output token"
-        add(lat, f"TPOT {fq.tail}", None if one else k.tpot_tail_s / MS, "ms", no_tpot if one else bands["tpot"])
+        add(lat, f"TPOT {fq.tail}", None if one else k.tpot_tail_s / MS, "ms",
+            no_tpot if one else bands["tpot"] + launch_note(lr, lr and lr.tpot_tail_s, k.tpot_tail_s))
         add(lat, "TTFT p50", k.ttft_p50_s / MS, "ms")
         add(lat, "TPOT p50", None if one else k.tpot_p50_s / MS, "ms", no_tpot if one else "")
         add(lat, "E2E mean", k.e2e_mean_s, "s", how)

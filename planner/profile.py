@@ -208,6 +208,10 @@ class CalibrationProfile(FrozenSpec):
     # --- how much engine starts differ, and the expected error per family and regime
     step_overhead_spread: Spread | None = Field(None, description="per-step CPU overhead across engine starts, s")
     request_overhead_spread: Spread | None = Field(None, description="per-request overhead across engine starts, s")
+    launch_call_spread: Spread | None = Field(
+        None, description="a served run's median eager launch call over its engine's median over its runs (a ratio): "
+        "how far the CPU launch of the steps above the CUDA graphs moves from run to run on one host "
+        "(calibration.trace_points.run_eager_calls of the traced vllm serve runs the profile's raw_data lists)")
     error_bands: dict[str, ErrorBand] = Field(
         default_factory=dict, description="'<family>/<regime>' -> expected error (see planner.bands)")
     transfer_error_bands: dict[str, ErrorBand] = Field(
@@ -272,6 +276,17 @@ class CalibrationProfile(FrozenSpec):
             "device_memory_bytes": None, "measured_peak_flops_per_s": {},
             "measured_hbm_bandwidth_bytes_per_s": None,
         })
+
+    def with_launch_scaled(self, factor: float) -> CalibrationProfile:
+        """This profile with every CPU launch term of the steps above the CUDA graphs × ``factor`` (the per-layer
+        launch floor and eager overheads, dense and of each MoE kernel): the same host launching slower or faster, as
+        :attr:`launch_call_spread` measured it."""
+        def scaled(c):
+            return c.model_copy(update={"eager_layer_launch_s": c.eager_layer_launch_s * factor,
+                                        "eager_layer_overhead_s": c.eager_layer_overhead_s * factor})
+        return scaled(self).model_copy(update={
+            "moe": scaled(self.moe) if self.moe is not None else None,
+            "moe_variants": {k: scaled(v) for k, v in self.moe_variants.items()}})
 
     def matmul_efficiency(self, tokens: float) -> float:
         if tokens <= 0:

@@ -46,7 +46,7 @@ def test_the_report_holds_what_a_manager_acts_on(made):
     assert v(r.quality.benchmark) == round(r.quality.score, 1)
     assert v("mode") == "calibrated" and "measured on h200-sxm" in v("source")
     bands = {q: n for _, q, _, _, n in pr.rows}
-    assert bands["TTFT p99"] == r.bands["ttft"].text() and bands["TPOT p99"] == r.bands["tpot"].text()
+    assert bands["TTFT p99"].startswith(r.bands["ttft"].text()) and bands["TPOT p99"].startswith(r.bands["tpot"].text())
 
 
 def test_percentiles_are_the_fleet_engines_at_the_operating_rate(made):

@@ -1,0 +1,60 @@
+"""The CPU launch of the steps above the CUDA graphs moves from run to run on one host (calibration/data/h200-2026-12-02-
+asyncllm/COMMAND.md: 0.92-1.07x, p10-p90 of 38 traced runs; the simulator's TPOT error of a launch-bound run follows its
+run's call).  The profile carries that spread (calibration.refit), and a plan shows its tails at both ends of it
+(planner.fleet_eval.launch_range, planner.plan_report.launch_note)."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.cli.flags import PlanFlags
+from planner.cli.plan import plan_from_flags
+from planner.fleet_eval import LaunchRange
+from planner.io import catalog
+from planner.plan_report import launch_note, plan_report
+from planner.serving import StepCost
+from planner.specs import Deployment
+
+PROF = catalog.profile_for("h200-sxm", "0.26.0")
+
+
+def test_scaling_the_launch_scales_every_eager_cpu_term_and_nothing_else():
+    """Llama-3.1-8B's eager call = 32 layers x (0.749 ms launch + 0.078 ms eager overhead) = 26.47 ms; x 1.1 = 29.12 ms.
+    A CUDA-graph step (256 tokens) has no launch call either way, and its GPU time does not move."""
+    scaled = PROF.with_launch_scaled(1.1)
+    assert scaled.eager_layer_launch_s == pytest.approx(1.1 * PROF.eager_layer_launch_s)
+    assert scaled.eager_layer_overhead_s == pytest.approx(1.1 * PROF.eager_layer_overhead_s)
+    for k, v in PROF.moe_variants.items():
+        assert scaled.moe_variants[k].eager_layer_launch_s == pytest.approx(1.1 * v.eager_layer_launch_s)
+    assert scaled.moe.eager_layer_launch_s == pytest.approx(1.1 * PROF.moe.eager_layer_launch_s)
+    assert scaled.matmul_efficiency_max == PROF.matmul_efficiency_max
+    m, g = catalog.model("llama-3.1-8b"), catalog.gpu("h200-sxm")
+    base, slow = (StepCost.from_specs(m, g, Deployment.for_gpu(g), p) for p in (PROF, scaled))
+    assert 1e3 * base.cpu_s(1024, 1, True) == pytest.approx(32 * (0.7491 + 0.0783), abs=0.01)
+    assert slow.cpu_s(1024, 1, True) == pytest.approx(1.1 * base.cpu_s(1024, 1, True))
+    assert slow.cpu_s(256, 1, True) == base.cpu_s(256, 1, True) == 0.0
+    assert slow.step_s(256, 256) == base.step_s(256, 256)
+
+
+def test_a_launch_bound_plan_shows_its_tails_across_the_spread():
+    """Qwen3-30B-A3B at 40 req/s (1,024 + 128 tokens): its eager steps launch for ~88 ms, so the p99 TPOT at the
+    operating rate moves 46.5-55.1 ms over 0.92-1.07x of the launch (52.5 ms at the profile's own)."""
+    fp = plan_from_flags(PlanFlags(model="qwen3-30b-a3b", gpu="h200-sxm", prompt_tokens=1024, output_tokens=128,
+                                   rate=40, ttft_slo_ms=1000, tpot_slo_ms=60))
+    lr, k = fp.fleet.launch_range, fp.fleet.best.knee
+    assert lr.factors == (PROF.launch_call_spread.p10, PROF.launch_call_spread.p90)
+    assert lr.tpot_tail_s[0] < k.tpot_tail_s < lr.tpot_tail_s[1]
+    assert 1e3 * lr.tpot_tail_s[0] == pytest.approx(46.5, abs=0.1) and 1e3 * lr.tpot_tail_s[1] == pytest.approx(
+        55.1, abs=0.1)
+    pr = plan_report(fp.model, fp.gpu, fp.report, fp.fleet, fp.profile)
+    notes = {q: n for _, q, _, _, n in pr.rows}
+    assert notes["TPOT p99"] == (fp.report.bands["tpot"].text() + "; 46.5-55.1 ms as the CPU launch of the steps above "
+                                 "the CUDA graphs moves 0.92-1.07× run to run (measured)")
+    assert fp.fleet.as_dict()["launch_range"]["tpot_tail_s"] == list(lr.tpot_tail_s)
+
+
+def test_no_note_where_the_launch_moves_a_tail_less_than_one_percent_or_was_not_measured():
+    lr = LaunchRange((0.9, 1.1), (0.1000, 0.1005), (0.0200, 0.0220))
+    assert launch_note(lr, lr.ttft_tail_s, 0.1003) == ""
+    assert launch_note(lr, lr.tpot_tail_s, 0.021).startswith("; 20.0-22.0 ms as the CPU launch")
+    assert launch_note(None, None, 0.021) == ""
