@@ -254,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-num-batched-tokens", type=int, default=Deployment.default("max_num_batched_tokens"),
                     help="the scheduler's token budget per step (vllm serve's default 8,192)")
     ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--api-server-count", type=int, default=1,
+                    help="vllm serve --api-server-count: OpenAI server processes in front of the one engine")
     ap.add_argument("--step-trace", action="store_true",
                     help="time every engine step in the server (calibration/steptrace: OUT/steps.<pid>.jsonl)")
     ap.add_argument("--switch-interval-s", type=float, default=0.0,
@@ -287,7 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     cmd = serve_command(model, gpu, dep, max_model_len=ns.max_model_len, profile=profile,
                         enable_prefix_caching=not ns.no_prefix_caching, model_path=str(model_dir),
                         served_model_name=model.id, port=ns.port,
-                        extra_args=("--load-format", "dummy", "--seed", str(ns.seed), "--tokenizer", str(tok_dir)))
+                        extra_args=("--load-format", "dummy", "--seed", str(ns.seed), "--tokenizer", str(tok_dir),
+                                    *(("--api-server-count", str(ns.api_server_count)) if ns.api_server_count > 1
+                                      else ())))
     append_record(records, {"type": "deploy", "model": model.id, "gpu": gpu.id, "tensor_parallel": ns.tp,
                             "weight_dtype": ns.weight_dtype, "kv_cache_dtype": ns.kv_dtype,
                             "argv": list(cmd.argv), "env": cmd.env, "shell": cmd.shell(),

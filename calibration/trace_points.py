@@ -236,7 +236,7 @@ def client_lags(folder: Path) -> list[ClientLag]:
 def run_eager_calls(folder: Path, min_steps: int = 10) -> dict[str, float]:
     """The median ``execute_model`` call of each non-warm-up ``bench`` run's eager steps (stalls left out; runs with at
     least ``min_steps`` of them): how far one engine's launch moves from run to run.  Traced on 2026-12-02 (38 runs of
-    15 engines; calibration/data/h200-2026-12-02-asyncllm/COMMAND.md): 0.92-1.07 of the engine's median (p10-p90),
+    15 engines; calibration/data/h200-2026-12-02-asyncllm/COMMAND.md): 0.915-1.066 of the engine's median (p10-p90),
     0.75-1.19 in all; the simulator's TPOT error of a launch-bound run follows its run's call."""
     t = _trace(folder)
     out = {}

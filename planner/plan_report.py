@@ -163,7 +163,7 @@ def _calibration_source(profile: CalibrationProfile) -> str:
 
 
 def launch_note(lr, tails_s, nominal_s: float) -> str:
-    """'; a-b ms as the launch call moves 0.92-1.07× run to run' for a tail that moves with the CPU launch of the steps
+    """'; a-b ms as the launch call moves 0.915-1.066× run to run' for a tail that moves with the CPU launch of the steps
     above the CUDA graphs (planner.fleet_eval.LaunchRange: the tail at both ends of the spread, and ``nominal_s`` at
     the profile's own launch); '' without one, or where it moves the tail less than 1 %."""
     if lr is None:
