@@ -100,7 +100,8 @@ def another_host(prof) -> None:
     model's, so reported, not checked (what a profile carried to another machine of the same kind keeps)."""
     path = DATA / ANOTHER_HOST
     pts = points_from_records(read_records(path, []), f"calibration/data/{ANOTHER_HOST}")
-    print(f"\nthe dense fit model (mistral-7b-v0.3) re-measured on another host, 2026-12-02 ({ANOTHER_HOST}; reported):")
+    print(f"\nthe dense fit model (mistral-7b-v0.3) re-measured on another host, 2026-12-02 ({ANOTHER_HOST}; "
+          "reported):")
     for metric in ("decode_step_s", "prefill_s"):
         n, med, p90 = summary([error_pct(predict(p, prof), p.measured) for p in pts if p.metric == metric])
         print(f"  {metric:14s} n {n:3d}  median {med:5.1f}%  p90 {p90:5.1f}%")

@@ -8,7 +8,8 @@
 #      with every engine step timed (calibration/steptrace in the engine core's process);
 #   b: Mistral-7B behind `vllm serve`, the same fixed 512/128 lengths at 4, 16 and 40 req/s, traced;
 #   c: the 2026-11-29 in-process prefill grid of h200-fit3.jsonl's bf16-KV engine (calibration.run, same flags).
-# Usage (device, repository root as cwd, vLLM in /root/site): bash calibration/campaigns/h200-asyncllm-recheck.sh a|b|c OUT
+# Usage (device, repository root as cwd, vLLM in /root/site):
+#   bash calibration/campaigns/h200-asyncllm-recheck.sh a|b|c OUT
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
