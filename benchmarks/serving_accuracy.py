@@ -157,6 +157,7 @@ def main() -> int:
                             for x in ("steps", "mxfp4", "fusedmoe"))
     fresh = ROOT / "calibration/data/h200-2026-12-02-timeline"
     cal = ROOT / "calibration/data/h200-2026-12-02-calibrate-serve"
+    api = ROOT / "calibration/data/h200-2026-12-02-api-servers"  # x2: vllm serve --api-server-count 2
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
@@ -184,7 +185,9 @@ def main() -> int:
                                       (cal, "qwen3b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "held"),
                                       (fresh, "c/serve-llama-trace", "llama-3.1-8b", "held"),
                                       (fresh, "m/serve-qwen3-30b-a3b-warmed", "qwen3-30b-a3b", "held"),
-                                      (fresh, "o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", "held"))
+                                      (fresh, "o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", "held"),
+                                      (api, "x1/serve-llama-api1", "llama-3.1-8b", "held"),
+                                      (api, "x2/serve-llama-api2", "llama-3.1-8b", "held"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if catalog.model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""

@@ -81,8 +81,9 @@ FUSED_COMPILE_FIT = ("h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace", 
 SERVING = {f"{CAMPAIGN}/serve-mixtral-8x7b": "mixtral-8x7b"}
 #: the light-load HTTP run the OpenAI server's per-request overhead is fitted on (the other runs validate it)
 FRONTEND_FIT = (f"{CAMPAIGN}/serve-llama-3.1-8b", "llama-3.1-8b", "bench-r12")
-#: every traced vllm serve engine of 2026-12-02 with its runs' eager launch calls: their run-to-run spread
-#: (calibration.trace_points.launch_call_spread; d/, the GIL-interval experiment, left out)
+#: every traced vllm serve engine of 2026-12-02 with its runs' eager launch calls: how far the hosts' and runs' launch
+#: floors are from the profile's (calibration.trace_points.launch_call_spread; d/, the GIL-interval experiment, left
+#: out)
 SPREAD_TRACES = tuple(f"h200-2026-12-02-{f}" for f in (
     "asyncllm/b/serve-mistral-fixed", "calibrate-serve/llama/serve-llama-3.1-8b-trace",
     "calibrate-serve/llama2/serve-llama-3.1-8b-trace", "calibrate-serve/qwen3/serve-qwen3-30b-a3b-trace",
@@ -93,7 +94,8 @@ SPREAD_TRACES = tuple(f"h200-2026-12-02-{f}" for f in (
     "serve-mxfp4/i/serve-gpt-oss-20b-mnbt1024", "serve-mxfp4/j/serve-gpt-oss-20b-sweep",
     "serve-mxfp4/k/serve-gpt-oss-20b-warmed", "serve-steps/b/serve-qwen3-30b-a3b-trace", "serve-steps/c/serve-llama-trace",
     "serve-steps/e/serve-qwen2.5-7b-trace", "serve-steps/f/serve-mixtral-8x7b-trace", "timeline/c/serve-llama-trace",
-    "timeline/m/serve-qwen3-30b-a3b-warmed", "timeline/o/serve-moonlight-16b-a3b-trace2"))
+    "timeline/m/serve-qwen3-30b-a3b-warmed", "timeline/o/serve-moonlight-16b-a3b-trace2",
+    "api-servers/x1/serve-llama-api1", "api-servers/x2/serve-llama-api2"))
 COMMAND = "python -m calibration.refit --write  # see calibration/refit.py for which engines are fitted and held out"
 
 
@@ -162,7 +164,7 @@ def refit(comparison_out: Path | None = None):
     comparisons, transfer = public_check(base=prof, out=comparison_out)
     prof = prof.model_copy(update={
         "transfer_error_bands": transfer,
-        "launch_call_spread": launch_call_spread([DATA / f for f in SPREAD_TRACES]),
+        "launch_call_spread": launch_call_spread([DATA / f for f in SPREAD_TRACES], prof),
         "raw_data": list(dict.fromkeys([str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]]
                                        + list(TRACES) + [f for f, _ in VARIANT_FLOOR_FIT.values()]
                                        + [FUSED_COMPILE_FIT[0]] + list(SPREAD_TRACES))),

@@ -218,7 +218,7 @@ class ClientLag:
 def client_lags(folder: Path) -> list[ClientLag]:
     """:class:`ClientLag` of every ``bench`` run of a traced folder.  Traced on 2026-12-02 (calibration/data/README.md,
     'Requests held back before the engine'): at 3,600 streamed tokens per second the lag's p90 was 150-280 ms while the
-    engine's own queue stayed empty: the requests waited in the OpenAI server, behind its streaming work."""
+    engine's own queue stayed empty; a second OpenAI server process took only 10-18 ms off it."""
     t = _trace(folder)
     out = []
     for r in t.benches:
@@ -250,16 +250,25 @@ def run_eager_calls(folder: Path, min_steps: int = 10) -> dict[str, float]:
     return out
 
 
-def launch_call_spread(folders) -> Spread:
-    """How far a run's launch call moves from its engine's: :class:`planner.profile.Spread` of each run's
-    :func:`run_eager_calls` over the median of its engine's runs, over the engines of ``folders`` with two or more."""
+def launch_call_spread(folders, profile) -> Spread:
+    """How far a served run's eager launch is from what ``profile`` predicts for its engine, host and run alike:
+    :class:`planner.profile.Spread` of each run's launch floor (its :func:`run_eager_calls` less its engine's median
+    CUDA-graph call) over the profile's floor of that engine (an eager step's CPU call less the dense per-layer eager
+    overhead the in-process stages fit: its launch floor, or an MLA engine's additive eager terms), over ``folders``."""
+    from planner.serving import StepCost
+
     ratios = []
     for folder in folders:
-        calls = run_eager_calls(folder)
-        if len(calls) >= 2:
-            median = float(np.median(list(calls.values())))
-            ratios += [v / median for v in calls.values()]
+        t, calls = _trace(folder), run_eager_calls(folder)
+        graph = [float(s["exec_s"]) for s, inside in zip(t.steps, t.in_run)
+                 if inside and s.get("exec_s") is not None and 0 < s["tok"] <= t.graph_max]
+        deploy = next(r for r in t.benches + _read(str(Path(folder).resolve()))[0] if r.get("type") == "deploy")
+        model = catalog.model(deploy["model"])
+        cost = StepCost.from_specs(model, catalog.gpu(deploy.get("gpu", "h200-sxm")), t.deployment, profile)
+        predicted = cost.cpu_s(t.graph_max + 1, 1, True) - model.num_layers * profile.eager_layer_overhead_s
+        if calls and graph and predicted > 0:
+            ratios += [(c - float(np.median(graph))) / predicted for c in calls.values()]
     if not ratios:
-        raise ValueError("no traced engine with two runs of eager steps")
+        raise ValueError("no traced run of eager steps with a predicted launch floor")
     p10, med, p90 = np.percentile(ratios, [10, 50, 90]).tolist()
     return Spread(n=len(ratios), p10=p10, median=med, p90=p90)

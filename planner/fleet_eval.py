@@ -90,8 +90,9 @@ class Evaluated:
 
 @dataclass(frozen=True)
 class LaunchRange:
-    """The operating point's tails (s) with the CPU launch of the steps above the CUDA graphs at the ends of the
-    profile's run-to-run spread (:attr:`planner.profile.CalibrationProfile.launch_call_spread`, ``factors``)."""
+    """The operating point's tails (s) with the CPU launch of the steps above the CUDA graphs at the ends of how far
+    served hosts and runs launched from the profile (:attr:`planner.profile.CalibrationProfile.launch_call_spread`,
+    ``factors``: its p10 and p90)."""
 
     factors: tuple[float, float]
     ttft_tail_s: tuple[float, float]

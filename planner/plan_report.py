@@ -163,16 +163,17 @@ def _calibration_source(profile: CalibrationProfile) -> str:
 
 
 def launch_note(lr, tails_s, nominal_s: float) -> str:
-    """'; a-b ms as the launch call moves 0.915-1.066× run to run' for a tail that moves with the CPU launch of the steps
-    above the CUDA graphs (planner.fleet_eval.LaunchRange: the tail at both ends of the spread, and ``nominal_s`` at
-    the profile's own launch); '' without one, or where it moves the tail less than 1 %."""
+    """'; a-b ms with the launch 0.72-1.20× the profile's, as measured on other hosts and runs' for a tail that moves
+    with the CPU launch of the steps above the CUDA graphs (planner.fleet_eval.LaunchRange: the tail at both ends of
+    the spread, and ``nominal_s`` at the profile's own launch); '' without one, or where it moves the tail less than
+    1 %."""
     if lr is None:
         return ""
     tails = (*tails_s, nominal_s)
     if not all(map(math.isfinite, tails)) or max(tails) <= 1.01 * min(tails):
         return ""
-    return (f"; {min(tails) / MS:,.1f}-{max(tails) / MS:,.1f} ms as the CPU launch of the steps above the CUDA graphs "
-            f"moves {lr.factors[0]:.2f}-{lr.factors[1]:.2f}× run to run (measured)")
+    return (f"; {min(tails) / MS:,.1f}-{max(tails) / MS:,.1f} ms with the CPU launch of the steps above the CUDA "
+            f"graphs at {lr.factors[0]:.2f}-{lr.factors[1]:.2f}× the profile's, as measured on other hosts and runs")
 
 
 def plan_report(model: ModelSpec, gpu: GpuSpec, report: SizingReport, fleet: FleetPlan,

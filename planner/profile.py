@@ -209,9 +209,9 @@ class CalibrationProfile(FrozenSpec):
     step_overhead_spread: Spread | None = Field(None, description="per-step CPU overhead across engine starts, s")
     request_overhead_spread: Spread | None = Field(None, description="per-request overhead across engine starts, s")
     launch_call_spread: Spread | None = Field(
-        None, description="a served run's median eager launch call over its engine's median over its runs (a ratio): "
-        "how far the CPU launch of the steps above the CUDA graphs moves from run to run on one host "
-        "(calibration.trace_points.run_eager_calls of the traced vllm serve runs the profile's raw_data lists)")
+        None, description="a served run's launch floor over the one this profile predicts for its engine (a ratio): "
+        "how far the CPU launch of the steps above the CUDA graphs is from the profile's on other hosts and runs "
+        "(calibration.trace_points.launch_call_spread of the traced vllm serve runs the profile's raw_data lists)")
     error_bands: dict[str, ErrorBand] = Field(
         default_factory=dict, description="'<family>/<regime>' -> expected error (see planner.bands)")
     transfer_error_bands: dict[str, ErrorBand] = Field(

@@ -361,3 +361,17 @@ def test_requests_waited_before_the_engine_not_in_its_queue_at_high_streaming_ra
     assert 1e3 * moon["chat30"].pct_s(90) == pytest.approx(275.5, abs=0.1)
     for c in [*llama.values(), *moon.values()]:
         assert c.waiting_decode_steps == 0 and c.decode_steps > 200, c.run
+
+
+def test_a_second_api_server_takes_little_of_the_wait_before_the_scheduler():
+    """calibration/data/h200-2026-12-02-api-servers (COMMAND.md): Llama-3.1-8B chat 24 / 36 / 40 req/s with one and with
+    two OpenAI server processes: the client -> scheduled p90 66.2 / 156.0 / 387.5 ms against 48.7 / 138.4 / 386.3 ms."""
+    from calibration.trace_points import client_lags
+
+    data = REPO / "calibration/data/h200-2026-12-02-api-servers"
+    one = {c.run: c for c in client_lags(data / "x1/serve-llama-api1")}
+    two = {c.run: c for c in client_lags(data / "x2/serve-llama-api2")}
+    for run, p90_one, p90_two in (("chat24", 66.2, 48.7), ("chat36", 156.0, 138.4), ("chat40", 387.5, 386.3)):
+        assert 1e3 * one[run].pct_s(90) == pytest.approx(p90_one, abs=0.1)
+        assert 1e3 * two[run].pct_s(90) == pytest.approx(p90_two, abs=0.1)
+        assert one[run].waiting_decode_steps == two[run].waiting_decode_steps == 0
