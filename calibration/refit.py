@@ -92,7 +92,8 @@ SPREAD_TRACES = tuple(f"h200-2026-12-02-{f}" for f in (
     "serve-fusedmoe/o/serve-moonlight-16b-a3b-trace2", "serve-fusedmoe/p/serve-mixtral-8x7b-warmed",
     "serve-mxfp4/g/serve-gpt-oss-120b-trace", "serve-mxfp4/h/serve-gpt-oss-20b-trace",
     "serve-mxfp4/i/serve-gpt-oss-20b-mnbt1024", "serve-mxfp4/j/serve-gpt-oss-20b-sweep",
-    "serve-mxfp4/k/serve-gpt-oss-20b-warmed", "serve-steps/b/serve-qwen3-30b-a3b-trace", "serve-steps/c/serve-llama-trace",
+    "serve-mxfp4/k/serve-gpt-oss-20b-warmed", "serve-steps/b/serve-qwen3-30b-a3b-trace",
+    "serve-steps/c/serve-llama-trace",
     "serve-steps/e/serve-qwen2.5-7b-trace", "serve-steps/f/serve-mixtral-8x7b-trace", "timeline/c/serve-llama-trace",
     "timeline/m/serve-qwen3-30b-a3b-warmed", "timeline/o/serve-moonlight-16b-a3b-trace2",
     "api-servers/x1/serve-llama-api1", "api-servers/x2/serve-llama-api2"))

@@ -234,7 +234,8 @@ def plan_report(model: ModelSpec, gpu: GpuSpec, report: SizingReport, fleet: Fle
         add(lat, "knee (per replica)", k.knee_rate_per_s, "req/s", f"highest rate holding the targets ({k.confidence})")
         add(lat, "operating rate (per replica)", k.usable_rate_per_s, "req/s", f"{fq.headroom:.0%} below the knee")
         lr = fleet.launch_range
-        add(lat, f"TTFT {fq.tail}", k.ttft_tail_s / MS, "ms", bands["ttft"] + launch_note(lr, lr and lr.ttft_tail_s, k.ttft_tail_s))
+        add(lat, f"TTFT {fq.tail}", k.ttft_tail_s / MS, "ms",
+            bands["ttft"] + launch_note(lr, lr and lr.ttft_tail_s, k.ttft_tail_s))
         one = report.workload.output_tokens <= 1  # no time per output token
         no_tpot = "none: one output token per request has no time per output token"
         add(lat, f"TPOT {fq.tail}", None if one else k.tpot_tail_s / MS, "ms",

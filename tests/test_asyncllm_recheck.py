@@ -22,7 +22,8 @@ RUNS = ("fixed-p512-o128-r4", "fixed-p512-o128-r16", "fixed-p512-o128-r40")
 
 
 def calls_ms(steps: list[dict], t0: float, t1: float) -> tuple[float, float]:
-    """(median execute_model call of the eager steps (> 512 tokens), of the decode-only steps) between wall t0 and t1."""
+    """(median execute_model call of the eager steps (> 512 tokens), of the decode-only steps) between wall t0 and
+    t1."""
     run = [s for s in steps if t0 <= s["wall"] <= t1 and s.get("exec_s") is not None and s["tok"] > 0]
     eager = [s["exec_s"] for s in run if s["tok"] > 512]
     decode = [s["exec_s"] for s in run if not s["chunks"]]
@@ -63,8 +64,8 @@ def test_the_served_runs_replay_within_the_tpot_target():
 
 
 def test_the_in_process_runs_come_right_with_their_own_launch_call():
-    """Committed profile: TPOT p50 +0.0 / -13.7 / -28.1 %; each run's own floor (median eager call − median decode call,
-    per layer): -0.2 / -3.1 / -8.8 %."""
+    """Committed profile: TPOT p50 +0.0 / -13.7 / -28.1 %; each run's own floor (median eager call − median decode
+    call, per layer): -0.2 / -3.1 / -8.8 %."""
     base = catalog.profile_for("h200-sxm", "0.26.0")
     model, gpu = catalog.model("mistral-7b-v0.3"), catalog.gpu("h200-sxm")
     committed = {r.run: r.error_pct("tpot_p50_s") for r in replay(str(PROBE), model, gpu, base).rows}
@@ -77,8 +78,8 @@ def test_the_in_process_runs_come_right_with_their_own_launch_call():
 
 
 def test_one_engines_launch_call_moves_from_run_to_run():
-    """Every traced served engine of 2026-12-02 with two or more runs of at least ten eager steps (the GIL experiment and
-    the two-API-server engine left out): a run's median eager call over its engine's median, p10-p90 0.915-1.066,
+    """Every traced served engine of 2026-12-02 with two or more runs of at least ten eager steps (the GIL experiment
+    and the API-server engines left out): a run's median eager call over its engine's median, p10-p90 0.915-1.066,
     0.752-1.185 in all (38 runs of 15 engines; COMMAND.md)."""
     from calibration.refit import SPREAD_TRACES
     from calibration.trace_points import run_eager_calls

@@ -49,7 +49,8 @@ def test_a_launch_bound_plan_shows_its_tails_across_the_spread():
     pr = plan_report(fp.model, fp.gpu, fp.report, fp.fleet, fp.profile)
     notes = {q: n for _, q, _, _, n in pr.rows}
     assert notes["TPOT p99"] == (fp.report.bands["tpot"].text() + "; 35.3-64.0 ms with the CPU launch of the steps "
-                                 "above the CUDA graphs at 0.72-1.20× the profile's, as measured on other hosts and runs")
+                                 "above the CUDA graphs at 0.72-1.20× the profile's, as measured on other hosts and "
+                                 "runs")
     assert fp.fleet.as_dict()["launch_range"]["tpot_tail_s"] == list(lr.tpot_tail_s)
 
 
