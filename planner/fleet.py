@@ -249,6 +249,9 @@ class FleetPlan:
             return [f"{self.model_name}: {self.sentence()}"]
         out = [_fleet_line(b), f"  {demand_line(self.question, b)}", f"  {self.sentence()}"]
         alt = self.best_measured
+        if self.launch_range is not None:
+            k = b.knee
+            out.append(f"  note: {self.launch_range.sentence(self.question.tail, k.ttft_tail_s, k.tpot_tail_s)}")
         if b.confidence != "measured":
             out.append(f"  note: {b.layout()} has no measured basis ({b.confidence}: {b.band_basis})"
                        + (f"; the cheapest measured fleet: {_fleet_line(alt)}" if alt else

@@ -98,6 +98,14 @@ class LaunchRange:
     ttft_tail_s: tuple[float, float]
     tpot_tail_s: tuple[float, float]
 
+    def sentence(self, tail: str, ttft_s: float, tpot_s: float) -> str:
+        """The ranges in words, the tails at the profile's own launch (``ttft_s``, ``tpot_s``) included."""
+        t, p = (*self.ttft_tail_s, ttft_s), (*self.tpot_tail_s, tpot_s)
+        lo, hi = self.factors
+        return (f"with the CPU launch of the steps above the CUDA graphs at {lo:.2f}-{hi:.2f}× the profile's"
+                f" (as measured on other hosts and runs) {tail} TTFT {min(t) * 1e3:,.0f}-"
+                f"{max(t) * 1e3:,.0f} ms, TPOT {min(p) * 1e3:,.1f}-{max(p) * 1e3:,.1f} ms")
+
 
 def launch_range(q, setup: Setup, make, rate_per_s: float) -> LaunchRange | None:
     """:class:`LaunchRange` of one replica at ``rate_per_s``: the same trial with the profile's launch terms at its
