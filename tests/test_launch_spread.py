@@ -56,8 +56,9 @@ def test_a_launch_bound_plan_shows_its_tails_across_the_spread():
 
     replicas_help = next(h for label, _, h in best_fleet_metrics(fp.fleet) if label == "Replicas")
     assert replicas_help.endswith("p99 TTFT 230-364 ms, TPOT 35.3-64.0 ms")
-    assert "  note: with the CPU launch of the steps above the CUDA graphs at 0.72-1.20× the profile's (as measured on " \
-           "other hosts and runs) p99 TTFT 230-364 ms, TPOT 35.3-64.0 ms" in fp.fleet.lines()  # `planner size`
+    size_note = ("  note: with the CPU launch of the steps above the CUDA graphs at 0.72-1.20× the profile's (as "
+                 "measured on other hosts and runs) p99 TTFT 230-364 ms, TPOT 35.3-64.0 ms")
+    assert size_note in fp.fleet.lines()  # `planner size`
 
 
 def test_no_note_where_the_launch_moves_a_tail_less_than_one_percent_or_was_not_measured():
