@@ -205,7 +205,7 @@ class FleetPlan:
     candidates: tuple[FleetCandidate, ...]
     hours_per_month: float = HOURS_PER_MONTH
     notes: tuple[str, ...] = field(default_factory=tuple)
-    # the best fleet's tails with the launch call at the ends of its run-to-run spread (planner.fleet_eval.LaunchRange)
+    # the best fleet's tails with the launch at both ends of its hosts' and runs' spread (planner.fleet_eval.LaunchRange)
     launch_range: object = None
 
     @property
