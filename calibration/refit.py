@@ -39,7 +39,7 @@ from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
 from calibration.serving_points import fit_http_frontend, serving_points
 from calibration.serve_floor import served_terms
-from calibration.trace_points import launch_call_spread, launch_floor, shape_compiles
+from calibration.trace_points import launch_call_spread, launch_floor, run_call_spread, shape_compiles
 from planner.io import catalog
 from planner.validate import write_measurements
 
@@ -166,6 +166,7 @@ def refit(comparison_out: Path | None = None):
     prof = prof.model_copy(update={
         "transfer_error_bands": transfer,
         "launch_call_spread": launch_call_spread([DATA / f for f in SPREAD_TRACES], prof),
+        "launch_run_spread": run_call_spread([DATA / f for f in SPREAD_TRACES]),
         "raw_data": list(dict.fromkeys([str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]]
                                        + list(TRACES) + [f for f, _ in VARIANT_FLOOR_FIT.values()]
                                        + [FUSED_COMPILE_FIT[0]] + list(SPREAD_TRACES))),

@@ -158,7 +158,8 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
     then the OpenAI server's per-request overhead (:func:`calibration.serving_points.fit_http_frontend`: the first
     token's delay beyond the simulated engine's at the TTFT median of the ``chat`` run), the median over the dense
     engines' traces: that is the host's CPU too (Llama-3.1-8B: 6.0 ms on the committed profile's host, 0 on the two
-    calibrate-serve hosts of 2026-12-02, whose chat TTFT p50 came out +17..+18 % with 6.0 ms)."""
+    calibrate-serve hosts of 2026-12-02, whose chat TTFT p50 came out +17..+18 % with 6.0 ms).  With the host's own
+    floor fitted, the launch spread a plan shows is the run-to-run one (``launch_run_spread``)."""
     floors, compiles = [], []
     for folder, model_id in traces:
         try:
@@ -171,6 +172,8 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
             except (ValueError, KeyError, StopIteration) as err:
                 log(f"  {folder.name}: no new-key compile measured ({err})")
     prof = served_terms(prof, floors, compiles, log=log)
+    if floors and prof.launch_run_spread is not None:  # the host's own floor: what is left is run to run
+        prof = prof.model_copy(update={"launch_call_spread": prof.launch_run_spread})
     run = f"bench-{SERVE_RUNS[-1].split(':', 1)[0]}"
     fronts = []
     for f in floors:

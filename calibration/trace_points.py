@@ -250,6 +250,21 @@ def run_eager_calls(folder: Path, min_steps: int = 10) -> dict[str, float]:
     return out
 
 
+def run_call_spread(folders) -> Spread:
+    """How far a run's launch call moves from its engine's own: :class:`planner.profile.Spread` of each run's
+    :func:`run_eager_calls` over the median of its engine's runs, over the engines of ``folders`` with two or more."""
+    ratios = []
+    for folder in folders:
+        calls = run_eager_calls(folder)
+        if len(calls) >= 2:
+            median = float(np.median(list(calls.values())))
+            ratios += [v / median for v in calls.values()]
+    if not ratios:
+        raise ValueError("no traced engine with two runs of eager steps")
+    p10, med, p90 = np.percentile(ratios, [10, 50, 90]).tolist()
+    return Spread(n=len(ratios), p10=p10, median=med, p90=p90)
+
+
 def launch_call_spread(folders, profile) -> Spread:
     """How far a served run's eager launch is from what ``profile`` predicts for its engine, host and run alike:
     :class:`planner.profile.Spread` of each run's launch floor (its :func:`run_eager_calls` less its engine's median

@@ -212,6 +212,10 @@ class CalibrationProfile(FrozenSpec):
         None, description="a served run's launch floor over the one this profile predicts for its engine (a ratio): "
         "how far the CPU launch of the steps above the CUDA graphs is from the profile's on other hosts and runs "
         "(calibration.trace_points.launch_call_spread of the traced vllm serve runs the profile's raw_data lists)")
+    launch_run_spread: Spread | None = Field(
+        None, description="a served run's median eager launch call over its engine's median over its runs: the part of "
+        "launch_call_spread that stays once a host's own floor is fitted (planner calibrate +serve makes it that "
+        "profile's launch_call_spread; calibration.trace_points.run_call_spread)")
     error_bands: dict[str, ErrorBand] = Field(
         default_factory=dict, description="'<family>/<regime>' -> expected error (see planner.bands)")
     transfer_error_bands: dict[str, ErrorBand] = Field(

@@ -303,6 +303,9 @@ def test_calibrate_serve_jobs_traced_another_hosts_floor_and_the_compile_keys_he
     assert host.moe.eager_layer_launch_s == pytest.approx((qwen3.seconds - 48 * llama.seconds / 32) / 48, rel=1e-12)
     assert host.moe.shape_compile_layer_s == pytest.approx(c.median_s / 48, rel=1e-12)
     assert host.eager_layer_launch_s / committed.eager_layer_launch_s - 1 == pytest.approx(-0.297, abs=1e-3)
+    # its own floor fitted, what is left of the launch spread a plan shows is the run-to-run one (0.91-1.09x, not the
+    # hosts' and runs' 0.72-1.20x of the committed profile)
+    assert host.launch_call_spread == committed.launch_run_spread != committed.launch_call_spread
 
 
 def test_a_third_host_agrees_with_the_second_not_with_the_profiles():
