@@ -184,6 +184,16 @@ def context_stalls(folder: Path, model_id: str) -> list[tuple[int, float]]:
 STALL_S = 0.3
 
 
+def _run_steps(t: _Trace, bench: dict) -> list[dict]:
+    """The traced steps scheduled within one ``bench`` run's wall-clock window."""
+    return [s for s in t.steps if bench["wall_start"] <= s["wall"] <= bench["wall_end"]]
+
+
+def _spread(ratios: list[float]) -> Spread:
+    p10, med, p90 = np.percentile(ratios, [10, 50, 90]).tolist()
+    return Spread(n=len(ratios), p10=p10, median=med, p90=p90)
+
+
 def stalls(folder: Path, threshold_s: float = STALL_S) -> dict[str, dict]:
     """Per ``bench`` run of the folder: its traced steps, the eager ones among them (above the largest CUDA
     graph), the steps whose ``execute_model`` call took longer than ``threshold_s`` and their seconds, and the
@@ -192,8 +202,7 @@ def stalls(folder: Path, threshold_s: float = STALL_S) -> dict[str, dict]:
     t = _trace(folder)
     out = {}
     for r in t.benches:
-        run = [s for s in t.steps if r["wall_start"] <= s["wall"] <= r["wall_end"] and s.get("exec_s") is not None
-               and s["tok"] > 0]
+        run = [s for s in _run_steps(t, r) if s.get("exec_s") is not None and s["tok"] > 0]
         slow = [float(s["exec_s"]) for s in run if s["exec_s"] > threshold_s]
         out[r["run"]] = {"steps": len(run), "eager_steps": sum(s["tok"] > t.graph_max for s in run),
                          "stalls": len(slow), "stall_s": float(sum(slow)), "wall_s": r["wall_end"] - r["wall_start"]}
@@ -224,7 +233,7 @@ def client_lags(folder: Path) -> list[ClientLag]:
     for r in t.benches:
         bench = json.loads((Path(folder) / r["file"]).read_text(encoding="utf-8"))
         sent = np.sort(np.asarray(bench["start_times"], dtype=float))
-        run = [s for s in t.steps if r["wall_start"] <= s["wall"] <= r["wall_end"]]
+        run = _run_steps(t, r)
         scheduled = np.asarray([s["t0"] for s in run for _ in range(s["new"])], dtype=float)
         n = min(len(sent), len(scheduled))
         decode = [s for s in run if not s["chunks"] and s["tok"] > 0]
@@ -243,8 +252,8 @@ def run_eager_calls(folder: Path, min_steps: int = 10) -> dict[str, float]:
     for r in t.benches:
         if r["run"] in WARM_UP_RUNS:
             continue
-        calls = [float(s["exec_s"]) for s in t.steps if r["wall_start"] <= s["wall"] <= r["wall_end"]
-                 and s.get("exec_s") is not None and s["tok"] > t.graph_max and s["exec_s"] <= STALL_S]
+        calls = [float(s["exec_s"]) for s in _run_steps(t, r)
+                 if s.get("exec_s") is not None and s["tok"] > t.graph_max and s["exec_s"] <= STALL_S]
         if len(calls) >= min_steps:
             out[r["run"]] = float(np.median(calls))
     return out
@@ -261,8 +270,7 @@ def run_call_spread(folders) -> Spread:
             ratios += [v / median for v in calls.values()]
     if not ratios:
         raise ValueError("no traced engine with two runs of eager steps")
-    p10, med, p90 = np.percentile(ratios, [10, 50, 90]).tolist()
-    return Spread(n=len(ratios), p10=p10, median=med, p90=p90)
+    return _spread(ratios)
 
 
 def launch_call_spread(folders, profile) -> Spread:
@@ -274,16 +282,18 @@ def launch_call_spread(folders, profile) -> Spread:
 
     ratios = []
     for folder in folders:
-        t, calls = _trace(folder), run_eager_calls(folder)
-        graph = [float(s["exec_s"]) for s, inside in zip(t.steps, t.in_run)
-                 if inside and s.get("exec_s") is not None and 0 < s["tok"] <= t.graph_max]
-        deploy = next(r for r in t.benches + _read(str(Path(folder).resolve()))[0] if r.get("type") == "deploy")
+        calls = run_eager_calls(folder)
+        if not calls:
+            continue
+        deploy = next(r for r in _read(str(Path(folder).resolve()))[0] if r.get("type") == "deploy")
         model = catalog.model(deploy["model"])
-        cost = StepCost.from_specs(model, catalog.gpu(deploy.get("gpu", "h200-sxm")), t.deployment, profile)
-        predicted = cost.cpu_s(t.graph_max + 1, 1, True) - model.num_layers * profile.eager_layer_overhead_s
-        if calls and graph and predicted > 0:
-            ratios += [(c - float(np.median(graph))) / predicted for c in calls.values()]
+        floor = launch_floor(folder, model.id)  # its graph_call_s: the engine's median CUDA-graph call
+        dep = recorded_deployment(deploy)
+        cost = StepCost.from_specs(model, catalog.gpu(deploy.get("gpu", "h200-sxm")), dep, profile)
+        predicted = cost.cpu_s(cudagraph_max_tokens(dep, model) + 1, 1, True) \
+            - model.num_layers * profile.eager_layer_overhead_s
+        if predicted > 0:
+            ratios += [(c - floor.graph_call_s) / predicted for c in calls.values()]
     if not ratios:
         raise ValueError("no traced run of eager steps with a predicted launch floor")
-    p10, med, p90 = np.percentile(ratios, [10, 50, 90]).tolist()
-    return Spread(n=len(ratios), p10=p10, median=med, p90=p90)
+    return _spread(ratios)
