@@ -42,6 +42,7 @@ cheapest measured alternative beside it (:attr:`FleetPlan.best_measured`).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -205,8 +206,14 @@ class FleetPlan:
     candidates: tuple[FleetCandidate, ...]
     hours_per_month: float = HOURS_PER_MONTH
     notes: tuple[str, ...] = field(default_factory=tuple)
-    # the best fleet's tails with the launch at both ends of its hosts' and runs' spread (planner.fleet_eval.LaunchRange)
-    launch_range: object = None
+    # the best fleet's launch-spread trial (planner.fleet_eval.launch_range), run when :attr:`launch_range` is asked
+    launch_trial: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def launch_range(self):
+        """The best fleet's tails with the launch at both ends of its hosts' and runs' spread
+        (:class:`planner.fleet_eval.LaunchRange`, simulated on first use and cached there); None without one."""
+        return self.launch_trial() if self.launch_trial is not None else None
 
     @property
     def best(self) -> FleetCandidate | None:
@@ -249,9 +256,8 @@ class FleetPlan:
             return [f"{self.model_name}: {self.sentence()}"]
         out = [_fleet_line(b), f"  {demand_line(self.question, b)}", f"  {self.sentence()}"]
         alt = self.best_measured
-        if self.launch_range is not None:
-            k = b.knee
-            out.append(f"  note: {self.launch_range.sentence(self.question.tail, k.ttft_tail_s, k.tpot_tail_s)}")
+        if (lr := self.launch_range) is not None:
+            out.append(f"  note: {lr.sentence(self.question.tail, b.knee.ttft_tail_s, b.knee.tpot_tail_s)}")
         if b.confidence != "measured":
             out.append(f"  note: {b.layout()} has no measured basis ({b.confidence}: {b.band_basis})"
                        + (f"; the cheapest measured fleet: {_fleet_line(alt)}" if alt else
@@ -264,9 +270,9 @@ class FleetPlan:
                 "feasible": b is not None, "reasons": self.reasons(), "best": b.as_dict() if b else None,
                 "best_measured": alt.as_dict() if alt else None, "sentence": self.sentence(),
                 "hours_per_month": self.hours_per_month, "notes": list(self.notes),
-                "launch_range": None if self.launch_range is None else {
-                    "factors": list(self.launch_range.factors), "ttft_tail_s": list(self.launch_range.ttft_tail_s),
-                    "tpot_tail_s": list(self.launch_range.tpot_tail_s)},
+                "launch_range": None if (lr := self.launch_range) is None else {
+                    "factors": list(lr.factors), "ttft_tail_s": list(lr.ttft_tail_s),
+                    "tpot_tail_s": list(lr.tpot_tail_s)},
                 "candidates": [c.as_dict() for c in self.candidates]}
 
 
@@ -422,7 +428,6 @@ def plan_fleet(question: FleetQuestion, *, model=None, gpus=None, profile_for=No
     ranked = sorted((e[0] for e in live if e[1].result is not None), key=lambda c: _rank_key(c, q.rank_by))
     if ranked and ranked[0].feasible and ranked[0].confidence != "measured":
         search([e for e in live if e[0].confidence == "measured"])
-    runs = {id(e[0]): e[1] for e in live}
     for c, run in live:
         if run.result is None:
             lb = _lower_bound(q, c, run.bound)
@@ -433,6 +438,6 @@ def plan_fleet(question: FleetQuestion, *, model=None, gpus=None, profile_for=No
         done.append(c)
     done.sort(key=lambda c: _rank_key(c, q.rank_by))
     best = done[0] if done and done[0].feasible else None
-    spread = launch_range(q, runs[id(best)].setup, make, best.knee.usable_rate_per_s) \
-        if best is not None and id(best) in runs and best.knee is not None else None
-    return FleetPlan(q, m.name, tuple(done), notes=tuple(unpriced), launch_range=spread)
+    run = next((r for c, r in live if c is best), None) if best is not None and best.knee is not None else None
+    trial = functools.partial(launch_range, q, run.setup, make, best.knee.usable_rate_per_s) if run else None
+    return FleetPlan(q, m.name, tuple(done), notes=tuple(unpriced), launch_trial=trial)

@@ -196,8 +196,8 @@ def best_fleet_metrics(plan: FleetPlan) -> list[tuple[str, str, str]]:
            f"({plan.question.headroom:.0%} below the knee {k.knee_rate_per_s:,.3f} req/s at {plan.question.tail}); "
            f"at that rate {plan.question.tail} TTFT {k.ttft_tail_s * 1e3:,.0f} ms, TPOT {k.tpot_tail_s * 1e3:,.1f} ms, "
            f"{k.in_flight:,.1f} in flight")
-    if plan.launch_range is not None:
-        why += "; " + plan.launch_range.sentence(plan.question.tail, k.ttft_tail_s, k.tpot_tail_s)
+    if (lr := plan.launch_range) is not None:
+        why += "; " + lr.sentence(plan.question.tail, k.ttft_tail_s, k.tpot_tail_s)
     return [("Best fleet", b.layout(), f"{plan.sentence()}. Basis: {b.confidence} ({b.band_basis})"),
             ("Replicas", f"{b.replicas:,}", why),
             ("GPUs", f"{b.num_gpus:,}", f"replicas × {b.gpus_per_replica}"),
