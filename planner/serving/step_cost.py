@@ -115,7 +115,7 @@ class StepCost:
 
     def cpu_s(self, tokens: float, sampled: float, prefill: bool = False) -> float:
         """How long a step of this shape keeps the CPU in its launch call beyond a CUDA-graph step
-        (:func:`planner.roofline.eager_cpu_s`; 0 inside the CUDA graphs)."""
+        (:func:`eager_cpu_s`; 0 inside the CUDA graphs)."""
         return self._token_terms(tokens, sampled, prefill)[5] if tokens > 0 else 0.0
 
     def attended_prefill(self, start: float, chunk: float) -> float:
