@@ -113,5 +113,22 @@ def replay_cmd(
             rows.append([label, "—" if meas is None else f"{meas / scale:,.1f}",
                          "—" if pred is None else f"{pred / scale:,.1f}", "—" if err != err else f"{err:+.1f}%"])
         table(["", "measured", "predicted", "error"], rows)
+        typer.echo(capacity_line(r.measured, r.predicted))
         if r.predicted.get("prefix_cache_hit_rate"):
             typer.echo(f"simulated prefix-cache hit rate {r.predicted['prefix_cache_hit_rate']:.1%}")
+
+
+def capacity_line(measured: dict, predicted: dict) -> str:
+    """Whether the run's queue kept growing to the end of its arrivals, measured and simulated
+    (:func:`planner.serving.result.over_capacity`): where it did, the run had no steady state and its latency
+    percentiles grow with its length."""
+    from planner.serving.result import over_capacity
+
+    def said(d: dict) -> str:
+        if d.get("in_system_q2") is None:
+            return "—"
+        return f"{d['in_system_q2']:,.0f} -> {d['in_system_q4']:,.0f}" + (", still growing" if over_capacity(d) else "")
+
+    grew = over_capacity(measured)
+    return (f"in flight, 2nd -> last quarter of the arrivals: measured {said(measured)}, simulated {said(predicted)}"
+            + (": over capacity (no steady state; its latencies grow with the run's length)" if grew else ""))

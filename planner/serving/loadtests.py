@@ -29,7 +29,7 @@ import numpy as np
 from planner.io.files import read_json
 from planner.serving.config import EngineConfig
 from planner.serving.engine import simulate
-from planner.serving.result import MeasuredVsPredicted, percentiles
+from planner.serving.result import MeasuredVsPredicted, in_system_quarters, over_capacity, percentiles
 from planner.serving.step_cost import StepCost
 from planner.specs import Deployment
 from planner.units import MS
@@ -72,7 +72,8 @@ def stats(arrival, ttft, tpot, e2e, output) -> dict:
     return {"ttft_p50_s": t["p50"], "ttft_p90_s": t["p90"], "ttft_p99_s": t["p99"], "tpot_p50_s": p["p50"],
             "tpot_p90_s": p["p90"], "tpot_p99_s": p["p99"], "e2e_p50_s": e["p50"], "e2e_p99_s": e["p99"],
             "output_tokens_per_s": float(output[ok].sum() / dur) if dur > 0 else None,
-            "requests_per_s": float(ok.sum() / dur) if dur > 0 else None, "completed": int(ok.sum())}
+            "requests_per_s": float(ok.sum() / dur) if dur > 0 else None, "completed": int(ok.sum()),
+            **in_system_quarters(arrival, e2e)}
 
 
 def _load_json(path: Path):
@@ -263,7 +264,8 @@ class LoadTestComparison(MeasuredVsPredicted):
 
     def as_dict(self) -> dict:
         return {"name": self.name, "tool": self.tool, "num_requests": self.num_requests, "measured": self.measured,
-                "predicted": self.predicted, "error_pct": {k: self.error_pct(k) for k in PERCENTILE_KEYS}}
+                "predicted": self.predicted, "error_pct": {k: self.error_pct(k) for k in PERCENTILE_KEYS},
+                "over_capacity": {"measured": over_capacity(self.measured), "predicted": over_capacity(self.predicted)}}
 
 
 def _requests(test: LoadTest):

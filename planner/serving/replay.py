@@ -13,7 +13,7 @@ from planner.io.jsonl import read_jsonl
 from planner.memory import memory_budget
 from planner.serving.config import EngineConfig
 from planner.serving.engine import simulate
-from planner.serving.result import MeasuredVsPredicted, percentiles
+from planner.serving.result import MeasuredVsPredicted, in_system_quarters, percentiles
 from planner.serving.step_cost import StepCost
 from planner.profile import CalibrationProfile, IDEAL_PROFILE
 from planner.specs import Deployment, GpuSpec, ModelSpec
@@ -73,7 +73,8 @@ def _stats(arrival, ttft, tpot, e2e, output) -> dict:
             "requests_per_s": float(ok.sum() / dur) if dur > 0 else None,
             "ttft_mean_s": t["mean"], "ttft_p50_s": t["p50"], "ttft_p99_s": t["p99"],
             "tpot_mean_s": p["mean"], "tpot_p50_s": p["p50"], "tpot_p99_s": p["p99"],
-            "e2e_p50_s": e["p50"], "e2e_p99_s": e["p99"], "completed": int(ok.sum())}
+            "e2e_p50_s": e["p50"], "e2e_p99_s": e["p99"], "completed": int(ok.sum()),
+            **in_system_quarters(arrival, e2e)}
 
 
 @dataclass(frozen=True)

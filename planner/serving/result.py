@@ -40,6 +40,43 @@ def percentiles(x: np.ndarray) -> dict:
     return {"mean": float(x.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
 
 
+#: a run is over capacity (its queue still growing when its arrivals ended: no steady state, so its latency percentiles
+#: depend on how long it ran) when the requests in the system over the last quarter of its arrival window average at
+#: least OVER_CAPACITY_GROWTH times those over the second quarter, and OVER_CAPACITY_MIN_REQUESTS more (a Poisson
+#: run of a few requests in flight moves by more than half by chance).  Over the 87 recorded vllm bench runs of
+#: calibration/data the ratio was <= 1.42 on every run whose in-flight count levelled off and >= 1.61 where it climbed
+#: until the arrivals stopped (issue #21).
+OVER_CAPACITY_GROWTH = 1.5
+OVER_CAPACITY_MIN_REQUESTS = 10.0
+
+
+def in_system_quarters(arrival, e2e) -> dict:
+    """``in_system_q2``/``in_system_q4``: the mean number of requests in the system (arrived, not yet finished; one
+    that never finished stays in) over the second and the last quarter of the arrival window, at 200 instants each
+    (None for a run of fewer than 8 requests or whose arrivals share one instant: a closed loop's first wave)."""
+    arrival, e2e = np.asarray(arrival, dtype=float), np.asarray(e2e, dtype=float)
+    ok = np.isfinite(arrival)
+    a = np.sort(arrival[ok])
+    if a.size < 8 or not a[-1] > a[0]:
+        return {"in_system_q2": None, "in_system_q4": None}
+    done = np.sort(np.where(np.isfinite(e2e[ok]), arrival[ok] + e2e[ok], np.inf))
+    span = a[-1] - a[0]
+
+    def mean_in_system(lo: float, hi: float) -> float:
+        t = a[0] + span * np.linspace(lo, hi, 200)
+        return float(np.mean(np.searchsorted(a, t, "right") - np.searchsorted(done, t, "right")))
+
+    return {"in_system_q2": mean_in_system(0.25, 0.5), "in_system_q4": mean_in_system(0.75, 1.0)}
+
+
+def over_capacity(stats: dict) -> bool:
+    """Whether a run's summary (with :func:`in_system_quarters`' keys) says its queue kept growing to the end of its
+    arrivals (:data:`OVER_CAPACITY_GROWTH`)."""
+    q2, q4 = stats.get("in_system_q2"), stats.get("in_system_q4")
+    return q2 is not None and q4 is not None and q4 >= OVER_CAPACITY_GROWTH * q2 \
+        and q4 - q2 >= OVER_CAPACITY_MIN_REQUESTS
+
+
 @dataclass(frozen=True)
 class SimResult:
     """Per-request timings (seconds from the run's start) and the run's time series.
