@@ -68,6 +68,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from calibration.serve_floor import served_terms, traced_engines, with_traces  # noqa: E402
+from calibration.served_steps import served_runs  # noqa: E402
 from calibration.serving_points import replay_folder  # noqa: E402
 from calibration.trace_points import STALL_S, launch_floor, stalls  # noqa: E402
 from planner.io import catalog  # noqa: E402
@@ -86,6 +87,8 @@ FIT_ON = {"bench-r12"}  # the HTTP frontend overhead is fitted on it
 CLOSED_LOOP = re.compile(r"bench-c\d+")  # vllm bench serve --max-concurrency N runs
 
 
+#: the step formula on served steps (served_step_runs): |span error| % where its steps fill this share of the span
+SERVED_STEP_PCT, SERVED_STEP_SHARE = 5.0, 0.8
 #: the targets below saturation, |error| %
 TARGET_PCT = {"output_tokens_per_s": 3.0, "ttft_p50_s": 10.0, "ttft_p99_s": 20.0, "tpot_p50_s": 7.0}
 
@@ -231,6 +234,7 @@ def main() -> int:
                         f"predicted), {s_.get('stall_s', 0.0):.1f} s of {s_.get('wall_s', 0.0):.0f} s")
             print(line(f"{c.name} ({c.num_requests} req)", e, joined(note, cap)))
     own_floor_runs(prof, [(base / folder, model) for base, folder, model, role in traced_runs if role == "held"])
+    served_step_runs(prof, [(base / folder, model) for base, folder, model, _ in traced_runs], missed)
     # the same calibrate runs replayed with the floors their own +serve jobs traced on that machine (what `planner
     # calibrate` fits there): fitted on these runs, so reported, not checked
     print("  ... the same runs with the launch floors and compile their own +serve jobs traced (fitted on them: "
@@ -268,6 +272,27 @@ def asyncllm_runs(prof, path: str, prefix: str, missed: list) -> None:
     for r in rep.rows:
         e, _, note = judged(prefix + r.run, r, missed, r.run)
         print(line(r.run, e, note))
+
+
+def served_step_runs(prof, runs, missed: list) -> None:
+    """The step formula on the steps each traced run served (calibration.served_steps: the traced batches and CPU
+    calls, the formula's step times): the run's span within SERVED_STEP_PCT wherever the formula's steps fill at least
+    SERVED_STEP_SHARE of it (below, the traced CPU calls decide the span: reported)."""
+    print(f"  ... the step formula on every traced run's own served steps (its batches and CPU calls as traced; checked "
+          f"within {SERVED_STEP_PCT:g} % where the formula's steps fill >= {SERVED_STEP_SHARE:.0%} of the span):")
+    errs = []
+    for folder, model in runs:
+        where = f"{folder.parent.parent.name.removeprefix('h200-2026-12-02-')}/{folder.parent.name}"
+        for r in served_runs(folder, model, prof):
+            checked = r.formula_share >= SERVED_STEP_SHARE
+            errs += [abs(r.error_pct)] if checked else []
+            print(f"  {where}/{model} {r.run:16s} {r.steps:5d} steps  span {r.measured_s:6.2f} s  formula "
+                  f"{r.error_pct:+5.1f}%  filled {r.formula_share:4.0%}" + ("" if r.exact_contexts else
+                                                                           "  (decode contexts: the run's mean)"))
+            if checked and abs(r.error_pct) > SERVED_STEP_PCT:
+                missed.append(f"served steps {where}/{folder.name}/{r.run}: span {r.error_pct:+.1f}% "
+                              f"(target {SERVED_STEP_PCT:g} %)")
+    print(f"  served steps: median |error| {np.median(errs):.1f} %, max {max(errs):.1f} % over {len(errs)} checked runs")
 
 
 def own_floor_runs(prof, runs) -> None:

@@ -70,6 +70,7 @@ def test_step_trace_records_each_schedule_with_its_shape_and_the_previous_iterat
     # the shape: 1,025 tokens = a new 700-token prompt + a 324-token chunk at 512 done + one decode
     assert (first["tok"], first["new"], first["dec"], first["chunks"], first["ctx"]) == (1025, 1, 1, [700, 324],
                                                                                           [0, 512])
+    assert first["dctx"] == 900  # the one decoding request ("c") has 900 tokens computed
     assert (first["run"], first["wait"]) == (2, 1)
     assert "x" not in first and {"x", "y", "u0", "u1"} <= set(second)  # times of the iteration before
     assert first["t0"] <= first["t1"] <= second["u0"] <= second["u1"] <= second["t0"]

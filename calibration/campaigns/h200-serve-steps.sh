@@ -34,8 +34,14 @@
 #   p: held out, Mixtral-8x7B cold with the plan's fused-MoE warm-up (planner.compile_keys.warm_up_sizes: one request
 #      each of 513, 516, 1,793, 1,796, 1,800 tokens, the five keys its tuned E=8,N=14336 H200 configuration leaves a
 #      fresh engine without), then chat 4 and 8 req/s: no stall predicted (f/, without the warm-up: 4 in 140 requests).
+#   q, r, s (2026-12-02, fourth round; calibration/steptrace now also records each step's decoding requests' contexts,
+#      dctx, for calibration/served_steps.py): held out, on a host no profile term came from:
+#   q: Llama-3.1-8B chat 10/20/28 req/s (light, moderate, near its ~29 req/s capacity on the hosts seen), a shared
+#      2,048-token prefix at 20 req/s (caching on), 24 agentic multi-turn sessions;
+#   r: Qwen3-30B-A3B after the plan's fused-MoE warm-up (as m), chat 8/14/20 req/s;
+#   s: Moonlight-16B-A3B (MLA + 64 experts, top-6), cold, chat 10/20/30 req/s.
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f|g|h|i|j|k|l|m|n|o|p OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f|g|h|i|j|k|l|m|n|o|p|q|r|s OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -98,6 +104,19 @@ case $1 in
        --out "$D/serve-mixtral-8x7b-warmed" --port 8015 --budget-s 220 \
        --size-sweep a:from=513,step=3,n=2,output=1 --size-sweep b:from=1793,step=3,n=2,output=1 \
        --size-sweep c:from=1800,step=1,n=1,output=1 --run chat4:$CHAT,n=80,rate=4 --run chat8:$CHAT,n=120,rate=8 ;;
+  q) job 0 420 q-steps python3 -m calibration.serve_bench --model llama-3.1-8b --max-model-len 4096 --step-trace \
+       --out "$D/serve-llama-steps" --port 8021 --budget-s 380 \
+       --run chat10:$CHAT,n=200,rate=10 --run chat20:$CHAT,n=400,rate=20 --run chat28:$CHAT,n=560,rate=28 \
+       --run prefix20:$PREFIX,n=300,rate=20 \
+       --agentic sessions=24,turns=4,system=1024,user=128,output=96,think=1.0,session_rate=3 ;;
+  r) job 0 420 r-steps python3 -m calibration.serve_bench --model qwen3-30b-a3b --max-model-len 4096 --step-trace \
+       --out "$D/serve-qwen3-30b-a3b-steps" --port 8022 --budget-s 380 \
+       --size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1 \
+       --size-sweep c:from=1281,step=1,n=2,output=1 --run chat8:$CHAT,n=160,rate=8 \
+       --run chat14:$CHAT,n=280,rate=14 --run chat20:$CHAT,n=400,rate=20 ;;
+  s) job 0 420 s-steps python3 -m calibration.serve_bench --model moonlight-16b-a3b --max-model-len 4096 \
+       --step-trace --out "$D/serve-moonlight-16b-a3b-steps" --port 8023 --budget-s 380 \
+       --run chat10:$CHAT,n=200,rate=10 --run chat20:$CHAT,n=400,rate=20 --run chat30:$CHAT,n=600,rate=30 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"

@@ -5,7 +5,9 @@ Put this folder first on ``PYTHONPATH`` and set ``PLANNER_STEP_TRACE=PREFIX``: e
 that environment (the API server, the engine core) patches, when vLLM imports them,
 
 * ``Scheduler.schedule`` -> one record per call: wall and ``perf_counter`` time at entry and exit, the tokens
-  scheduled, the requests by kind (new, decoding = 1 token, prefill chunks = their sizes), running and waiting;
+  scheduled, the requests by kind (new, decoding = 1 token, prefill chunks = their sizes and computed contexts),
+  the decoding requests' computed contexts summed (``dctx``, from 2026-12-02's third campaign on), running and
+  waiting;
 * ``Scheduler.update_from_output`` -> its entry/exit ``perf_counter`` (the step's output back on the CPU);
 * ``UniProcExecutor.execute_model`` / ``sample_tokens`` -> their call durations (the CPU launching the step).
 
@@ -60,6 +62,8 @@ if _PREFIX:
                    "chunks": [n for n in sizes if n > 1],
                    "ctx": [self.requests[r].num_computed_tokens for r, n in out.num_scheduled_tokens.items()
                            if n > 1 and r in self.requests],
+                   "dctx": sum(self.requests[r].num_computed_tokens for r, n in out.num_scheduled_tokens.items()
+                               if n == 1 and r in self.requests),
                    "run": len(self.running), "wait": len(self.waiting), **_last})
             _last.clear()
             return out

@@ -1,0 +1,93 @@
+"""The step formula on the steps a real vllm serve ran (calibration.served_steps), on recorded traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from calibration.served_steps import ServedRun, gpu_step_s, mean_decode_context, replay_steps, served_runs
+from calibration.serving_points import serving_setup
+from planner.io import catalog
+
+DATA = Path(__file__).resolve().parent.parent / "calibration/data"
+LLAMA = DATA / "h200-2026-12-02-timeline/c/serve-llama-trace"
+PROFILE = catalog.profile_for("h200-sxm", "0.26.0")
+
+
+@pytest.fixture(scope="module")
+def llama_cost():
+    return serving_setup(LLAMA, "llama-3.1-8b", PROFILE)[0]
+
+
+def test_a_graph_step_costs_what_the_simulator_charges(llama_cost):
+    # 40 decodes at 1,000 tokens computed each + a 300-token chunk at 0: the same terms StepCost.step_s adds (a step
+    # inside the CUDA graphs has no launch floor): 32 layers x 40 x 1,001 attended by the decodes
+    c = llama_cost
+    step = {"tok": 340, "dec": 40, "dctx": 40_000, "chunks": [300], "ctx": [0]}
+    attended = 32 * 40 * 1001.0
+    want = c.step_s(340, 41, c.attended_prefill(0, 300), attended, attended + c.prefill_kv_read(0))
+    assert gpu_step_s(c, step, None) == pytest.approx(want, rel=1e-12)
+    # without a traced dctx the run's mean context stands in for each decode
+    assert gpu_step_s(c, {k: v for k, v in step.items() if k != "dctx"}, 1000.0) == pytest.approx(want, rel=1e-12)
+
+
+def test_an_eager_step_is_its_gpu_work_not_its_launch_floor(llama_cost):
+    c = llama_cost
+    step = {"tok": 2048, "dec": 0, "chunks": [2048], "ctx": [0]}
+    assert c.launch_s(2048, 1, True) > 0  # above the graphs: step_s would take max(GPU, launch)
+    const, ac, am = c.parts(2048, 1, c.attended_prefill(0, 2048), 0.0, 0.0)
+    assert gpu_step_s(c, step, None) == pytest.approx(const + max(ac, am), rel=1e-12)
+
+
+def test_the_timeline_overlaps_cpu_calls_with_the_last_steps_gpu_work(llama_cost):
+    # three decode steps of 1 ms CPU each (schedule 0.1 + launch 0.4 + output 0.5 ms) whose GPU work g is longer:
+    # step n+1 is scheduled once step n-1's output is back, so after the first the loop runs at the GPU's pace
+    c = llama_cost
+    g = gpu_step_s(c, {"tok": 8, "dec": 8, "dctx": 8000, "chunks": [], "ctx": []}, None)
+    steps = [{"t0": 0.01 * i, "t1": 0.01 * i + 1e-4, "exec_s": 4e-4, "tok": 8, "dec": 8, "dctx": 8000, "chunks": [],
+              "ctx": [], "y": 2e-4, "u0": 0.0, "u1": 3e-4} for i in range(4)]
+    span, total = replay_steps(c, steps)
+    assert total == pytest.approx(3 * g, rel=1e-12)
+    # first: scheduled at 0, launched 0.1-0.5 ms, no step before it: next schedule at 0.5 + 0.5 = 1.0 ms; second:
+    # launched 1.1-1.5 ms, waits for the first's GPU end (0.1 ms + g), then 0.5 ms; third waits for the second's end
+    assert g > 1e-3
+    t1 = 1e-3
+    end1 = 1e-4 + g
+    t2 = max(t1 + 5e-4, end1) + 5e-4
+    end2 = max(end1, t1 + 1e-4) + g
+    t3 = max(t2 + 5e-4, end2) + 5e-4
+    assert span == pytest.approx(t3, rel=1e-9)
+
+
+def test_mean_decode_context_from_lengths(tmp_path):
+    # prompts 100 and 300, outputs 2 and 4: contexts 100, 101 and 300..303 -> (201 + 1206) / 6
+    f = tmp_path / "b.json"
+    f.write_text(json.dumps({"input_lens": [100, 300], "output_lens": [2, 4]}))
+    assert mean_decode_context(f) == pytest.approx((100 + 101 + 300 + 301 + 302 + 303) / 6)
+
+
+def test_recorded_llama_runs_on_a_held_out_host():
+    # Llama-3.1-8B chat on the 2026-12-02 timeline host: the formula's steps fill the spans (GPU-bound), and their
+    # spans come out within 3 % (+0.8 % at 10 req/s, +1.3 % at 24, -2.5 % at 36 over capacity, -0.9 % shared prefix)
+    runs = {r.run: r for r in served_runs(LLAMA, "llama-3.1-8b", PROFILE)}
+    assert set(runs) == {"bench-chat10", "bench-chat24", "bench-chat36", "bench-prefix20"}
+    want = {"bench-chat10": 0.8, "bench-chat24": 1.3, "bench-chat36": -2.5, "bench-prefix20": -0.9}
+    for name, err in want.items():
+        r = runs[name]
+        assert r.error_pct == pytest.approx(err, abs=0.1)
+        assert r.formula_share > 0.9 and not r.exact_contexts
+    assert runs["bench-chat24"].steps == 1191 and runs["bench-chat24"].measured_s == pytest.approx(15.96, abs=0.01)
+
+
+def test_a_launch_bound_run_fills_little_of_its_span():
+    # gpt-oss-20b at 10 req/s with 8,192-token steps: Triton MXFP4 compiles and eager launches take the time
+    runs = served_runs(DATA / "h200-2026-12-02-serve-mxfp4/h/serve-gpt-oss-20b-trace", "gpt-oss-20b", PROFILE)
+    chat10 = next(r for r in runs if r.run == "bench-chat10")
+    assert chat10.formula_share < 0.3
+
+
+def test_error_and_share_are_ratios():
+    r = ServedRun("x", 10, 2.0, 2.1, 1.5, True)
+    assert r.error_pct == pytest.approx(5.0) and r.formula_share == pytest.approx(0.75)
