@@ -157,8 +157,8 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
     compile where a MoE engine's eager steps had new and compiled step-size keys (the others are said in ``log``);
     then the OpenAI server's per-request overhead (:func:`calibration.serving_points.fit_http_frontend`: the first
     token's delay beyond the simulated engine's at the TTFT median of the ``chat`` run), the median over the dense
-    engines' traces: that is the host's CPU too (Llama-3.1-8B: 6.0 ms on the committed profile's host, 0 on the two
-    calibrate-serve hosts of 2026-12-02, whose chat TTFT p50 came out +17..+18 % with 6.0 ms).  With the host's own
+    engines' traces: that is the host's CPU too (Llama-3.1-8B: 0 on the committed profile's host once fitted after its
+    served floors, 6.0 ms before, and 0 on the two calibrate-serve hosts of 2026-12-02).  With the host's own
     floor fitted, the launch spread a plan shows is the run-to-run one (``launch_run_spread``)."""
     floors, compiles = [], []
     for folder, model_id in traces:

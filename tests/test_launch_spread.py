@@ -55,9 +55,9 @@ def test_a_launch_bound_plan_shows_its_tails_across_the_spread():
     from planner.dashboard.headline import best_fleet_metrics  # the dashboard's headline says it in the replicas' help
 
     replicas_help = next(h for label, _, h in best_fleet_metrics(fp.fleet) if label == "Replicas")
-    assert replicas_help.endswith("p99 TTFT 230-364 ms, TPOT 35.3-64.0 ms")
+    assert replicas_help.endswith("p99 TTFT 224-358 ms, TPOT 35.3-64.0 ms")
     size_note = ("  note: with the CPU launch of the steps above the CUDA graphs at 0.72-1.20× the profile's (as "
-                 "measured on other hosts and runs) p99 TTFT 230-364 ms, TPOT 35.3-64.0 ms")
+                 "measured on other hosts and runs) p99 TTFT 224-358 ms, TPOT 35.3-64.0 ms")
     assert size_note in fp.fleet.lines()  # `planner size`
 
 
