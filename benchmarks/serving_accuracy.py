@@ -42,8 +42,9 @@ lengths, multi-turn parents and engine settings:
 * calibration/data/h200-2026-12-02-timeline (h200-serve-steps.sh c|m|o again, on a host no profile term came from,
   after the simulator took vLLM's async-scheduling timeline from the traces above): Llama-3.1-8B chat 10/24/36 req/s
   and prefix20, Qwen3-30B-A3B warmed chat 20/34, Moonlight-16B-A3B cold chat 10/30/20, traced: checked.
-* calibration/data/h200-2026-12-02-served-steps (h200-serve-steps.sh q|r: each step's decode contexts traced too):
-  Llama-3.1-8B chat 10/20/28 req/s, prefix20 and 24 agentic sessions; Qwen3-30B-A3B warmed chat 8/14/20: checked.
+* calibration/data/h200-2026-12-02-served-steps (h200-serve-steps.sh q|r|s: each step's decode contexts traced too):
+  Llama-3.1-8B chat 10/20/28 req/s, prefix20 and 24 agentic sessions; Qwen3-30B-A3B warmed chat 8/14/20;
+  Moonlight-16B-A3B cold chat 10/20/30: checked.
 * Every held-out traced run again with its own host's eager launch floor, traced in that run (what ``planner
   calibrate +serve`` measures on a host; reported, with the share of runs within each target): the committed profile
   carries one host's floor, and the traced hosts' were 0.66-1.01 of it.
@@ -222,7 +223,8 @@ def main() -> int:
                                       (api, "x1/serve-llama-api1", "llama-3.1-8b", "held"),
                                       (api, "x2/serve-llama-api2", "llama-3.1-8b", "held"),
                                       (served, "q/serve-llama-steps", "llama-3.1-8b", "held"),
-                                      (served, "r/serve-qwen3-30b-a3b-steps", "qwen3-30b-a3b", "held"))
+                                      (served, "r/serve-qwen3-30b-a3b-steps", "qwen3-30b-a3b", "held"),
+                                      (served, "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", "held"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if catalog.model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""

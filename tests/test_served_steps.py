@@ -91,3 +91,17 @@ def test_a_launch_bound_run_fills_little_of_its_span():
 def test_error_and_share_are_ratios():
     r = ServedRun("x", 10, 2.0, 2.1, 1.5, True)
     assert r.error_pct == pytest.approx(5.0) and r.formula_share == pytest.approx(0.75)
+
+
+def test_runs_traced_with_their_decode_contexts():
+    # 2026-12-02's fourth campaign traced every step's decode contexts (dctx): Llama-3.1-8B chat 10/20/28 and a
+    # shared prefix, GPU-bound (the formula fills >= 97 % of each span): +0.8 / +0.7 / -1.7 / -2.4 %; Moonlight at
+    # 30 req/s +10.7 % (its mixed steps)
+    served = DATA / "h200-2026-12-02-served-steps"
+    runs = {r.run: r for r in served_runs(served / "q/serve-llama-steps", "llama-3.1-8b", PROFILE)}
+    want = {"bench-chat10": 0.8, "bench-chat20": 0.7, "bench-chat28": -1.7, "bench-prefix20": -2.4}
+    for name, err in want.items():
+        assert runs[name].exact_contexts and runs[name].formula_share > 0.95
+        assert runs[name].error_pct == pytest.approx(err, abs=0.1)
+    moon = {r.run: r for r in served_runs(served / "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", PROFILE)}
+    assert moon["bench-chat30"].error_pct == pytest.approx(10.7, abs=0.1)
