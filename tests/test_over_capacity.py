@@ -101,3 +101,26 @@ def test_replay_says_so_in_text_and_json():
     assert runs[0]["over_capacity"]["measured"] is True and runs[1]["over_capacity"]["measured"] is False
     # the simulation sees the same: its queue grows at 36 req/s and not at 24
     assert runs[0]["over_capacity"]["predicted"] is True and runs[1]["over_capacity"]["predicted"] is False
+
+
+def test_verify_says_which_run_outgrew_the_engine():
+    # planner verify's text: its two runs replayed; the knee run's queue kept growing (here the recorded 36 req/s run
+    # stands in for it), the half-knee run's levelled off
+    from planner.cli.calibrate import verify_lines
+    from planner.serving.loadtests import replay_load_test
+    from planner.io import catalog
+    from calibration.serving_points import serving_setup
+
+    cost, cfg = serving_setup(CHAT, "llama-3.1-8b", catalog.profile_for("h200-sxm", "0.26.0"))
+    runs = {}
+    for name, run in (("half-knee", "bench-chat24"), ("knee", "bench-chat36")):
+        c = replay_load_test(read_vllm_bench(CHAT / f"{run}.json"), cost, cfg)
+        runs[name] = {"rate_per_s": 24.0 if name == "half-knee" else 36.0, "meets_targets_measured": name != "knee",
+                      **c.as_dict()}
+    summary = {"model": "llama-3.1-8b", "gpu": "h200-sxm", "predicted_knee_per_s": 29.3,
+               "predicted_saturation_per_s": 33.0, "confidence": "high", "runs": runs}
+    lines = verify_lines(summary)
+    assert lines[0].startswith("llama-3.1-8b on h200-sxm: predicted knee 29.30 req/s")
+    half, knee = lines[2], lines[4]
+    assert half.strip().startswith("in flight") and "over capacity" not in half
+    assert "measured 137 -> 282, still growing" in knee and knee.endswith("grow with the run's length)")

@@ -159,14 +159,25 @@ def verify_cmd(
     if json_out:
         emit_json(summary)
         return
-    typer.echo(f"{summary['model']} on {summary['gpu']}: predicted knee {summary['predicted_knee_per_s']:.2f} req/s "
-               f"(saturation {summary['predicted_saturation_per_s']:.2f}, {summary['confidence']} confidence)")
+    typer.echo("\n".join(verify_lines(summary)))
+    typer.echo(f"records: {out}")
+
+
+def verify_lines(summary: dict) -> list[str]:
+    """``planner verify``'s report in text: the predicted knee, then per load run whether the targets held in
+    reality, the prediction's errors and whether its queue kept growing (:func:`planner.cli.replay.capacity_line`)."""
+    from planner.cli.replay import capacity_line
+
+    lines = [f"{summary['model']} on {summary['gpu']}: predicted knee {summary['predicted_knee_per_s']:.2f} req/s "
+             f"(saturation {summary['predicted_saturation_per_s']:.2f}, {summary['confidence']} confidence)"]
     for name, r in summary["runs"].items():
         if "error" in r:
-            typer.echo(f"  {name} at {r['rate_per_s']:.2f} req/s: {r['error']}")
+            lines.append(f"  {name} at {r['rate_per_s']:.2f} req/s: {r['error']}")
             continue
         e = r["error_pct"]
-        typer.echo(f"  {name} at {r['rate_per_s']:.2f} req/s: targets met in reality: {r['meets_targets_measured']}; "
-                   f"error TTFT p50 {e['ttft_p50_s']:+.1f}%, p99 {e['ttft_p99_s']:+.1f}%, TPOT p50 "
-                   f"{e['tpot_p50_s']:+.1f}%, throughput {e['output_tokens_per_s']:+.1f}%")
-    typer.echo(f"records: {out}")
+        lines.append(f"  {name} at {r['rate_per_s']:.2f} req/s: targets met in reality: "
+                     f"{r['meets_targets_measured']}; error TTFT p50 {e['ttft_p50_s']:+.1f}%, p99 "
+                     f"{e['ttft_p99_s']:+.1f}%, TPOT p50 {e['tpot_p50_s']:+.1f}%, throughput "
+                     f"{e['output_tokens_per_s']:+.1f}%")
+        lines.append("    " + capacity_line(r["measured"], r["predicted"]))
+    return lines
