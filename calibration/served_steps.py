@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.serving_points import serving_setup, traced_steps
-from planner.io.jsonl import read_jsonl
+from calibration.serving_points import serving_setup
+from calibration.trace_points import bench_steps
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,9 @@ def mean_decode_context(bench_file: Path) -> float:
 
 
 def gpu_step_s(cost, step: dict, decode_context: float | None) -> float:
-    """The formula's seconds of one traced step without its launch floor (GPU work and per-step overheads): its tokens and sampled sequences, its chunks' attention over
-    their computed contexts, its decodes' over theirs (``dctx``, or ``decode_context`` each)."""
+    """The formula's seconds of one traced step without its launch floor (GPU work and per-step overheads): its
+    tokens and sampled sequences, its chunks' attention over their computed contexts, its decodes' over theirs
+    (``dctx``, or ``decode_context`` each)."""
     mc, dec = cost.model_costs, step["dec"]
     ctx = step["dctx"] if "dctx" in step else dec * (decode_context or 0.0)
     per = ctx / dec + 1.0 if dec else 0.0  # a decode attends its computed context and itself
@@ -74,7 +75,8 @@ def gpu_step_s(cost, step: dict, decode_context: float | None) -> float:
 
 
 def replay_steps(cost, steps: list[dict], decode_context: float | None = None) -> tuple[float, float]:
-    """(predicted span s, the formula's step seconds summed) of a run's consecutive traced steps (each with ``exec_s``, its launch call)."""
+    """(predicted span s, the formula's step seconds summed) of a run's consecutive traced steps (each with
+    ``exec_s``, its launch call)."""
     graph_max = cost.model_costs.cudagraph_max_tokens
     t = steps[0]["t0"]
     gpu_free = prev_end = t
@@ -97,14 +99,10 @@ def served_runs(folder: Path, model_id: str, profile, min_steps: int = 20) -> li
     """Every ``vllm bench serve`` run of a traced serve_bench folder: its measured span against the formula's."""
     folder = Path(folder)
     cost, _ = serving_setup(folder, model_id, profile)
-    steps = traced_steps(folder)
     out = []
-    for b in read_jsonl(folder / "serve_bench.jsonl"):
-        if b.get("type") != "bench" or b.get("wall_start") is None or not b.get("file"):
-            continue
-        w1 = b.get("wall_end") or float("inf")
-        run = [s for s in steps if b["wall_start"] <= s["wall"] <= w1 and s.get("exec_s") is not None]
-        if len(run) < min_steps:
+    for b, steps in bench_steps(folder):
+        run = [s for s in steps if s.get("exec_s") is not None]
+        if not b.get("file") or len(run) < min_steps:
             continue
         exact = all("dctx" in s for s in run)
         predicted, gpu = replay_steps(cost, run, None if exact else mean_decode_context(folder / b["file"]))

@@ -189,6 +189,12 @@ def _run_steps(t: _Trace, bench: dict) -> list[dict]:
     return [s for s in t.steps if bench["wall_start"] <= s["wall"] <= bench["wall_end"]]
 
 
+def bench_steps(folder: Path) -> list[tuple[dict, list[dict]]]:
+    """Each ``bench`` record of a traced serve_bench folder with the traced steps scheduled in its window."""
+    t = _trace(folder)
+    return [(r, _run_steps(t, r)) for r in t.benches]
+
+
 def _spread(ratios: list[float]) -> Spread:
     p10, med, p90 = np.percentile(ratios, [10, 50, 90]).tolist()
     return Spread(n=len(ratios), p10=p10, median=med, p90=p90)

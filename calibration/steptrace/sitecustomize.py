@@ -6,7 +6,7 @@ that environment (the API server, the engine core) patches, when vLLM imports th
 
 * ``Scheduler.schedule`` -> one record per call: wall and ``perf_counter`` time at entry and exit, the tokens
   scheduled, the requests by kind (new, decoding = 1 token, prefill chunks = their sizes and computed contexts),
-  the decoding requests' computed contexts summed (``dctx``, from 2026-12-02's third campaign on), running and
+  the decoding requests' computed contexts summed (``dctx``, from 2026-12-02's fourth campaign on), running and
   waiting;
 * ``Scheduler.update_from_output`` -> its entry/exit ``perf_counter`` (the step's output back on the CPU);
 * ``UniProcExecutor.execute_model`` / ``sample_tokens`` -> their call durations (the CPU launching the step).
