@@ -55,6 +55,10 @@ FP8_DECODE = _prefill([512, 2048, 8192]) + _decode([(512, [1, 8, 16, 32, 64, 128
 COLD = [700, 733, 1000, 1500, 2100, 3000, 4500]
 # the fp8 MoE held out (2026-12-02): other lengths and batches than FP8_DECODE, on another fp8 MoE (Mixtral-8x7B)
 FP8_VALIDATE = _prefill([700, 1500, 3000, 6000]) + _decode([(1024, [1, 2, 8, 24, 96, 192]), (3000, [1, 24])])
+# the model runner's own step cost (2026-12-03): one dense and one MoE engine, each on vLLM's V1 and V2 GPU model runners
+# (h200-runner.sh sets VLLM_USE_V2_MODEL_RUNNER from the job's suffix), the same points on both
+RUNNER = (_prefill([256, 512, 1024, 2048, 4096])
+          + _decode([(512, [1, 2, 4, 8, 16, 32, 64, 128, 256]), (2048, [1, 16, 64, 256])]))
 
 # job name: (model, weights, role, probe budget s, extra); the limits and order are in h200-families.sh
 JOBS = {
@@ -64,6 +68,10 @@ JOBS = {
     "moonlight-val": ("moonlight-16b-a3b", "bf16", "validate", 45, {"points": SHORT_VALIDATE, "max_model_len": 8192}),
     "qwen3moe-fp8-fit": ("qwen3-30b-a3b", "fp8", "fit", 35, {"points": FP8_DECODE}),
     "mixtral-fp8-val": ("mixtral-8x7b", "fp8", "validate", 45, {"points": FP8_VALIDATE}),
+    **{f"llama-runner-{r}": ("llama-3.1-8b", "bf16", "fit", 50, {"points": RUNNER}) for r in ("v1", "v2")},
+    **{f"moonlight-runner-{r}": ("moonlight-16b-a3b", "bf16", "validate", 45,
+                                 {"points": SHORT_VALIDATE, "max_model_len": 8192}) for r in ("v1", "v2")},
+    **{f"dsv2lite-runner-{r}": ("deepseek-v2-lite", "bf16", "validate", 50, {"points": RUNNER}) for r in ("v1", "v2")},
     "gemma12-fit": ("gemma-3-12b", "bf16", "fit", 60, {"points": SWA_FIT}),
     "gemma27-val": ("gemma-3-27b", "bf16", "validate", 45, {"points": SWA_VALIDATE}),
 }
