@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from calibration.families import family_of, regime_of  # noqa: E402
-from calibration.family_fit import fit_new_families, load_points, print_table, table  # noqa: E402
+from calibration.family_fit import fit_new_families, load_points, print_table, table, warm  # noqa: E402
 from calibration.fit import fit_profile, points_from_records  # noqa: E402
 from calibration.records import read_records  # noqa: E402
 from calibration.refit import DATA, inputs, with_serve_floors  # noqa: E402
@@ -81,6 +81,7 @@ def main() -> int:
                 missed.append(f"{fam}/kv capacity: median {med:.1f}% (target 1)")
     missed += new_families(prof, fam_points)
     another_host(prof)
+    both_runners(prof)
     if unchecked:
         print("\nnot checkable (no held-out engine measured):\n  " + "\n  ".join(unchecked))
     if missed:
@@ -105,6 +106,35 @@ def another_host(prof) -> None:
     for metric in ("decode_step_s", "prefill_s"):
         n, med, p90 = summary([error_pct(predict(p, prof), p.measured) for p in pts if p.metric == metric])
         print(f"  {metric:14s} n {n:3d}  median {med:5.1f}%  p90 {p90:5.1f}%")
+
+
+#: Llama-3.1-8B, DeepSeek-V2-Lite and Moonlight-16B-A3B each on vLLM's V1 and V2 GPU model runners, one host,
+#: 2026-12-03 (calibration/data/h200-2026-12-03-runner/COMMAND.md)
+RUNNERS = "h200-2026-12-03-runner"
+
+
+def both_runners(prof) -> None:
+    """The runner campaign: per model, each runner's decode and prefill errors against the profile (no term was fitted
+    on it; DeepSeek-V2-Lite and Llama-3.1-8B are fit engines of theirs, Moonlight held out: reported), and how far
+    the V1 runner's step is from the V2 runner's on the same points (median of V1 / V2 - 1)."""
+    by_runner = {}
+    for runner in ("v1", "v2"):
+        path = DATA / RUNNERS / runner / "h200-families.jsonl"
+        by_runner[runner] = {(p.model.id, p.metric, p.batch_size, p.prompt_tokens): p for p in points_from_records(
+            [warm(r) for r in read_records(path, [])], f"calibration/data/{RUNNERS}/{runner}")
+            if p.metric in ("decode_step_s", "prefill_s")}
+    print(f"\neach model on both of vLLM's model runners, another host, 2026-12-03 ({RUNNERS}; reported):")
+    for model in sorted({k[0] for k in by_runner["v1"]}):
+        for metric in ("decode_step_s", "prefill_s"):
+            cells = []
+            for runner, pts in by_runner.items():
+                n, med, p90 = summary([error_pct(predict(p, prof), p.measured) for k, p in pts.items()
+                                       if k[:2] == (model, metric)])
+                cells.append(f"{runner} n {n:2d} median {med:5.1f}% p90 {p90:5.1f}%")
+            ratio = [by_runner["v1"][k].measured / p.measured - 1.0 for k, p in by_runner["v2"].items()
+                     if k[:2] == (model, metric) and k in by_runner["v1"]]
+            print(f"  {model:18s} {metric:14s} " + "   ".join(cells)
+                  + f"   V1/V2 - 1: median {100 * float(np.median(ratio)):+5.1f}%")
 
 
 def new_families(prof, points) -> list[str]:
