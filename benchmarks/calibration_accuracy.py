@@ -82,6 +82,7 @@ def main() -> int:
     missed += new_families(prof, fam_points)
     another_host(prof)
     both_runners(prof)
+    mxfp4_variants(prof)
     if unchecked:
         print("\nnot checkable (no held-out engine measured):\n  " + "\n  ".join(unchecked))
     if missed:
@@ -135,6 +136,38 @@ def both_runners(prof) -> None:
                      if k[:2] == (model, metric) and k in by_runner["v1"]]
             print(f"  {model:18s} {metric:14s} " + "   ".join(cells)
                   + f"   V1/V2 - 1: median {100 * float(np.median(ratio)):+5.1f}%")
+
+
+#: gpt-oss-120b with 18 of its 36 layers and with 32 of its 128 experts (calibration/variants.py), one host, 2026-12-03
+#: (calibration/data/h200-2026-12-03-variants/COMMAND.md); gpt-oss-120b itself: the 2026-12-01 campaign's fit grid
+VARIANTS = "h200-2026-12-03-variants/oss/h200-families.jsonl"
+
+
+def mxfp4_variants(prof) -> None:
+    """The MXFP4 stage's fit model with fewer layers and fewer experts (reported: not fitted, calibration/data/README
+    says why): each variant's decode and prefill errors, and the batch-1 decode step split into a per-step and a
+    per-layer part from the 36- and 18-layer engines, measured and predicted."""
+    pts = points_from_records([warm(r) for r in read_records(DATA / VARIANTS, [])], f"calibration/data/{VARIANTS}")
+    base = {(p.metric, p.batch_size, p.prompt_tokens): p for p in points_from_records(
+        [warm(r) for r in read_records(DATA / "h200-2026-12-01/mxfp4/h200-families.jsonl", [])], "mxfp4")
+        if p.model.id == "gpt-oss-120b"}
+    print(f"\ngpt-oss-120b's probe variants, 2026-12-03 ({VARIANTS}; reported):")
+    for model in sorted({p.model.id for p in pts}):
+        for metric in ("decode_step_s", "prefill_s"):
+            n, med, p90 = summary([error_pct(predict(p, prof), p.measured) for p in pts
+                                   if p.model.id == model and p.metric == metric])
+            print(f"  {model:18s} {metric:14s} n {n:3d}  median {med:5.1f}%  p90 {p90:5.1f}%")
+        print(f"  {model:18s} " + ", ".join(f"{p.metric} {error_pct(predict(p, prof), p.measured):+.2f}%" for p in pts
+                                            if p.model.id == model and p.metric in ("kv_cache_tokens", "weights_bytes")))
+    short = next(p for p in pts if p.model.id.endswith("-l18") and p.metric == "decode_step_s" and p.batch_size == 1)
+    full = base[(short.metric, 1, short.prompt_tokens)]
+    layers = full.model.num_layers - short.model.num_layers
+    for what, a, b in (("measured", full.measured, short.measured), ("predicted", predict(full, prof),
+                                                                      predict(short, prof))):
+        per_layer = (a - b) / layers
+        print(f"  batch-1 decode at {short.prompt_tokens} tokens, {what:9s}: {1e3 * a:.2f} ms (36 layers), "
+              f"{1e3 * b:.2f} ms (18): {1e6 * per_layer:.0f} us a layer, "
+              f"{1e3 * (b - short.model.num_layers * per_layer):.2f} ms a step")
 
 
 def new_families(prof, points) -> list[str]:

@@ -33,6 +33,7 @@ import yaml
 from calibration.families import error_bands, family_of, fit_families, nccl_from_microbench, overhead_spread, regime_of
 from calibration.probes import PROBE_MAX_NUM_BATCHED_TOKENS, PROBE_MAX_NUM_SEQS
 from calibration.records import SAFE_ID, SAFE_VERSION, read_records, safe_name_part, sha256_file
+from calibration.variants import VARIANTS, probe_model
 from planner.io import catalog
 from planner.dtypes import WEIGHT_BITS
 from planner.io.jsonl import where
@@ -66,7 +67,7 @@ def check_record(r: dict) -> None:
     """Raise ValueError (naming the field) unless a probe or engine_log record can be a measurement: a known
     model, GPU and dtypes, whole numbers where counts go, and a finite positive ``measured`` (a real number,
     not a bool) for a probe."""
-    for key, known in (("model", catalog.models()), ("gpu", catalog.gpus())):
+    for key, known in (("model", {*catalog.models(), *VARIANTS}), ("gpu", catalog.gpus())):
         if not isinstance(r.get(key), str) or r[key] not in known:
             raise ValueError(f"{key}: unknown or missing {str(r.get(key))[:40]!r}")
     if not isinstance(r.get("weight_dtype") or "bf16", str) or (r.get("weight_dtype") or "bf16") not in WEIGHT_BITS:
@@ -169,10 +170,10 @@ def points_from_records(records: list[dict], source: str = "", role: str | None 
                         excluded.append(f"{here}: {err}")
                 if measured is None:
                     continue
-            out.append(Point(catalog.model(r["model"]), dep, r["metric"], int(r["batch_size"]), prompt,
+            out.append(Point(probe_model(r["model"]), dep, r["metric"], int(r["batch_size"]), prompt,
                              int(r["output_tokens"]), measured, version, source, who, None, chunk))
         else:
-            m = catalog.model(r["model"])
+            m = probe_model(r["model"])
             out.append(Point(m, dep, "kv_cache_tokens", 0, 0, 0, float(r["kv_cache_tokens"]), version, source, who))
             if r.get("weights_bytes"):
                 out.append(Point(m, dep, "weights_bytes", 0, 0, 0, float(r["weights_bytes"]), version, source, who))

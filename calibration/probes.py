@@ -169,10 +169,10 @@ def run_engine_probes(args: dict) -> int:
     from vllm import LLM, SamplingParams
 
     from calibration.hfconfig import write_hf_config
-    from planner.io import catalog
+    from calibration.variants import probe_model
 
     out = Path(args["out"])
-    model = catalog.model(args["model"])
+    model = probe_model(args["model"])
     weight_dtype = args.get("weight_dtype", "bf16")
     model_dir = Path(args.get("model_dir") or write_hf_config(model, Path(args["work_dir"]) / model.id, weight_dtype))
     kv_dtype = args.get("kv_cache_dtype", "auto")

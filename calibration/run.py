@@ -206,7 +206,7 @@ def remaining_points(records: list[dict], model_id: str, kv: str, role: str, qui
     """Planned probe points of one engine not yet measured (for --resume); -1 if it never started."""
     from calibration.probes import PROBE_MAX_MODEL_LEN, PROBE_MAX_NUM_BATCHED_TOKENS, plan_points, size_limits
     from calibration.records import done_keys, probe_key
-    from planner.io import catalog
+    from calibration.variants import probe_model
     from planner.specs import Deployment
 
     def whole(r, key, default):
@@ -224,7 +224,7 @@ def remaining_points(records: list[dict], model_id: str, kv: str, role: str, qui
     pts = plan_points(quick=quick, kv_capacity_tokens=cap, role=role, mixed=mixed,
                       max_model_len=whole(e, "max_model_len", PROBE_MAX_MODEL_LEN),
                       max_num_batched_tokens=whole(e, "max_num_batched_tokens", PROBE_MAX_NUM_BATCHED_TOKENS),
-                      **size_limits(catalog.model(model_id)))
+                      **size_limits(probe_model(model_id)))
     base = {"gpu": e.get("gpu"), "model": model_id, "kv_cache_dtype": kv, "tensor_parallel": tp, "role": role,
             "weight_dtype": weight_dtype}
     return sum(1 for p in pts if probe_key(dict(base, **p)) not in done)

@@ -60,6 +60,12 @@ FP8_VALIDATE = _prefill([700, 1500, 3000, 6000]) + _decode([(1024, [1, 2, 8, 24,
 RUNNER = (_prefill([256, 512, 1024, 2048, 4096])
           + _decode([(512, [1, 2, 4, 8, 16, 32, 64, 128, 256]), (2048, [1, 16, 64, 256])]))
 
+# gpt-oss-120b with half its layers and with a quarter of its experts (calibration/variants.py), 2026-12-03: on one
+# model a per-step cost, a per-layer one and one per expert of a layer move together; these tell them apart (the
+# MXFP4 stage's held-out gpt-oss-20b: 24 layers, 32 experts).  gpt-oss-120b itself again beside them, on one host
+VARIANT = (_prefill([256, 1023, 4096, 8192])
+           + _decode([(512, [1, 2, 4, 8, 16, 32, 64, 128, 256]), (2048, [1, 16, 64, 256])]))
+
 # job name: (model, weights, role, probe budget s, extra); the limits and order are in h200-families.sh
 JOBS = {
     "oss120-fit": ("gpt-oss-120b", "mxfp4", "fit", 100, {"points": FIT, "cold_prefill_lens": COLD}),
@@ -72,6 +78,9 @@ JOBS = {
     **{f"moonlight-runner-{r}": ("moonlight-16b-a3b", "bf16", "validate", 45,
                                  {"points": SHORT_VALIDATE, "max_model_len": 8192}) for r in ("v1", "v2")},
     **{f"dsv2lite-runner-{r}": ("deepseek-v2-lite", "bf16", "validate", 50, {"points": RUNNER}) for r in ("v1", "v2")},
+    "oss120-l18": ("gpt-oss-120b-l18", "mxfp4", "fit", 60, {"points": VARIANT}),
+    "oss120-e32": ("gpt-oss-120b-e32", "mxfp4", "fit", 60, {"points": VARIANT}),
+    "oss120-ref": ("gpt-oss-120b", "mxfp4", "fit", 60, {"points": VARIANT}),
     "gemma12-fit": ("gemma-3-12b", "bf16", "fit", 60, {"points": SWA_FIT}),
     "gemma27-val": ("gemma-3-27b", "bf16", "validate", 45, {"points": SWA_VALIDATE}),
 }

@@ -5,7 +5,7 @@
 # VLLM_USE_V2_MODEL_RUNNER, the same in-process probes (families.py RUNNER) on both.  Each engine writes into
 # OUTDIR/<v1|v2>/ (one probe log per model and role per folder).
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-runner.sh STAGE OUTDIR SECONDS      STAGE: llama | dsv2lite | moonlight
+#   bash calibration/campaigns/h200-runner.sh STAGE OUTDIR SECONDS      STAGE: llama | dsv2lite | moonlight | oss
 set -u
 D=$2
 END=$(( $(date +%s) + $3 ))
@@ -26,6 +26,10 @@ case $1 in
   llama) run llama-runner v2 170 110 50; run llama-runner v1 170 110 50 ;;
   dsv2lite) run dsv2lite-runner v2 220 140 50; run dsv2lite-runner v1 220 140 50 ;;
   moonlight) run moonlight-runner v2 200 130 45; run moonlight-runner v1 200 130 45 ;;
+  # gpt-oss-120b's probe variants (families.py VARIANT; their own runner, no VLLM_USE_V2_MODEL_RUNNER), one output folder
+  oss) for j in ${JOBS:-oss120-l18 oss120-e32 oss120-ref}; do left=$(( END - $(date +%s) ))
+         [ "$left" -lt 150 ] && { echo "[$(date -u +%T)] SKIP $j: ${left}s left" | tee -a "$D/jobs.log"; continue; }
+         t=$(( left < 280 ? left : 280 )); job 0 "$t" "$j" python3 "$F" "$j" "$D/oss" 60; done ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] $1 done" | tee -a "$D/jobs.log"

@@ -1,0 +1,31 @@
+"""Probe-only variants of catalog models (issue #21): the same model with fewer layers or fewer experts, run with
+dummy weights, so that one family's probes can tell a per-step cost from a per-layer one and a per-layer cost from a
+per-expert one (on one model these move together).  They are never planned: only the calibration code resolves them.
+
+    probe_model("gpt-oss-120b-l18")   # gpt-oss-120b with 18 of its 36 layers (9 sliding, 9 full)
+"""
+
+from __future__ import annotations
+
+from planner.io import catalog
+from planner.specs import ModelSpec, count_params
+
+#: variant id -> (catalog model, fields replaced; a dict value replaces fields of that nested object)
+VARIANTS: dict[str, tuple[str, dict]] = {
+    "gpt-oss-120b-l18": ("gpt-oss-120b", {"num_layers": 18, "num_sliding_layers": 9}),
+    "gpt-oss-120b-e32": ("gpt-oss-120b", {"moe": {"num_experts": 32}}),
+}
+
+
+def probe_model(model_id: str) -> ModelSpec:
+    """The catalog model ``model_id``, or the probe variant of that id (:data:`VARIANTS`)."""
+    if model_id not in VARIANTS:
+        return catalog.model(model_id)
+    name, update = VARIANTS[model_id]
+    base = catalog.model(name)
+    changed = base.model_copy(update={k: getattr(base, k).model_copy(update=v) if isinstance(v, dict) else v
+                                      for k, v in update.items()})
+    # its published parameter counts are the base model's: its own, counted from its fields (the catalog checks them)
+    counted = count_params(changed)
+    return ModelSpec.model_validate(dict(changed.model_dump(), id=model_id, published_total_params=counted.total,
+                                         published_active_params=counted.active))
