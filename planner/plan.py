@@ -18,7 +18,7 @@ from planner.bands import band, prefill_regime
 from planner.batching import check_workload_tokens, decode_context_tokens, largest_batch_under_slo
 from planner.cost import effective_tpot_s, fleet_for, prefill_busy_costs, throughput, token_cost
 from planner.memory import kv_bytes_per_request, kv_pool_concurrency, memory_budget, request_kv_bytes_per_gpu
-from planner.phases import decode_step_costs, prefill_time_costs
+from planner.phases import decode_step_costs, prefill_time_costs, routing_note
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.quality import quality_estimate
 from planner.report import SizingReport
@@ -146,6 +146,8 @@ def plan(
                      f"targets (a step-cost cliff above it), so the plan runs there, not at the largest")
     if feasible:
         notes.append(cold_start_note(model, deployment, profile))
+        if note := routing_note(model, gpu, deployment, profile, b, decode_context_tokens(workload)):
+            notes.append(note)
     warnings: list[str] = []
     if served and fleet.num_gpus > deployment.num_gpus and (workload.request_rate_per_s or workload.concurrency):
         warnings.append(shortfall_warning(fleet, deployment))
