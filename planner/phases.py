@@ -158,7 +158,6 @@ def routing_note(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile
     planned = float(decode_step_time(model, gpu, deployment, batch_size, context_tokens, profile).time_s)
     wide = float(decode_step_time(model, gpu, deployment, batch_size, context_tokens, uniform).time_s)
     return (f"MoE routing: the decode steps are priced with the routing the calibration's dummy-weight engines showed "
-            f"({moe.expert_touch_fraction:.2f} of uniform routing's spread over the experts); with trained "
-            f"weights "
-            f"routing spreads wider, and a decode step of {batch_size:,} sequences would take up to {1e3 * wide:.1f} ms "
-            f"(here {1e3 * planned:.1f} ms) if it reached as many experts as uniform routing does")
+            f"({moe.expert_touch_fraction:.2f} of uniform routing's spread over the experts); with trained weights "
+            f"routing spreads wider, and a decode step of {batch_size:,} sequences would take up to "
+            f"{1e3 * wide:.1f} ms (here {1e3 * planned:.1f} ms) if it reached as many experts as uniform routing does")
