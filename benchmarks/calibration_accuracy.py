@@ -114,16 +114,20 @@ def another_host(prof) -> None:
 RUNNERS = "h200-2026-12-03-runner"
 
 
+def recorded(rel: str) -> list:
+    """The measurements of a committed raw file (its prefill probes' warm samples, calibration.family_fit.warm)."""
+    return points_from_records([warm(r) for r in read_records(DATA / rel, [])], f"calibration/data/{rel}")
+
+
 def both_runners(prof) -> None:
     """The runner campaign: per model, each runner's decode and prefill errors against the profile (no term was fitted
     on it; DeepSeek-V2-Lite and Llama-3.1-8B are fit engines of theirs, Moonlight held out: reported), and how far
     the V1 runner's step is from the V2 runner's on the same points (median of V1 / V2 - 1)."""
     by_runner = {}
     for runner in ("v1", "v2"):
-        path = DATA / RUNNERS / runner / "h200-families.jsonl"
-        by_runner[runner] = {(p.model.id, p.metric, p.batch_size, p.prompt_tokens): p for p in points_from_records(
-            [warm(r) for r in read_records(path, [])], f"calibration/data/{RUNNERS}/{runner}")
-            if p.metric in ("decode_step_s", "prefill_s")}
+        by_runner[runner] = {(p.model.id, p.metric, p.batch_size, p.prompt_tokens): p
+                             for p in recorded(f"{RUNNERS}/{runner}/h200-families.jsonl")
+                             if p.metric in ("decode_step_s", "prefill_s")}
     print(f"\neach model on both of vLLM's model runners, another host, 2026-12-03 ({RUNNERS}; reported):")
     for model in sorted({k[0] for k in by_runner["v1"]}):
         for metric in ("decode_step_s", "prefill_s"):
@@ -147,26 +151,27 @@ def mxfp4_variants(prof) -> None:
     """The MXFP4 stage's fit model with fewer layers and fewer experts (reported: not fitted, calibration/data/README
     says why): each variant's decode and prefill errors, and the batch-1 decode step split into a per-step and a
     per-layer part from the 36- and 18-layer engines, measured and predicted."""
-    pts = points_from_records([warm(r) for r in read_records(DATA / VARIANTS, [])], f"calibration/data/{VARIANTS}")
-    base = {(p.metric, p.batch_size, p.prompt_tokens): p for p in points_from_records(
-        [warm(r) for r in read_records(DATA / "h200-2026-12-01/mxfp4/h200-families.jsonl", [])], "mxfp4")
-        if p.model.id == "gpt-oss-120b"}
+    pts = recorded(VARIANTS)
+    base = {(p.metric, p.batch_size, p.prompt_tokens): p for p in recorded("h200-2026-12-01/mxfp4/h200-families.jsonl")
+            if p.model.id == "gpt-oss-120b"}
     print(f"\ngpt-oss-120b's probe variants, 2026-12-03 ({VARIANTS}; reported):")
     for model in sorted({p.model.id for p in pts}):
         for metric in ("decode_step_s", "prefill_s"):
             n, med, p90 = summary([error_pct(predict(p, prof), p.measured) for p in pts
                                    if p.model.id == model and p.metric == metric])
             print(f"  {model:18s} {metric:14s} n {n:3d}  median {med:5.1f}%  p90 {p90:5.1f}%")
-        print(f"  {model:18s} " + ", ".join(f"{p.metric} {error_pct(predict(p, prof), p.measured):+.2f}%" for p in pts
-                                            if p.model.id == model and p.metric in ("kv_cache_tokens", "weights_bytes")))
+        memory = [p for p in pts if p.model.id == model and p.metric in ("kv_cache_tokens", "weights_bytes")]
+        print(f"  {model:18s} " + ", ".join(f"{p.metric} {error_pct(predict(p, prof), p.measured):+.2f}%"
+                                            for p in memory))
     short = next(p for p in pts if p.model.id.endswith("-l18") and p.metric == "decode_step_s" and p.batch_size == 1)
     full = base[(short.metric, 1, short.prompt_tokens)]
     layers = full.model.num_layers - short.model.num_layers
     for what, a, b in (("measured", full.measured, short.measured), ("predicted", predict(full, prof),
                                                                       predict(short, prof))):
         per_layer = (a - b) / layers
-        print(f"  batch-1 decode at {short.prompt_tokens} tokens, {what:9s}: {1e3 * a:.2f} ms (36 layers), "
-              f"{1e3 * b:.2f} ms (18): {1e6 * per_layer:.0f} us a layer, "
+        print(f"  batch-1 decode at {short.prompt_tokens} tokens, {what:9s}: {1e3 * a:.2f} ms "
+              f"({full.model.num_layers} layers), {1e3 * b:.2f} ms ({short.model.num_layers}): "
+              f"{1e6 * per_layer:.0f} us a layer, "
               f"{1e3 * (b - short.model.num_layers * per_layer):.2f} ms a step")
 
 

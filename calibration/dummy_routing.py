@@ -38,13 +38,9 @@ def distinct_experts(num_experts: int, top_k: int, hidden: int, batch: int, rout
     return float(np.mean(counts))
 
 
-def uniform_experts(num_experts: int, top_k: int, batch: int) -> float:
-    """Distinct experts under uniform routing: E·(1 − (1 − k/E)^B) (the planner's formula at touch share 1)."""
-    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** batch)
-
-
 def main() -> int:
     from planner.io import catalog
+    from planner.kernel_families import experts_touched
 
     print("distinct experts per MoE layer on a dummy-weight engine / under uniform routing, by batch size")
     for mid in catalog.models():
@@ -52,7 +48,7 @@ def main() -> int:
         if m.moe is None:
             continue
         e, k, bias = m.moe.num_experts, m.moe.experts_per_token, m.architecture in ROUTER_BIAS_ARCHITECTURES
-        cells = [f"{b}:{distinct_experts(e, k, m.hidden_size, b, bias, trials=4):.0f}/{uniform_experts(e, k, b):.0f}"
+        cells = [f"{b}:{distinct_experts(e, k, m.hidden_size, b, bias, trials=4):.0f}/{experts_touched(e, k, b):.0f}"
                  for b in BATCHES]
         print(f"  {mid:18s} {'bias' if bias else '    '} " + " ".join(cells))
     return 0

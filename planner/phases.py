@@ -142,10 +142,11 @@ def _check_tokens(name: str, value) -> None:
 
 
 def routing_note(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile: CalibrationProfile, batch_size: int,
-                 context_tokens: float) -> str | None:
+                 context_tokens: float, planned_s: float) -> str | None:
     """For a MoE model whose kernel family's expert touch share (fitted on dummy-weight probes) is below 1: what one
-    decode step of the plan's batch would take if the routing spread as uniform routing does, as trained routers do
-    (README, 'MoE routing is the probes' own'; :mod:`calibration.dummy_routing`).  None where it does not apply."""
+    decode step of the plan's batch (``planned_s`` with ``profile``) would take if the routing spread as uniform
+    routing does, as trained routers do (README, 'MoE routing is the probes' own'; :mod:`calibration.dummy_routing`).
+    None where it does not apply."""
     from planner.kernel_families import moe_coeffs, moe_variant
 
     moe = moe_coeffs(model, deployment.weight_dtype, profile, gpu.id) if model.moe is not None else None
@@ -155,9 +156,9 @@ def routing_note(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile
     spread = moe.model_copy(update={"expert_touch_fraction": 1.0})
     uniform = profile.model_copy(update={"moe_variants": {**profile.moe_variants, variant: spread}} if variant
                                  else {"moe": spread})
-    planned = float(decode_step_time(model, gpu, deployment, batch_size, context_tokens, profile).time_s)
     wide = float(decode_step_time(model, gpu, deployment, batch_size, context_tokens, uniform).time_s)
     return (f"MoE routing: the decode steps are priced with the routing the calibration's dummy-weight engines showed "
             f"({moe.expert_touch_fraction:.2f} of uniform routing's spread over the experts); with trained weights "
             f"routing spreads wider, and a decode step of {batch_size:,} sequences would take up to "
-            f"{1e3 * wide:.1f} ms (here {1e3 * planned:.1f} ms) if it reached as many experts as uniform routing does")
+            f"{1e3 * wide:.1f} ms (here {1e3 * planned_s:.1f} ms) if it reached as many experts as uniform routing "
+            f"does")

@@ -146,7 +146,8 @@ def plan(
                      f"targets (a step-cost cliff above it), so the plan runs there, not at the largest")
     if feasible:
         notes.append(cold_start_note(model, deployment, profile))
-        if note := routing_note(model, gpu, deployment, profile, b, decode_context_tokens(workload)):
+        if note := routing_note(model, gpu, deployment, profile, b, decode_context_tokens(workload),
+                                 _f(tpot.time_s)):
             notes.append(note)
     warnings: list[str] = []
     if served and fleet.num_gpus > deployment.num_gpus and (workload.request_rate_per_s or workload.concurrency):

@@ -2,8 +2,9 @@
 
 import pytest
 
-from calibration.dummy_routing import ROUTER_BIAS_ARCHITECTURES, distinct_experts, uniform_experts
+from calibration.dummy_routing import ROUTER_BIAS_ARCHITECTURES, distinct_experts
 from planner.io import catalog
+from planner.kernel_families import experts_touched as uniform_experts
 
 
 def test_uniform_routing_is_the_planner_formula():

@@ -5,9 +5,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.io import catalog
+from planner.io.catalog import profile_for
 from planner.kernel_families import moe_coeffs
 from planner.phases import decode_step_time, routing_note
-from planner.io.catalog import profile_for
 from planner.specs import Deployment
 
 GPU = catalog.gpu("h200-sxm")
@@ -24,10 +24,10 @@ def dep(weights):
 
 def test_gpt_oss_gets_the_note_with_both_step_times(profile):
     m, d = catalog.model("gpt-oss-120b"), dep("mxfp4")
-    note = routing_note(m, GPU, d, profile, 16, 1200.0)
+    planned = float(decode_step_time(m, GPU, d, 16, 1200.0, profile).time_s)
+    note = routing_note(m, GPU, d, profile, 16, 1200.0, planned)
     touch = moe_coeffs(m, "mxfp4", profile, GPU.id).expert_touch_fraction
     assert touch < 1.0 and f"({touch:.2f} of uniform routing" in note
-    planned = float(decode_step_time(m, GPU, d, 16, 1200.0, profile).time_s)
     # the same step with every expert a batch of 16 would reach under uniform routing: 128·(1 − (124/128)^16) = 51
     assert "would take up to" in note and f"(here {1e3 * planned:.1f} ms)" in note
     wide = float(note.split("take up to ")[1].split(" ms")[0]) / 1e3
@@ -35,9 +35,9 @@ def test_gpt_oss_gets_the_note_with_both_step_times(profile):
 
 
 def test_no_note_where_routing_spreads_or_nothing_is_routed(profile):
-    assert routing_note(catalog.model("qwen3-30b-a3b"), GPU, dep("bf16"), profile, 64, 1200.0) is None  # share 1.0
-    assert routing_note(catalog.model("llama-3.1-8b"), GPU, dep("bf16"), profile, 64, 1200.0) is None  # dense
-    assert routing_note(catalog.model("gpt-oss-120b"), GPU, dep("mxfp4"), profile, 1, 1200.0) is None  # top-k only
+    assert routing_note(catalog.model("qwen3-30b-a3b"), GPU, dep("bf16"), profile, 64, 1200.0, 0.05) is None  # 1.0
+    assert routing_note(catalog.model("llama-3.1-8b"), GPU, dep("bf16"), profile, 64, 1200.0, 0.05) is None  # dense
+    assert routing_note(catalog.model("gpt-oss-120b"), GPU, dep("mxfp4"), profile, 1, 1200.0, 0.05) is None  # top-k
 
 
 def test_the_plan_carries_it(profile):
@@ -54,7 +54,8 @@ def test_the_plan_carries_it(profile):
 def test_uniform_routing_never_makes_a_step_cheaper(batch, ctx):
     prof = profile_for("h200-sxm")
     for mid, w in (("gpt-oss-120b", "mxfp4"), ("moonlight-16b-a3b", "bf16")):
-        note = routing_note(catalog.model(mid), GPU, dep(w), prof, batch, ctx)
+        m, d = catalog.model(mid), dep(w)
+        note = routing_note(m, GPU, d, prof, batch, ctx, float(decode_step_time(m, GPU, d, batch, ctx, prof).time_s))
         wide = float(note.split("take up to ")[1].split(" ms")[0])
         here = float(note.split("(here ")[1].split(" ms")[0])
         assert wide >= here
