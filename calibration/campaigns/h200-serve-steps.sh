@@ -40,8 +40,12 @@
 #      2,048-token prefix at 20 req/s (caching on), 24 agentic multi-turn sessions;
 #   r: Qwen3-30B-A3B after the plan's fused-MoE warm-up (as m), chat 8/14/20 req/s;
 #   s: Moonlight-16B-A3B (MLA + 64 experts, top-6), cold, chat 10/20/30 req/s.
+#   t (2026-12-03): held out, a dense model twice as deep as every traced engine: Qwen2.5-32B (64 layers, bf16, one
+#      H200), traced: a short warm-up, chat 2/4/7 req/s (light, moderate, near its ~8 req/s capacity) and a shared 2,048-token
+#      prefix at 8 req/s (caching on; its prompt steps run inside the CUDA graphs, piecewise): do the eager launch
+#      floor and the piecewise prompt-step call scale with the layers?
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|d|e|f|g|h|i|j|k|l|m|n|o|p|q|r|s OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -117,6 +121,10 @@ case $1 in
   s) job 0 420 s-steps python3 -m calibration.serve_bench --model moonlight-16b-a3b --max-model-len 4096 \
        --step-trace --out "$D/serve-moonlight-16b-a3b-steps" --port 8023 --budget-s 380 \
        --run chat10:$CHAT,n=200,rate=10 --run chat20:$CHAT,n=400,rate=20 --run chat30:$CHAT,n=600,rate=30 ;;
+  t) job 0 500 t-steps python3 -m calibration.serve_bench --model qwen2.5-32b --max-model-len 4096 --step-trace \
+       --out "$D/serve-qwen2.5-32b-steps" --port 8024 --budget-s 470 --run warm:$CHAT,n=20,rate=2 \
+       --run chat2:$CHAT,n=60,rate=2 --run prefix8:$PREFIX,n=200,rate=8 --run chat4:$CHAT,n=120,rate=4 \
+       --run chat7:$CHAT,n=168,rate=7 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"
