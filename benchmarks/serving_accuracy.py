@@ -192,13 +192,15 @@ def main() -> int:
     cal = ROOT / "calibration/data/h200-2026-12-02-calibrate-serve"
     api = ROOT / "calibration/data/h200-2026-12-02-api-servers"  # x2: vllm serve --api-server-count 2
     served = ROOT / "calibration/data/h200-2026-12-02-served-steps"  # every step's decode contexts traced too
+    deep = ROOT / "calibration/data/h200-2026-12-03-deep"  # a 64-layer dense engine (Qwen2.5-32B)
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
     # CUDA graphs; j, h after a warm-up of one size per 32-token bucket (serve_bench --size-sweep); k, 4,096 tokens per
     # step after the plan's full warm-up (both halves of every compile key); l, m: the fused MoE's compile keys
     role_note = {"floor": "its launch floor is in the profile: reported only", "held": "held out of every fit: checked",
-                 "compile": "the new-size compile and the MoE eager launch are fitted on it: reported only"}
+                 "compile": "the new-size compile and the MoE eager launch are fitted on it: reported only",
+                 "piecewise": "the piecewise prompt steps' launch is fitted on it and on c/: reported only"}
     traced_runs = ((traced, "b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "compile"),
                                       (traced, "c/serve-llama-trace", "llama-3.1-8b", "floor"),
                                       (traced, "e/serve-qwen2.5-7b-trace", "qwen2.5-7b", "held"),
@@ -224,15 +226,16 @@ def main() -> int:
                                       (api, "x2/serve-llama-api2", "llama-3.1-8b", "held"),
                                       (served, "q/serve-llama-steps", "llama-3.1-8b", "held"),
                                       (served, "r/serve-qwen3-30b-a3b-steps", "qwen3-30b-a3b", "held"),
-                                      (served, "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", "held"))
+                                      (served, "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", "held"),
+                                      (deep, "t/serve-qwen2.5-32b-steps", "qwen2.5-32b", "piecewise"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if catalog.model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""
-        print(f"vllm serve + vllm bench serve, 2026-12-02, {kind}every engine step timed "
+        print(f"vllm serve + vllm bench serve, {base.name[5:15]}, {kind}every engine step timed "
               f"({folder}; {role_note[role]}):")
         for c in replay_folder(base / folder, model, prof):
             s_ = st.get(c.name.removeprefix("bench-"), {})
-            e, _, cap = judged(f"{base.name.removeprefix('h200-2026-12-02-')}/{folder}/{c.name}", c,
+            e, _, cap = judged(f"{base.name[16:]}/{folder}/{c.name}", c,
                                missed if role == "held" else None)
             note = "first traffic on a cold engine" if c.name.endswith("warm") else \
                 ("launch floor traced here" if role == "floor" else "")
@@ -240,7 +243,8 @@ def main() -> int:
                 note = (f"{s_.get('stalls', 0)} stalls > {STALL_S:g} s ({c.predicted.get('compile_stalls', 0)} "
                         f"predicted), {s_.get('stall_s', 0.0):.1f} s of {s_.get('wall_s', 0.0):.0f} s")
             print(line(f"{c.name} ({c.num_requests} req)", e, joined(note, cap)))
-    own_floor_runs(prof, [(base / folder, model) for base, folder, model, role in traced_runs if role == "held"])
+    own_floor_runs(prof, [(base / folder, model) for base, folder, model, role in traced_runs
+                          if role in ("held", "piecewise")])
     served_step_runs(prof, [(base / folder, model) for base, folder, model, _ in traced_runs], missed)
     # the same calibrate runs replayed with the floors their own +serve jobs traced on that machine (what `planner
     # calibrate` fits there): fitted on these runs, so reported, not checked

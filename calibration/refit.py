@@ -19,6 +19,7 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | MoE | Qwen3-30B-A3B (128 experts, top-8; probes + mixed steps) | Mixtral-8x7B (8 experts, top-2), from its serving runs |
 | mixed steps, vllm serve's settings | Qwen3-30B-A3B (in-process: the MoE stage) | Llama-3.1-8B (dense) |
 | served launch floor (TRACES, set last) | Llama-3.1-8B per layer, Qwen3-30B-A3B per MoE layer | Qwen2.5-7B, Mixtral |
+| ... of prompt steps inside the graphs (PIECEWISE_FIT) | Llama-3.1-8B, Qwen2.5-32B (per step + per layer) | Qwen2.5-7B, other hosts' Llama |
 | ... of the MXFP4 MoE layers (VARIANT_FLOOR_FIT) | gpt-oss-120b | gpt-oss-20b |
 | new step-size key compile | gpt-oss-120b (MXFP4), Qwen3-30B-A3B (fused MoE) | gpt-oss-20b; Mixtral, Moonlight |
 | TP 2 | Llama-3.1-8B | none: the Qwen2.5-32B TP 2 boot's requests failed (HTTP 400) |
@@ -37,9 +38,15 @@ from calibration.mixed_points import mixed_points
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
-from calibration.serving_points import fit_http_frontend, serving_points
 from calibration.serve_floor import served_terms
-from calibration.trace_points import launch_call_spread, launch_floor, run_call_spread, shape_compiles
+from calibration.serving_points import fit_http_frontend, serving_points
+from calibration.trace_points import (
+    launch_call_spread,
+    launch_floor,
+    piecewise_launch_s,
+    run_call_spread,
+    shape_compiles,
+)
 from planner.io import catalog
 from planner.validate import write_measurements
 
@@ -64,6 +71,10 @@ MIXED = {"h200-2026-12-01-moe-mixed/mixed.jsonl": {"qwen3-30b-a3b": "fit", "llam
 #: before the latency stages (dense per layer from Llama-3.1-8B, the fused-MoE layers' part from Qwen3-30B-A3B)
 TRACES = {"h200-2026-12-02-serve-steps/c/serve-llama-trace": "llama-3.1-8b",
           "h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace": "qwen3-30b-a3b"}
+#: dense engines traced inside vllm serve whose prompt steps inside the CUDA graphs (piecewise) give that launch's step
+#: and per-layer terms (serve_floor.piecewise_terms): 32 and 64 layers; Qwen2.5-7B (28), the other Llama hosts hold out
+PIECEWISE_FIT = {"h200-2026-12-02-serve-steps/c/serve-llama-trace": "llama-3.1-8b",
+                 "h200-2026-12-03-deep/t/serve-qwen2.5-32b-steps": "qwen2.5-32b"}
 #: the traced engine the Triton MXFP4 MoE's served terms are fitted on (gpt-oss-20b's traces h/, j/, k/ hold them out):
 #: the compile of a new step-size key, and the eager launch floor of its MoE layers
 SHAPE_COMPILE_FIT = ("h200-2026-12-02-serve-mxfp4/g/serve-gpt-oss-120b-trace", "gpt-oss-120b")
@@ -128,8 +139,11 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
     the two cost about the same: calibration/data/README.md), so the served floors go in last: the product predicts
     vllm serve."""
     floors = [launch_floor(DATA / folder, model) for folder, model in (*TRACES.items(), *VARIANT_FLOOR_FIT.values())]
+    piecewise = [(launch_floor(DATA / folder, model), piecewise_launch_s(DATA / folder, model)[0])
+                 for folder, model in PIECEWISE_FIT.items()]
     prof = served_terms(prof, floors, [shape_compiles(DATA / folder, model) for folder, model in (FUSED_COMPILE_FIT,
-                                                                                                SHAPE_COMPILE_FIT)])
+                                                                                                SHAPE_COMPILE_FIT)],
+                        piecewise=piecewise)
     return with_residuals(prof, [p for p in points + family_points if p.role == "fit"],
                           [p for p in points + family_points if p.role != "fit"] + list(extra))
 
@@ -171,7 +185,7 @@ def refit(comparison_out: Path | None = None):
         "launch_call_spread": launch_call_spread([DATA / f for f in SPREAD_TRACES], prof),
         "launch_run_spread": run_call_spread([DATA / f for f in SPREAD_TRACES]),
         "raw_data": list(dict.fromkeys([str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]]
-                                       + list(TRACES) + [f for f, _ in VARIANT_FLOOR_FIT.values()]
+                                       + list(TRACES) + list(PIECEWISE_FIT) + [f for f, _ in VARIANT_FLOOR_FIT.values()]
                                        + [FUSED_COMPILE_FIT[0]] + list(SPREAD_TRACES))),
         "raw_data_sha256": [sha256_file(p) for p in paths],
         "command": COMMAND,

@@ -269,13 +269,14 @@ def main(argv: list[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     from calibration.hfconfig import write_hf_config
     from calibration.tokenizer import write_tokenizer
-    from planner.io import catalog
+    from calibration.variants import probe_model
     from planner.deploy import serve_command
+    from planner.io import catalog
 
     t_start = time.perf_counter()
     ns.out.mkdir(parents=True, exist_ok=True)
     records = ns.out / "serve_bench.jsonl"
-    model, gpu = catalog.model(ns.model), catalog.gpu(ns.gpu)
+    model, gpu = probe_model(ns.model), catalog.gpu(ns.gpu)
     dep = Deployment.for_gpu(gpu, num_gpus=ns.tp, tensor_parallel=ns.tp, weight_dtype=ns.weight_dtype,
                              kv_cache_dtype=ns.kv_dtype, gpu_memory_utilization=ns.gpu_memory_utilization,
                              max_num_batched_tokens=ns.max_num_batched_tokens)

@@ -25,7 +25,14 @@ import numpy as np
 from calibration.family_fit import HELD_FROM_BF16
 from calibration.records import append_record
 from calibration.serving_points import fit_http_frontend
-from calibration.trace_points import LaunchFloor, ShapeCompiles, launch_floor, range_period_s, shape_compiles
+from calibration.trace_points import (
+    LaunchFloor,
+    ShapeCompiles,
+    launch_floor,
+    piecewise_launch_s,
+    range_period_s,
+    shape_compiles,
+)
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
 from planner.kernel_families import moe_variant
@@ -41,8 +48,31 @@ def _moe_layers(model_id: str) -> int:
     return m.num_layers - m.moe.num_dense_layers
 
 
+def piecewise_terms(prof: CalibrationProfile, engines: Sequence[tuple[LaunchFloor, float]], per_layer_s: float) -> dict:
+    """The piecewise prompt steps' launch (``piecewise_step_launch_s`` + layers × ``piecewise_layer_launch_s``) for a
+    profile whose eager launch is ``per_layer_s`` a layer.  ``engines``: (the traced dense engine's launch floor, its
+    :func:`calibration.trace_points.piecewise_launch_s`); each engine's call is brought to this host's speed (× the
+    profile's eager launch per layer over the engine's) and a line fitted over the layer counts (closed form, slope
+    >= 0; one layer count: the profile's slope kept, the step term fitted).  No engine: the terms scaled with the
+    eager launch (a host launching faster does both faster).  Traced: Llama-3.1-8B (32 layers) 7.42 ms, Qwen2.5-32B
+    (64) 8.33 ms on a host 0.83x as fast: 4.9 ms a step + 0.080 ms a layer."""
+    if not engines:
+        r = per_layer_s / prof.eager_layer_launch_s if prof.eager_layer_launch_s > 0 else 1.0
+        return {"piecewise_step_launch_s": prof.piecewise_step_launch_s * r,
+                "piecewise_layer_launch_s": prof.piecewise_layer_launch_s * r}
+    pts = []
+    for floor, call_s in engines:
+        layers = catalog.model(floor.model_id).num_layers
+        pts.append((layers, call_s * per_layer_s * layers / floor.seconds))
+    x, y = np.array([p[0] for p in pts], float), np.array([p[1] for p in pts], float)
+    slope = prof.piecewise_layer_launch_s
+    if np.ptp(x) > 0:
+        slope = max(0.0, float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()))
+    return {"piecewise_step_launch_s": max(0.0, float((y - slope * x).mean())), "piecewise_layer_launch_s": slope}
+
+
 def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compiles: Sequence[ShapeCompiles] = (),
-                 *, log=print) -> CalibrationProfile:
+                 *, piecewise: Sequence[tuple[LaunchFloor, float]] = (), log=print) -> CalibrationProfile:
     """``prof`` with the eager-step terms of traced engines (:func:`calibration.trace_points.launch_floor` and
     :func:`~calibration.trace_points.shape_compiles` of serve_bench ``--step-trace`` folders):
 
@@ -54,6 +84,9 @@ def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compil
       half the correction);
     * ``compiles``: a MoE kernel's compile of a new step-size key per MoE layer (the median stall of its
       engine); the bf16 fused MoE's also goes to :data:`FUSED_MOE_VARIANTS` that have no trace of their own.
+
+    * ``piecewise``: the piecewise prompt steps' launch (:func:`piecewise_terms`), fitted on these dense engines or,
+      without any, scaled with the dense floors' eager launch.
 
     Terms no trace speaks for are left as fitted.  ``log`` gets one line per shape correction checked."""
     by_kernel: dict[str | None, list[LaunchFloor]] = {}
@@ -81,6 +114,8 @@ def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compil
             keep.append(c)
         upd["shape_corrections"] = keep
     per_layer = upd.get("eager_layer_launch_s", prof.eager_layer_launch_s)
+    if dense or piecewise:
+        upd.update(piecewise_terms(prof, piecewise, per_layer))
     launch = {v: max(0.0, float(np.median([(f.seconds - catalog.model(f.model_id).num_layers * per_layer)
                                            / _moe_layers(f.model_id) for f in fs]))) for v, fs in by_kernel.items()}
     per_kernel: dict[str | None, list[float]] = {}
@@ -160,18 +195,20 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
     engines' traces: that is the host's CPU too (Llama-3.1-8B: 0 on the committed profile's host once fitted after its
     served floors, 6.0 ms before, and 0 on the two calibrate-serve hosts of 2026-12-02).  With the host's own
     floor fitted, the launch spread a plan shows is the run-to-run one (``launch_run_spread``)."""
-    floors, compiles = [], []
+    floors, compiles, piecewise = [], [], []
     for folder, model_id in traces:
         try:
             floors.append(launch_floor(folder, model_id))
+            if catalog.model(model_id).moe is None:
+                piecewise.append((floors[-1], piecewise_launch_s(folder, model_id)[0]))
         except (ValueError, KeyError, StopIteration) as err:
-            log(f"  {folder.name}: no served launch floor ({err})")
+            log(f"  {folder.name}: no served launch floor or piecewise launch ({err})")
         if catalog.model(model_id).moe is not None:
             try:
                 compiles.append(shape_compiles(folder, model_id))
             except (ValueError, KeyError, StopIteration) as err:
                 log(f"  {folder.name}: no new-key compile measured ({err})")
-    prof = served_terms(prof, floors, compiles, log=log)
+    prof = served_terms(prof, floors, compiles, piecewise=piecewise, log=log)
     if floors and prof.launch_run_spread is not None:  # the host's own floor: what is left is run to run
         prof = prof.model_copy(update={"launch_call_spread": prof.launch_run_spread})
     run = f"bench-{SERVE_RUNS[-1].split(':', 1)[0]}"

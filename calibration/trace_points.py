@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from calibration.serving_points import recorded_deployment, traced_steps
+from calibration.variants import probe_model
 from planner.compile_keys import keys_at_start, step_compile_key
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
@@ -65,7 +66,7 @@ def _trace(folder: Path, model_id: str | None = None) -> _Trace:
     benches = [r for r in recs if r.get("type") == "bench" and "wall_start" in r]
     windows = [(r["wall_start"], r["wall_end"]) for r in benches if r.get("run") not in WARM_UP_RUNS]
     dep = recorded_deployment(deploy)
-    graph_max = cudagraph_max_tokens(dep, catalog.model(model_id or deploy["model"]))
+    graph_max = cudagraph_max_tokens(dep, probe_model(model_id or deploy["model"]))
     return _Trace(benches, steps, [any(a <= s["wall"] <= b for a, b in windows) for s in steps], graph_max, dep)
 
 
@@ -90,12 +91,13 @@ def launch_floor(folder: Path, model_id: str) -> LaunchFloor:
     return LaunchFloor(model_id, e - g, len(eager), len(graph), e, g, str(folder), t.deployment.weight_dtype)
 
 
-def piecewise_layer_launch_s(folder: Path, model_id: str) -> tuple[float, int, int]:
-    """(s per layer, prompt-carrying steps, decode-only steps): the CPU floor of a step that carries prompt tokens
-    inside the CUDA-graph range (vLLM 0.26 replays it as piecewise graphs, each layer's attention launched between
-    them) = median ``execute_model`` call of those steps − median of the decode-only steps (one full graph), over
-    the non-warm-up runs, per layer.  Traced on 2026-12-02: Llama-3.1-8B 7.42 ms / 32 layers = 0.232 ms; held out
-    Qwen2.5-7B 0.239, Mixtral-8x7B 0.232, gpt-oss-20b 0.236, Qwen3-30B-A3B 0.294 ms per layer."""
+def piecewise_launch_s(folder: Path, model_id: str) -> tuple[float, int, int]:
+    """(s, prompt-carrying steps, decode-only steps): the CPU call of a step that carries prompt tokens inside the
+    CUDA-graph range (vLLM 0.26 replays it as piecewise graphs, each layer's attention launched between them) beyond
+    a decode-only step's (one full graph) = the difference of their median ``execute_model`` calls over the
+    non-warm-up runs.  Traced on 2026-12-02: Llama-3.1-8B 7.42 ms (32 layers); held out Qwen2.5-7B 6.70 (28),
+    Mixtral-8x7B 7.42 (32), gpt-oss-20b 5.66 (24), Qwen3-30B-A3B 14.1 ms (48); on 2026-12-03 Qwen2.5-32B 8.33 ms (64
+    layers, a host whose eager launch floor was 0.83x the Llama host's per layer): mostly a cost per step."""
     t = _trace(folder, model_id)
     mixed, dec = [], []
     for s, inside in zip(t.steps, t.in_run):
@@ -104,8 +106,7 @@ def piecewise_layer_launch_s(folder: Path, model_id: str) -> tuple[float, int, i
             (mixed if s["chunks"] else dec).append(float(x))
     if not mixed or not dec:
         raise ValueError(f"{folder}: no traced prompt-carrying or decode-only steps inside the CUDA graphs")
-    return ((float(np.median(mixed)) - float(np.median(dec))) / catalog.model(model_id).num_layers, len(mixed),
-            len(dec))
+    return float(np.median(mixed)) - float(np.median(dec)), len(mixed), len(dec)
 
 
 def range_period_s(folder: Path, model_id: str, lo: float, hi: float) -> tuple[float, int]:

@@ -3,6 +3,7 @@ dummy weights, so that one family's probes can tell a per-step cost from a per-l
 per-expert one (on one model these move together).  They are never planned: only the calibration code resolves them.
 
     probe_model("gpt-oss-120b-l18")   # gpt-oss-120b with 18 of its 36 layers (9 sliding, 9 full)
+    probe_model("llama-3.1-70b-i7168")  # Llama-3.1-70B's 80 layers, a quarter of its FFN width
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from planner.specs import ModelSpec, count_params
 VARIANTS: dict[str, tuple[str, dict]] = {
     "gpt-oss-120b-l18": ("gpt-oss-120b", {"num_layers": 18, "num_sliding_layers": 9}),
     "gpt-oss-120b-e32": ("gpt-oss-120b", {"moe": {"num_experts": 32}}),
+    # Llama-3.1-70B's 80 layers with a quarter of its FFN width (28,672 -> 7,168): 28 B parameters, one H200, the
+    # CPU launches of the real model's layers (the piecewise prompt steps' launch at 80 layers, 2026-12-03)
+    "llama-3.1-70b-i7168": ("llama-3.1-70b", {"intermediate_size": 7168}),
 }
 
 

@@ -11,7 +11,9 @@ A step is a sum of kernels, each limited by its own roof:
     overhead  step + per sequence + per token (launches, scheduling, sampling) + per layer outside CUDA graphs
     launch    a step above the largest CUDA graph (eager) launches every kernel from the CPU while the GPU runs
               them: the step takes max(GPU work, CPU launch floor) + overhead, the floor = layers × per-layer
-              launch + MoE layers × per-MoE-layer launch (fused MoE launches routing, align, two grouped GEMMs)
+              launch + MoE layers × per-MoE-layer launch (fused MoE launches routing, align, two grouped GEMMs);
+              a step with prompt tokens inside the graphs (piecewise, attention launched between the pieces):
+              per-step + layers × per-layer piecewise launch
 
 The kernel families' efficiencies and overheads come from a :class:`CalibrationProfile` (ideal roofline by
 default): ``hw_coeffs`` picks the weight format's own coefficients, the MoE and all-reduce ones.  This is the one
@@ -167,6 +169,8 @@ class HwCoeffs:
     shape_tokens_hi: float = float("inf")
     eager_layer_launch_s: float = 0.0  # CPU launch time per layer of an eager step (the step's floor)
     moe_eager_layer_launch_s: float = 0.0  # ... and per MoE layer on top
+    piecewise_step_launch_s: float = 0.0  # CPU launch of a prompt step inside the CUDA graphs (piecewise) ...
+    piecewise_layer_launch_s: float = 0.0  # ... and per layer
 
 
 #: The profile's fixed costs, taken over as they are (seconds per step, layer, sequence, token, request).
@@ -230,6 +234,8 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         shape_tokens_hi=shape.tokens_hi if shape else float("inf"),
         eager_layer_launch_s=profile.eager_layer_launch_s,
         moe_eager_layer_launch_s=moe.eager_layer_launch_s if moe else 0.0,
+        piecewise_step_launch_s=profile.piecewise_step_launch_s,
+        piecewise_layer_launch_s=profile.piecewise_layer_launch_s,
     )
 
 
@@ -254,8 +260,7 @@ def attended_prefill(mc: ModelCosts, start, chunk, xp=np):
         return full
     w = mc.window_tokens
     # Σ_{p=s+1}^{s+c} min(p, w) = Σ p over p ≤ w, plus w for the rest
-    lo = xp.minimum(s, w)
-    hi = xp.minimum(s + c, w)
+    lo, hi = xp.minimum(s, w), xp.minimum(s + c, w)
     below = (hi * (hi + 1) - lo * (lo + 1)) / 2.0
     above = xp.maximum(s + c - xp.maximum(s, w), 0.0) * w
     return full + mc.sliding_layers * (below + above)
@@ -263,9 +268,8 @@ def attended_prefill(mc: ModelCosts, start, chunk, xp=np):
 
 def prefill_kv_read(mc: ModelCosts, start, xp=np):
     """Layer-weighted cached tokens a prefill chunk starting at ``start`` reads (its prior context)."""
-    if not mc.sliding_layers:
-        return mc.full_layers * start
-    return mc.full_layers * start + mc.sliding_layers * xp.minimum(start, mc.window_tokens)
+    full = mc.full_layers * start
+    return full + mc.sliding_layers * xp.minimum(start, mc.window_tokens) if mc.sliding_layers else full
 
 
 # ------------------------------------------------------------------------------------ step time
@@ -276,11 +280,10 @@ def linear_s(linear_compute_s, linear_memory_s, dequant_s, moe_compute_s, moe_me
 
 
 def step_total(linear, attention_compute_s, attention_memory_s, comm_s, overhead_s, maximum=np.maximum, launch_s=0.0):
-    """A step's seconds: the GPU work — the GEMMs (:func:`linear_s`), attention at its roof, communication —
-    or the CPU launch floor of an eager step (``launch_s``; 0 for CUDA-graph steps), whichever is longer, plus
-    the overheads.  An eager step's kernels run as they are launched, so the GPU hides under the launches or
-    the launches under the GPU (issue #21: Qwen3-30B-A3B's 768-2,048-token eager steps took 50-65 ms, the CPU
-    busy launching for all but ~1 ms of it, where the GPU work is 16-25 ms)."""
+    """A step's seconds: the GPU work — the GEMMs (:func:`linear_s`), attention at its roof, communication — or the
+    CPU launch floor (``launch_s``: eager and piecewise steps; 0 for full CUDA graphs), whichever is longer, plus the
+    overheads.  The kernels run as they are launched, so the GPU hides under the launches or the launches under the
+    GPU (Qwen3-30B-A3B's 768-2,048-token eager steps: 50-65 ms, the CPU launching all but ~1 ms, GPU work 16-25 ms)."""
     return maximum(linear + maximum(attention_compute_s, attention_memory_s) + comm_s, launch_s) + overhead_s
 
 
@@ -300,7 +303,7 @@ class StepTime:
     moe_compute_s: object = 0.0
     moe_memory_s: object = 0.0
     dequant_s: object = 0.0  # quantised formats' per-token work added to the weight stream (small batches)
-    launch_s: object = 0.0  # an eager step's CPU launch floor (the step takes max(GPU work, launch) + overhead)
+    launch_s: object = 0.0  # eager/piecewise CPU launch floor (the step takes max(GPU work, launch) + overhead)
 
     @property
     def total_s(self):
@@ -365,9 +368,11 @@ def token_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, xp=np) -
         touched = moe_bytes = moe_flops = moe_c = moe_m = tokens * 0.0
     comm = allreduce_s(mc, hw, tokens, xp)
     eager = tokens > mc.cudagraph_max_tokens
-    # an eager step's CPU launch floor: every layer's kernels, and the fused-MoE layers' (per stage, stages in turn)
+    # the CPU launch floor: an eager step's every layer and fused-MoE layer (per stage, stages in turn); a prompt step
+    # inside the graphs runs piecewise, each layer's attention launched between the pieces
+    piecewise = where(active & prefill, hw.piecewise_step_launch_s + mc.num_layers * hw.piecewise_layer_launch_s, 0.0)
     launch = where(active & eager, mc.num_layers * hw.eager_layer_launch_s
-                   + mc.num_moe_layers * mc.pipeline_parallel * hw.moe_eager_layer_launch_s, 0.0)
+                   + mc.num_moe_layers * mc.pipeline_parallel * hw.moe_eager_layer_launch_s, piecewise)
     overhead = where(
         active,
         hw.step_overhead_s + hw.hybrid_step_overhead_s
@@ -420,17 +425,8 @@ def step_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, prefill_a
     return parts
 
 
-def step_time(
-    mc: ModelCosts,
-    hw: HwCoeffs,
-    *,
-    prefill_tokens=0.0,
-    prefill_attended=0.0,
-    prefill_kv_read_tokens=0.0,
-    decode_seqs=0.0,
-    decode_attended=0.0,
-    sampled_seqs=None,
-) -> StepTime:
+def step_time(mc: ModelCosts, hw: HwCoeffs, *, prefill_tokens=0.0, prefill_attended=0.0, prefill_kv_read_tokens=0.0,
+              decode_seqs=0.0, decode_attended=0.0, sampled_seqs=None) -> StepTime:
     """One forward step over ``prefill_tokens`` new prompt tokens and ``decode_seqs`` decoding sequences
     (:func:`step_parts` on numpy arrays).
 

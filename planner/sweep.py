@@ -119,7 +119,7 @@ _HW_BLOCK_FIELDS = (
     "shape_tokens_hi",
     "allreduce_custom_max_bytes", "nccl_latency_s", "nccl_bandwidth_bytes_per_s", "moe_touch_fraction",
     "hybrid_step_overhead_s", "moe_seq_layer_overhead_s", "eager_layer_launch_s",
-    "moe_eager_layer_launch_s",
+    "moe_eager_layer_launch_s", "piecewise_step_launch_s", "piecewise_layer_launch_s",
 )
 
 

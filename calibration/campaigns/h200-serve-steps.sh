@@ -44,8 +44,11 @@
 #      H200), traced: a short warm-up, chat 2/4/7 req/s (light, moderate, near its ~8 req/s capacity) and a shared 2,048-token
 #      prefix at 8 req/s (caching on; its prompt steps run inside the CUDA graphs, piecewise): do the eager launch
 #      floor and the piecewise prompt-step call scale with the layers?
+#   u (2026-12-03): Llama-3.1-70B's 80 layers with a quarter of its FFN width (probe variant llama-3.1-70b-i7168,
+#      calibration/variants.py; 28 B parameters, one H200), traced: a warm-up, a shared 2,048-token prefix at 6 req/s
+#      and chat at 3 req/s: the piecewise prompt steps' launch at the premium-chat preset's depth.
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t|u OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -125,6 +128,9 @@ case $1 in
        --out "$D/serve-qwen2.5-32b-steps" --port 8024 --budget-s 470 --run warm:$CHAT,n=20,rate=2 \
        --run chat2:$CHAT,n=60,rate=2 --run prefix8:$PREFIX,n=200,rate=8 --run chat4:$CHAT,n=120,rate=4 \
        --run chat7:$CHAT,n=168,rate=7 ;;
+  u) job 0 450 u-steps python3 -m calibration.serve_bench --model llama-3.1-70b-i7168 --max-model-len 4096 \
+       --step-trace --out "$D/serve-llama-3.1-70b-i7168-steps" --port 8025 --budget-s 420 \
+       --run warm:$CHAT,n=20,rate=2 --run prefix6:$PREFIX,n=150,rate=6 --run chat3:$CHAT,n=90,rate=3 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"
