@@ -31,9 +31,10 @@ def calibrate_cmd(
     model: Annotated[list[str], typer.Option("--model", "-m", help=(
         "MODEL[:KV]\\[@WEIGHTS][+mixed][+serve] to fit on (repeatable), e.g. llama-3.1-8b@fp8 (fp8 weights), "
         "mistral-7b-v0.3:fp8 (fp8 KV cache), qwen3-30b-a3b (MoE), +mixed adds mixed prefill/decode steps, +serve "
-        "then serves the model with every engine step timed (the launch floor of an eager step under vllm serve is "
-        "this host CPU's; about 3 more minutes).  Default: one engine per kernel family — dense bf16 (with mixed "
-        "steps, served), MoE (served), fp8 weights, int4 weights, fp8 KV — about 16 minutes of GPU time on an H200 "
+        "then serves the model with every engine step timed (the launch floor of an eager step under vllm serve, "
+        "and of a prompt step inside the CUDA graphs, is this host CPU's; about 3 more minutes).  Default: one "
+        "engine per kernel family — dense bf16 (with mixed steps, served), MoE (served), fp8 weights, int4 weights, "
+        "fp8 KV — about 16 minutes of GPU time on an H200 "
         "(each engine: start 50-95 s + 60 s of probes; calibration/data/README.md has the measured times)."))] = None,
     validate_model: Annotated[list[str], typer.Option(
         "--validate-model", help="Held-out model(s) measured for validation, not fitted (repeatable).")] = None,
