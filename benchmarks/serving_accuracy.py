@@ -74,6 +74,7 @@ from calibration.serve_floor import served_terms, traced_engines, with_traces  #
 from calibration.served_steps import served_runs  # noqa: E402
 from calibration.serving_points import replay_folder  # noqa: E402
 from calibration.trace_points import STALL_S, launch_floor, stalls  # noqa: E402
+from calibration.variants import probe_model
 from planner.io import catalog  # noqa: E402
 from planner.serving import workloads as wl  # noqa: E402
 from planner.serving import engine_setup, max_rate_under_slo, replay  # noqa: E402
@@ -192,7 +193,7 @@ def main() -> int:
     cal = ROOT / "calibration/data/h200-2026-12-02-calibrate-serve"
     api = ROOT / "calibration/data/h200-2026-12-02-api-servers"  # x2: vllm serve --api-server-count 2
     served = ROOT / "calibration/data/h200-2026-12-02-served-steps"  # every step's decode contexts traced too
-    deep = ROOT / "calibration/data/h200-2026-12-03-deep"  # a 64-layer dense engine (Qwen2.5-32B)
+    deep = ROOT / "calibration/data/h200-2026-12-03-deep"  # 64- and 80-layer dense engines
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
@@ -200,7 +201,7 @@ def main() -> int:
     # step after the plan's full warm-up (both halves of every compile key); l, m: the fused MoE's compile keys
     role_note = {"floor": "its launch floor is in the profile: reported only", "held": "held out of every fit: checked",
                  "compile": "the new-size compile and the MoE eager launch are fitted on it: reported only",
-                 "piecewise": "the piecewise prompt steps' launch is fitted on it and on c/: reported only"}
+                 "piecewise": "the piecewise prompt steps' launch is fitted on it: reported only"}
     traced_runs = ((traced, "b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "compile"),
                                       (traced, "c/serve-llama-trace", "llama-3.1-8b", "floor"),
                                       (traced, "e/serve-qwen2.5-7b-trace", "qwen2.5-7b", "held"),
@@ -227,9 +228,10 @@ def main() -> int:
                                       (served, "q/serve-llama-steps", "llama-3.1-8b", "held"),
                                       (served, "r/serve-qwen3-30b-a3b-steps", "qwen3-30b-a3b", "held"),
                                       (served, "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", "held"),
-                                      (deep, "t/serve-qwen2.5-32b-steps", "qwen2.5-32b", "piecewise"))
+                                      (deep, "t/serve-qwen2.5-32b-steps", "qwen2.5-32b", "piecewise"),
+                                      (deep, "u/serve-llama-3.1-70b-i7168-steps", "llama-3.1-70b-i7168", "piecewise"))
     for base, folder, model, role in traced_runs:
-        st = stalls(base / folder) if catalog.model(model).moe is not None else {}
+        st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""
         print(f"vllm serve + vllm bench serve, {base.name[5:15]}, {kind}every engine step timed "
               f"({folder}; {role_note[role]}):")

@@ -19,7 +19,7 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | MoE | Qwen3-30B-A3B (128 experts, top-8; probes + mixed steps) | Mixtral-8x7B (8 experts, top-2), from its serving runs |
 | mixed steps, vllm serve's settings | Qwen3-30B-A3B (in-process: the MoE stage) | Llama-3.1-8B (dense) |
 | served launch floor (TRACES, set last) | Llama-3.1-8B per layer, Qwen3-30B-A3B per MoE layer | Qwen2.5-7B, Mixtral |
-| ... of prompt steps inside the graphs (PIECEWISE_FIT) | Llama-3.1-8B, Qwen2.5-32B (per step + per layer) | Qwen2.5-7B, other hosts' Llama |
+| ... of prompt steps inside the graphs (PIECEWISE_FIT) | Llama-3.1-8B, Qwen2.5-32B, Llama-3.1-70B (80 layers) | Qwen2.5-7B, Mixtral, gpt-oss-20b |
 | ... of the MXFP4 MoE layers (VARIANT_FLOOR_FIT) | gpt-oss-120b | gpt-oss-20b |
 | new step-size key compile | gpt-oss-120b (MXFP4), Qwen3-30B-A3B (fused MoE) | gpt-oss-20b; Mixtral, Moonlight |
 | TP 2 | Llama-3.1-8B | none: the Qwen2.5-32B TP 2 boot's requests failed (HTTP 400) |
@@ -72,9 +72,11 @@ MIXED = {"h200-2026-12-01-moe-mixed/mixed.jsonl": {"qwen3-30b-a3b": "fit", "llam
 TRACES = {"h200-2026-12-02-serve-steps/c/serve-llama-trace": "llama-3.1-8b",
           "h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace": "qwen3-30b-a3b"}
 #: dense engines traced inside vllm serve whose prompt steps inside the CUDA graphs (piecewise) give that launch's step
-#: and per-layer terms (serve_floor.piecewise_terms): 32 and 64 layers; Qwen2.5-7B (28), the other Llama hosts hold out
+#: and per-layer terms (serve_floor.piecewise_terms): 32, 64 and 80 layers; Qwen2.5-7B (28), Mixtral-8x7B, gpt-oss-20b
+#: and the other Llama hosts hold out
 PIECEWISE_FIT = {"h200-2026-12-02-serve-steps/c/serve-llama-trace": "llama-3.1-8b",
-                 "h200-2026-12-03-deep/t/serve-qwen2.5-32b-steps": "qwen2.5-32b"}
+                 "h200-2026-12-03-deep/t/serve-qwen2.5-32b-steps": "qwen2.5-32b",
+                 "h200-2026-12-03-deep/u/serve-llama-3.1-70b-i7168-steps": "llama-3.1-70b-i7168"}
 #: the traced engine the Triton MXFP4 MoE's served terms are fitted on (gpt-oss-20b's traces h/, j/, k/ hold them out):
 #: the compile of a new step-size key, and the eager launch floor of its MoE layers
 SHAPE_COMPILE_FIT = ("h200-2026-12-02-serve-mxfp4/g/serve-gpt-oss-120b-trace", "gpt-oss-120b")

@@ -33,7 +33,7 @@ from calibration.trace_points import (
     range_period_s,
     shape_compiles,
 )
-from planner.io import catalog
+from calibration.variants import probe_model
 from planner.io.jsonl import read_jsonl
 from planner.kernel_families import moe_variant
 from planner.profile import CalibrationProfile
@@ -44,7 +44,7 @@ FUSED_MOE_VARIANTS = ("mla", "fp8")
 
 
 def _moe_layers(model_id: str) -> int:
-    m = catalog.model(model_id)
+    m = probe_model(model_id)
     return m.num_layers - m.moe.num_dense_layers
 
 
@@ -53,21 +53,27 @@ def piecewise_terms(prof: CalibrationProfile, engines: Sequence[tuple[LaunchFloo
     profile whose eager launch is ``per_layer_s`` a layer.  ``engines``: (the traced dense engine's launch floor, its
     :func:`calibration.trace_points.piecewise_launch_s`); each engine's call is brought to this host's speed (× the
     profile's eager launch per layer over the engine's) and a line fitted over the layer counts (closed form, slope
-    >= 0; one layer count: the profile's slope kept, the step term fitted).  No engine: the terms scaled with the
-    eager launch (a host launching faster does both faster).  Traced: Llama-3.1-8B (32 layers) 7.42 ms, Qwen2.5-32B
-    (64) 8.33 ms on a host 0.83x as fast: 4.9 ms a step + 0.080 ms a layer."""
+    >= 0, through the origin where its step term would be negative; one layer count: the profile's line scaled to
+    the engines' call).  No engine: the terms scaled with the eager launch (a host launching faster does both faster).
+    Traced, at the profile host's speed: Llama-3.1-8B (32 layers) 7.42 ms, Qwen2.5-32B (64) 9.98 ms, Llama-3.1-70B's
+    80 layers (a quarter of its FFN width) 19.56 ms: 0.212 ms a layer."""
     if not engines:
         r = per_layer_s / prof.eager_layer_launch_s if prof.eager_layer_launch_s > 0 else 1.0
         return {"piecewise_step_launch_s": prof.piecewise_step_launch_s * r,
                 "piecewise_layer_launch_s": prof.piecewise_layer_launch_s * r}
     pts = []
     for floor, call_s in engines:
-        layers = catalog.model(floor.model_id).num_layers
+        layers = probe_model(floor.model_id).num_layers
         pts.append((layers, call_s * per_layer_s * layers / floor.seconds))
     x, y = np.array([p[0] for p in pts], float), np.array([p[1] for p in pts], float)
-    slope = prof.piecewise_layer_launch_s
-    if np.ptp(x) > 0:
-        slope = max(0.0, float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()))
+    if np.ptp(x) == 0:  # one layer count: the profile's line, scaled to the engines' call
+        step, slope = prof.piecewise_step_launch_s, prof.piecewise_layer_launch_s
+        k = float(y.mean()) / (step + slope * x[0]) if step + slope * x[0] > 0 else 0.0
+        return ({"piecewise_step_launch_s": step * k, "piecewise_layer_launch_s": slope * k} if k > 0
+                else {"piecewise_step_launch_s": 0.0, "piecewise_layer_launch_s": float((y / x).mean())})
+    slope = max(0.0, float(((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()))
+    if (y - slope * x).mean() < 0:  # the line would start below 0: through the origin instead (per layer only)
+        slope = float((x * y).sum() / (x * x).sum())
     return {"piecewise_step_launch_s": max(0.0, float((y - slope * x).mean())), "piecewise_layer_launch_s": slope}
 
 
@@ -91,13 +97,13 @@ def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compil
     Terms no trace speaks for are left as fitted.  ``log`` gets one line per shape correction checked."""
     by_kernel: dict[str | None, list[LaunchFloor]] = {}
     for f in floors:
-        by_kernel.setdefault(moe_variant(catalog.model(f.model_id), f.weight_dtype), []).append(f)
+        by_kernel.setdefault(moe_variant(probe_model(f.model_id), f.weight_dtype), []).append(f)
     upd: dict = {}
     if dense := by_kernel.pop(None, []):
-        upd["eager_layer_launch_s"] = float(np.median([f.seconds / catalog.model(f.model_id).num_layers
+        upd["eager_layer_launch_s"] = float(np.median([f.seconds / probe_model(f.model_id).num_layers
                                                         for f in dense]))
         traced = {(m.hidden_size, m.intermediate_size): (f, m) for f, m in
-                  ((f, catalog.model(f.model_id)) for f in dense)}
+                  ((f, probe_model(f.model_id)) for f in dense)}
         keep = []
         for c in prof.shape_corrections:
             if (c.hidden_size, c.intermediate_size) in traced:
@@ -116,11 +122,11 @@ def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compil
     per_layer = upd.get("eager_layer_launch_s", prof.eager_layer_launch_s)
     if dense or piecewise:
         upd.update(piecewise_terms(prof, piecewise, per_layer))
-    launch = {v: max(0.0, float(np.median([(f.seconds - catalog.model(f.model_id).num_layers * per_layer)
+    launch = {v: max(0.0, float(np.median([(f.seconds - probe_model(f.model_id).num_layers * per_layer)
                                            / _moe_layers(f.model_id) for f in fs]))) for v, fs in by_kernel.items()}
     per_kernel: dict[str | None, list[float]] = {}
     for c in compiles:
-        per_kernel.setdefault(moe_variant(catalog.model(c.model_id), c.weight_dtype), []).append(
+        per_kernel.setdefault(moe_variant(probe_model(c.model_id), c.weight_dtype), []).append(
             c.median_s / _moe_layers(c.model_id))
     compile_s = {v: float(np.median(x)) for v, x in per_kernel.items()}
     moe = prof.moe
@@ -180,7 +186,7 @@ def traced_engines(out_dir: Path, log=print) -> list[tuple[Path, str]]:
         try:
             deploy = next((r for r in read_jsonl(path) if r.get("type") == "deploy"), None)
             if deploy and isinstance(deploy.get("model"), str) and any(path.parent.glob("steps.*.jsonl")):
-                catalog.model(deploy["model"])
+                probe_model(deploy["model"])
                 out.append((path.parent, deploy["model"]))
         except (OSError, ValueError) as err:
             log(f"  {path.parent.name}: left out ({err})")
@@ -199,11 +205,11 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
     for folder, model_id in traces:
         try:
             floors.append(launch_floor(folder, model_id))
-            if catalog.model(model_id).moe is None:
+            if probe_model(model_id).moe is None:
                 piecewise.append((floors[-1], piecewise_launch_s(folder, model_id)[0]))
         except (ValueError, KeyError, StopIteration) as err:
             log(f"  {folder.name}: no served launch floor or piecewise launch ({err})")
-        if catalog.model(model_id).moe is not None:
+        if probe_model(model_id).moe is not None:
             try:
                 compiles.append(shape_compiles(folder, model_id))
             except (ValueError, KeyError, StopIteration) as err:
@@ -215,7 +221,7 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
     fronts = []
     for f in floors:
         folder, model_id = Path(f.source), f.model_id
-        if catalog.model(model_id).moe is None and (folder / f"{run}.json").is_file():
+        if probe_model(model_id).moe is None and (folder / f"{run}.json").is_file():
             try:
                 fronts.append(fit_http_frontend(folder, model_id, prof, run))
             except (OSError, ValueError, KeyError, StopIteration) as err:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from calibration.variants import probe_model
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
 from planner.specs import Deployment
@@ -33,7 +34,7 @@ def serving_points(folder: Path, model_id: str) -> list[Measurement]:
         return argv[argv.index(name) + 1] if name in argv else default
 
     gpu = catalog.gpu(deploy.get("gpu", "h200-sxm"))
-    model = catalog.model(model_id)
+    model = probe_model(model_id)
     tp = int(deploy.get("tensor_parallel", 1))
     dep = Deployment.for_gpu(gpu, num_gpus=tp, tensor_parallel=tp, weight_dtype=deploy.get("weight_dtype", "bf16"),
                      kv_cache_dtype=KV_ALIASES.get(deploy.get("kv_cache_dtype", "bf16"), "bf16"),
@@ -108,7 +109,7 @@ def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     deploy = next(r for r in recs if r.get("type") == "deploy" and r.get("role") == role)
     boot = next(r for r in recs if r.get("type") == "boot" and r.get("role") == role)
     argv = deploy["argv"]
-    gpu, model = catalog.gpu(deploy.get("gpu", "h200-sxm")), catalog.model(model_id)
+    gpu, model = catalog.gpu(deploy.get("gpu", "h200-sxm")), probe_model(model_id)
     dep = recorded_deployment(deploy)
     bs = int(boot.get("block_size", Deployment.default("block_size_tokens")))
     fe = profile.http_frontend_overhead_s if frontend_overhead_s is None else frontend_overhead_s
@@ -120,8 +121,14 @@ def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: flo
 def replay_folder(folder: Path, model_id: str, profile, frontend_overhead_s: float | None = None) -> list:
     """Every recorded load test of a serve_bench folder (vllm bench serve runs, the multi-turn run, GuideLLM
     reports) replayed through the simulator: a list of LoadTestComparison."""
-    from planner.serving.loadtests import (engine_hints, read_guidellm, read_multiturn, read_vllm_bench,
-                                           replay_load_test, with_shared_prefix)
+    from planner.serving.loadtests import (
+        engine_hints,
+        read_guidellm,
+        read_multiturn,
+        read_vllm_bench,
+        replay_load_test,
+        with_shared_prefix,
+    )
 
     folder = Path(folder)
     cost, cfg = serving_setup(folder, model_id, profile, frontend_overhead_s)
