@@ -64,7 +64,10 @@ def piecewise_terms(prof: CalibrationProfile, engines: Sequence[tuple[LaunchFloo
     pts = []
     for floor, call_s in engines:
         layers = probe_model(floor.model_id).num_layers
-        pts.append((layers, call_s * per_layer_s * layers / floor.seconds))
+        if floor.seconds > 0:  # a floor of 0 tells no host speed
+            pts.append((layers, call_s * per_layer_s * layers / floor.seconds))
+    if not pts:
+        return piecewise_terms(prof, (), per_layer_s)
     x, y = np.array([p[0] for p in pts], float), np.array([p[1] for p in pts], float)
     if np.ptp(x) == 0:  # one layer count: the profile's line, scaled to the engines' call
         step, slope = prof.piecewise_step_launch_s, prof.piecewise_layer_launch_s

@@ -51,3 +51,9 @@ def test_one_engine_scales_the_profiles_line_and_none_scales_with_the_eager_laun
     t = piecewise_terms(p, [engine("llama-3.1-8b", 32, per, 1.0), engine("qwen2.5-32b", 64, per, 0.5)],
                         p.eager_layer_launch_s)
     assert t["piecewise_step_launch_s"] >= 0.0 and t["piecewise_layer_launch_s"] >= 0.0
+
+
+def test_an_engine_without_a_floor_is_left_out():
+    """A traced engine whose floor came out 0 says nothing of its host's speed: the terms as with no engine."""
+    zero = (engine("llama-3.1-8b", 32, 0.0, 7.0),)
+    assert piecewise_terms(PROF, zero, PROF.eager_layer_launch_s) == piecewise_terms(PROF, (), PROF.eager_layer_launch_s)
