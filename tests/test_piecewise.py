@@ -56,4 +56,5 @@ def test_one_engine_scales_the_profiles_line_and_none_scales_with_the_eager_laun
 def test_an_engine_without_a_floor_is_left_out():
     """A traced engine whose floor came out 0 says nothing of its host's speed: the terms as with no engine."""
     zero = (engine("llama-3.1-8b", 32, 0.0, 7.0),)
-    assert piecewise_terms(PROF, zero, PROF.eager_layer_launch_s) == piecewise_terms(PROF, (), PROF.eager_layer_launch_s)
+    per = PROF.eager_layer_launch_s
+    assert piecewise_terms(PROF, zero, per) == piecewise_terms(PROF, (), per)
