@@ -206,13 +206,14 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
     floor fitted, the launch spread a plan shows is the run-to-run one (``launch_run_spread``)."""
     floors, compiles, piecewise = [], [], []
     for folder, model_id in traces:
+        moe = probe_model(model_id).moe is not None
         try:
             floors.append(launch_floor(folder, model_id))
-            if probe_model(model_id).moe is None:
+            if not moe:
                 piecewise.append((floors[-1], piecewise_launch_s(folder, model_id)[0]))
         except (ValueError, KeyError, StopIteration) as err:
             log(f"  {folder.name}: no served launch floor or piecewise launch ({err})")
-        if probe_model(model_id).moe is not None:
+        if moe:
             try:
                 compiles.append(shape_compiles(folder, model_id))
             except (ValueError, KeyError, StopIteration) as err:

@@ -137,7 +137,7 @@ class ShapeCompiles:
 def _compile_walk(t: _Trace, model_id: str):
     """(step, execute_model s, above the graphs, with a compile key no earlier step, start-up run or graph capture
     had: planner.compile_keys) of every timed step of the trace, in order."""
-    model = catalog.model(model_id)
+    model = probe_model(model_id)
     key = step_compile_key(model, t.deployment)
     seen = set(keys_at_start(t.deployment, model, key))
     for s in t.steps:
@@ -293,7 +293,7 @@ def launch_call_spread(folders, profile) -> Spread:
         if not calls:
             continue
         deploy = next(r for r in _read(str(Path(folder).resolve()))[0] if r.get("type") == "deploy")
-        model = catalog.model(deploy["model"])
+        model = probe_model(deploy["model"])
         floor = launch_floor(folder, model.id)  # its graph_call_s: the engine's median CUDA-graph call
         dep = recorded_deployment(deploy)
         cost = StepCost.from_specs(model, catalog.gpu(deploy.get("gpu", "h200-sxm")), dep, profile)

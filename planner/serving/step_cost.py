@@ -11,14 +11,15 @@ from planner.specs import Deployment, GpuSpec, ModelSpec
 from planner.units import SCALAR
 
 
-def eager_cpu_s(mc: ModelCosts, hw: HwCoeffs, tokens: float, launch_s: float, prefill: bool = False) -> float:
-    """How long an eager step (above the largest CUDA graph) keeps the engine's CPU in its ``execute_model`` call: its
-    launch floor (``launch_s``) and the per-layer eager costs the in-process stages fit additively (the overhead of
-    :func:`planner.roofline.token_parts`: a MoE variant whose served floor is not traced keeps them, MLA).  0 for a
-    CUDA-graph step.  With async scheduling vLLM 0.26 schedules the next step when this call returns and sends the last
-    step's tokens only after it (:meth:`planner.serving.engine.Engine.send_outputs`)."""
+def eager_cpu_s(mc: ModelCosts, hw: HwCoeffs, tokens: float, launch_s: float) -> float:
+    """How long a step keeps the engine's CPU in its ``execute_model`` call beyond a full CUDA graph's: its launch
+    floor (``launch_s``, :func:`planner.roofline.token_parts`: a piecewise prompt step's inside the graphs, 0 for a
+    full graph) and, above the largest CUDA graph (eager), the per-layer eager costs the in-process stages fit
+    additively (the overhead of token_parts: a MoE variant whose served floor is not traced keeps them, MLA).  With
+    async scheduling vLLM 0.26 schedules the next step when this call returns and sends the last step's tokens only
+    after it (:meth:`planner.serving.engine.Engine.send_outputs`)."""
     if tokens <= mc.cudagraph_max_tokens:
-        return launch_s if prefill else 0.0  # a piecewise step's launch call (its floor), a full graph's: none
+        return launch_s
     return launch_s + mc.num_layers * hw.eager_layer_overhead_s + mc.num_moe_layers * hw.moe_eager_layer_overhead_s
 
 
@@ -82,7 +83,7 @@ class StepCost:
                               p["moe_memory_s"], max)
             terms = (linear, p["comm_s"], p["overhead_s"], step_total(linear, 0.0, 0.0, p["comm_s"], p["overhead_s"],
                                                                       max), p["launch_s"],
-                     eager_cpu_s(self.model_costs, self.hw_coeffs, tokens, p["launch_s"], prefill))
+                     eager_cpu_s(self.model_costs, self.hw_coeffs, tokens, p["launch_s"]))
             if len(self.token_memo) >= self.MEMO_MAX:
                 self.token_memo.clear()
             self.token_memo[key] = terms
