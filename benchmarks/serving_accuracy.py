@@ -45,6 +45,11 @@ lengths, multi-turn parents and engine settings:
 * calibration/data/h200-2026-12-02-served-steps (h200-serve-steps.sh q|r|s: each step's decode contexts traced too):
   Llama-3.1-8B chat 10/20/28 req/s, prefix20 and 24 agentic sessions; Qwen3-30B-A3B warmed chat 8/14/20;
   Moonlight-16B-A3B cold chat 10/20/30: checked.
+* calibration/data/h200-2026-12-03-heldout-moe (h200-serve-steps.sh v): Qwen3-235B-A22B's layer 16 times (probe variant
+  qwen3-235b-a22b-l16: 128 experts of 1,536, top-8, 4,096 wide), after the plan's one-request warm-up, chat 8/16/24
+  req/s, traced: checked (no term is fitted on it).  The five Qwen3-30B-A3B hosts of the fused MoE's launch median
+  (calibration.refit.FUSED_FLOOR_FIT; b/ is the compile's fit host, reported) are checked against the median of the
+  other five.
 * Every held-out traced run again with its own host's eager launch floor, traced in that run (what ``planner
   calibrate +serve`` measures on a host; reported, with the share of runs within each target): the committed profile
   carries one host's floor, and the traced hosts' were 0.66-1.01 of it.
@@ -70,6 +75,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from calibration.refit import DATA, FUSED_FLOOR_FIT
 from calibration.serve_floor import served_terms, traced_engines, with_traces  # noqa: E402
 from calibration.served_steps import served_runs  # noqa: E402
 from calibration.serving_points import replay_folder  # noqa: E402
@@ -194,6 +200,7 @@ def main() -> int:
     api = ROOT / "calibration/data/h200-2026-12-02-api-servers"  # x2: vllm serve --api-server-count 2
     served = ROOT / "calibration/data/h200-2026-12-02-served-steps"  # every step's decode contexts traced too
     deep = ROOT / "calibration/data/h200-2026-12-03-deep"  # 64- and 80-layer dense engines
+    moe_l16 = ROOT / "calibration/data/h200-2026-12-03-heldout-moe"  # a fused-MoE model no term was fitted on
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
@@ -201,7 +208,10 @@ def main() -> int:
     # step after the plan's full warm-up (both halves of every compile key); l, m: the fused MoE's compile keys
     role_note = {"floor": "its launch floor is in the profile: reported only", "held": "held out of every fit: checked",
                  "compile": "the new-size compile and the MoE eager launch are fitted on it: reported only",
-                 "piecewise": "the piecewise prompt steps' launch is fitted on it: reported only"}
+                 "piecewise": "the piecewise prompt steps' launch is fitted on it: reported only",
+                 "cv": "its host is one of the six the fused MoE's launch is the median of: checked against the "
+                       "median of the other five"}
+    fused_fit = {DATA / f: m for f, m in FUSED_FLOOR_FIT}
     traced_runs = ((traced, "b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "compile"),
                                       (traced, "c/serve-llama-trace", "llama-3.1-8b", "floor"),
                                       (traced, "e/serve-qwen2.5-7b-trace", "qwen2.5-7b", "held"),
@@ -212,33 +222,37 @@ def main() -> int:
                                       (mxfp4, "j/serve-gpt-oss-20b-sweep", "gpt-oss-20b", "held"),
                                       (mxfp4, "k/serve-gpt-oss-20b-warmed", "gpt-oss-20b", "held"),
                                       (fused, "l/serve-moonlight-16b-a3b-trace", "moonlight-16b-a3b", "held"),
-                                      (fused, "m/serve-qwen3-30b-a3b-warmed", "qwen3-30b-a3b", "held"),
+                                      (fused, "m/serve-qwen3-30b-a3b-warmed", "qwen3-30b-a3b", "cv"),
                                       (fused, "n/serve-deepseek-v2-lite-trace", "deepseek-v2-lite", "held"),
                                       (fused, "o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", "held"),
                                       (fused, "p/serve-mixtral-8x7b-warmed", "mixtral-8x7b", "held"),
                                       (cal, "llama/serve-llama-3.1-8b-trace", "llama-3.1-8b", "held"),
-                                      (cal, "qwen3/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "held"),
+                                      (cal, "qwen3/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "cv"),
                                       (cal, "llama2/serve-llama-3.1-8b-trace", "llama-3.1-8b", "held"),
-                                      (cal, "qwen3b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "held"),
+                                      (cal, "qwen3b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "cv"),
                                       (fresh, "c/serve-llama-trace", "llama-3.1-8b", "held"),
-                                      (fresh, "m/serve-qwen3-30b-a3b-warmed", "qwen3-30b-a3b", "held"),
+                                      (fresh, "m/serve-qwen3-30b-a3b-warmed", "qwen3-30b-a3b", "cv"),
                                       (fresh, "o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", "held"),
                                       (api, "x1/serve-llama-api1", "llama-3.1-8b", "held"),
                                       (api, "x2/serve-llama-api2", "llama-3.1-8b", "held"),
                                       (served, "q/serve-llama-steps", "llama-3.1-8b", "held"),
-                                      (served, "r/serve-qwen3-30b-a3b-steps", "qwen3-30b-a3b", "held"),
+                                      (served, "r/serve-qwen3-30b-a3b-steps", "qwen3-30b-a3b", "cv"),
                                       (served, "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", "held"),
                                       (deep, "t/serve-qwen2.5-32b-steps", "qwen2.5-32b", "piecewise"),
-                                      (deep, "u/serve-llama-3.1-70b-i7168-steps", "llama-3.1-70b-i7168", "piecewise"))
+                                      (deep, "u/serve-llama-3.1-70b-i7168-steps", "llama-3.1-70b-i7168", "piecewise"),
+                                      (moe_l16, "v/serve-qwen3-235b-a22b-l16-steps", "qwen3-235b-a22b-l16", "held"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""
         print(f"vllm serve + vllm bench serve, {base.name[5:15]}, {kind}every engine step timed "
               f"({folder}; {role_note[role]}):")
-        for c in replay_folder(base / folder, model, prof):
+        # a host of the fused MoE's median: that median without its own floor (leave one out)
+        p_run = prof if role != "cv" else served_terms(prof, [launch_floor(f, m) for f, m in fused_fit.items()
+                                                              if f != base / folder], log=lambda _: None)
+        for c in replay_folder(base / folder, model, p_run):
             s_ = st.get(c.name.removeprefix("bench-"), {})
             e, _, cap = judged(f"{base.name[16:]}/{folder}/{c.name}", c,
-                               missed if role == "held" else None)
+                               missed if role in ("held", "cv") else None)
             note = "first traffic on a cold engine" if c.name.endswith("warm") else \
                 ("launch floor traced here" if role == "floor" else "")
             if st:
@@ -246,7 +260,7 @@ def main() -> int:
                         f"predicted), {s_.get('stall_s', 0.0):.1f} s of {s_.get('wall_s', 0.0):.0f} s")
             print(line(f"{c.name} ({c.num_requests} req)", e, joined(note, cap)))
     own_floor_runs(prof, [(base / folder, model) for base, folder, model, role in traced_runs
-                          if role in ("held", "piecewise")])
+                          if role in ("held", "piecewise", "cv")])
     served_step_runs(prof, [(base / folder, model) for base, folder, model, _ in traced_runs], missed)
     # the same calibrate runs replayed with the floors their own +serve jobs traced on that machine (what `planner
     # calibrate` fits there): fitted on these runs, so reported, not checked

@@ -18,6 +18,9 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     # Llama-3.1-70B's 80 layers with a quarter of its FFN width (28,672 -> 7,168): 28 B parameters, one H200, the
     # CPU launches of the real model's layers (the piecewise prompt steps' launch at 80 layers, 2026-12-03)
     "llama-3.1-70b-i7168": ("llama-3.1-70b", {"intermediate_size": 7168}),
+    # Qwen3-235B-A22B's layer (4,096 wide, 64/4 heads, 128 experts of 1,536, top-8) 16 times: 41 B parameters, one
+    # H200; a fused-MoE model no profile term was fitted on, served under chat load (2026-12-03)
+    "qwen3-235b-a22b-l16": ("qwen3-235b-a22b", {"num_layers": 16}),
 }
 
 

@@ -45,17 +45,18 @@ def test_the_refit_fits_the_moe_cells_and_holds_out_the_dense_ones(prof):
 
 
 def test_the_served_floor_sits_above_the_in_process_cells(prof):
-    """The committed profile's eager launch floor is the one traced inside vllm serve (Qwen3-30B-A3B: 87.8 ms;
-    calibration/refit.py with_serve_floors), and in-process engine steps launch faster (no API threads in the
-    process).  So the 15 eager cells (> 512 tokens) of these in-process probes are over-predicted: median +61.7 %
-    (+19 % to +124 %: one cell's repeats spread 40-93 ms), while the 5 cells inside the CUDA graphs (a 256-token
-    prompt) stay within 15 % (-13.4 % to +4.3 %).  Without any floor the eager cells come out at -45 % or less."""
+    """The committed profile's eager launch floor is the one traced inside vllm serve (Qwen3-30B-A3B: 75.8 ms, the
+    fused MoE's part the median of six hosts; calibration/refit.py with_serve_floors), and in-process engine steps
+    launch faster (no API threads in the process).  So the 15 eager cells (> 512 tokens) of these in-process probes are
+    over-predicted: median +41.2 % (+4.1 % to +95.2 %: one cell's repeats spread 40-93 ms; +61.7 % with the one host's
+    87.8 ms), while the 5 cells inside the CUDA graphs (a 256-token prompt) stay within 15 % (-13.4 % to +4.3 %).
+    Without any floor the eager cells come out at -45 % or less."""
     pts = mixed_points(MIXED_JSONL, {"qwen3-30b-a3b": "fit"})
     err = np.array([error_pct(predict(p, prof), p.measured) for p in pts])
     assert len(pts) == 20
     eager = np.array([p.batch_size + p.chunk_tokens > 512 for p in pts])
     assert eager.sum() == 15
-    assert 40.0 < np.median(err[eager]) < 80.0 and err[eager].min() > 10.0
+    assert 30.0 < np.median(err[eager]) < 60.0 and err[eager].min() > 0.0
     assert np.max(np.abs(err[~eager])) <= 15.0
     no_floor = prof.model_copy(update={"eager_layer_launch_s": 0.0,
                                        "moe": prof.moe.model_copy(update={"eager_layer_launch_s": 0.0})})
@@ -64,18 +65,19 @@ def test_the_served_floor_sits_above_the_in_process_cells(prof):
 
 def test_an_eager_step_takes_the_longer_of_gpu_work_and_its_launch_floor(prof):
     """Qwen3-30B-A3B, a lone 768-token prompt (eager: > 512 tokens): floor = 48 layers x (every layer's launch,
-    0.749 ms traced on Llama-3.1-8B, + the fused-MoE layer's, 1.079 ms traced on Qwen3-30B-A3B) = 87.8 ms; the step
-    takes max(GPU work, floor) + overheads, not their sum.  A 256-token prompt (inside the CUDA graphs, piecewise) has
-    the piecewise launch's floor, 48 x 0.2118 ms = 10.17 ms; a decode-only step of 256 (a full graph) none."""
+    0.749 ms traced on Llama-3.1-8B, + the fused-MoE layer's, 0.830 ms: Qwen3-30B-A3B's six traced hosts' median)
+    = 75.8 ms; the step takes max(GPU work, floor) + overheads, not their sum.  A 256-token prompt (inside the CUDA
+    graphs, piecewise) has the piecewise launch's floor, 48 x 0.2118 ms = 10.17 ms; a decode-only step of 256 (a full
+    graph) none."""
     m, g = catalog.model("qwen3-30b-a3b"), catalog.gpu("h200-sxm")
     mc, hw = model_costs(m, Deployment.for_gpu(g)), hw_coeffs(g, "bf16", prof, m)
     st = step_time(mc, hw, prefill_tokens=768.0, prefill_attended=attended_prefill(mc, 0.0, 768.0), sampled_seqs=1.0)
     assert prof.eager_layer_launch_s == pytest.approx(0.000749, rel=1e-3)
     assert float(st.launch_s) == pytest.approx(48 * (prof.eager_layer_launch_s + prof.moe.eager_layer_launch_s),
-                                               rel=1e-12) == pytest.approx(0.0878, rel=1e-3)
+                                               rel=1e-12) == pytest.approx(0.0758, rel=1e-3)
     gpu = float(linear_s(st.linear_compute_s, st.linear_memory_s, st.dequant_s, st.moe_compute_s, st.moe_memory_s)
                 + max(st.attention_compute_s, st.attention_memory_s) + st.comm_s)
-    assert 0.010 < gpu < 0.5 * float(st.launch_s)  # ~17 ms of GPU work under an ~88 ms floor: total = floor + overhead
+    assert 0.010 < gpu < 0.5 * float(st.launch_s)  # ~17 ms of GPU work under a ~76 ms floor: total = floor + overhead
     assert float(st.total_s) == pytest.approx(float(st.launch_s) + float(st.overhead_s), rel=1e-12)
     small = step_time(mc, hw, prefill_tokens=256.0, prefill_attended=attended_prefill(mc, 0.0, 256.0),
                       sampled_seqs=1.0)

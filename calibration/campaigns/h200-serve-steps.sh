@@ -47,8 +47,12 @@
 #   u (2026-12-03): Llama-3.1-70B's 80 layers with a quarter of its FFN width (probe variant llama-3.1-70b-i7168,
 #      calibration/variants.py; 28 B parameters, one H200), traced: a warm-up, a shared 2,048-token prefix at 6 req/s
 #      and chat at 3 req/s: the piecewise prompt steps' launch at the premium-chat preset's depth.
+#   v (2026-12-03): held out, a fused-MoE model no term was fitted on: Qwen3-235B-A22B's layer 16 times (probe variant
+#      qwen3-235b-a22b-l16: 4,096 wide, 128 experts of 1,536, top-8; 41 B parameters, one H200), cold, the plan's
+#      warm-up (one 513-token request: the one compile key planner.compile_keys predicts), chat 8/16/24 req/s, traced:
+#      the fused MoE's launch floor (the median of six Qwen3-30B-A3B hosts) and its latency under load on another model.
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t|u OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t|u|v OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -131,6 +135,10 @@ case $1 in
   u) job 0 450 u-steps python3 -m calibration.serve_bench --model llama-3.1-70b-i7168 --max-model-len 4096 \
        --step-trace --out "$D/serve-llama-3.1-70b-i7168-steps" --port 8025 --budget-s 420 \
        --run warm:$CHAT,n=20,rate=2 --run prefix6:$PREFIX,n=150,rate=6 --run chat3:$CHAT,n=90,rate=3 ;;
+  v) job 0 470 v-steps python3 -m calibration.serve_bench --model qwen3-235b-a22b-l16 --max-model-len 4096 \
+       --step-trace --out "$D/serve-qwen3-235b-a22b-l16-steps" --port 8026 --budget-s 440 \
+       --size-sweep a:from=513,step=1,n=1,output=1 --run chat8:$CHAT,n=160,rate=8 \
+       --run chat16:$CHAT,n=320,rate=16 --run chat24:$CHAT,n=480,rate=24 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"
