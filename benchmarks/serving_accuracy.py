@@ -45,9 +45,10 @@ lengths, multi-turn parents and engine settings:
 * calibration/data/h200-2026-12-02-served-steps (h200-serve-steps.sh q|r|s: each step's decode contexts traced too):
   Llama-3.1-8B chat 10/20/28 req/s, prefix20 and 24 agentic sessions; Qwen3-30B-A3B warmed chat 8/14/20;
   Moonlight-16B-A3B cold chat 10/20/30: checked.
-* calibration/data/h200-2026-12-03-heldout-moe (h200-serve-steps.sh v): Qwen3-235B-A22B's layer 16 times (probe variant
-  qwen3-235b-a22b-l16: 128 experts of 1,536, top-8, 4,096 wide), after the plan's one-request warm-up, chat 8/16/24
-  req/s, traced: checked (no term is fitted on it).  The five Qwen3-30B-A3B hosts of the fused MoE's launch median
+* calibration/data/h200-2026-12-03-heldout-moe (h200-serve-steps.sh v|w): Qwen3-235B-A22B's layer 16 times (probe
+  variant qwen3-235b-a22b-l16: 128 experts of 1,536, top-8, 4,096 wide), after the plan's one-request warm-up, chat
+  8/16/24 req/s, traced, with bf16 (v) and fp8 (w: online W8A8, the fp8 fused MoE) weights: checked (no term is
+  fitted on it).  The five Qwen3-30B-A3B hosts of the fused MoE's launch median
   (calibration.refit.FUSED_FLOOR_FIT; b/ is the compile's fit host, reported) are checked against the median of the
   other five.
 * Every held-out traced run again with its own host's eager launch floor, traced in that run (what ``planner
@@ -240,7 +241,9 @@ def main() -> int:
                                       (served, "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", "held"),
                                       (deep, "t/serve-qwen2.5-32b-steps", "qwen2.5-32b", "piecewise"),
                                       (deep, "u/serve-llama-3.1-70b-i7168-steps", "llama-3.1-70b-i7168", "piecewise"),
-                                      (moe_l16, "v/serve-qwen3-235b-a22b-l16-steps", "qwen3-235b-a22b-l16", "held"))
+                                      (moe_l16, "v/serve-qwen3-235b-a22b-l16-steps", "qwen3-235b-a22b-l16", "held"),
+                                      (moe_l16, "w/serve-qwen3-235b-a22b-l16-fp8-steps", "qwen3-235b-a22b-l16",
+                                       "held"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""

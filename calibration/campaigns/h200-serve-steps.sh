@@ -51,8 +51,10 @@
 #      qwen3-235b-a22b-l16: 4,096 wide, 128 experts of 1,536, top-8; 41 B parameters, one H200), cold, the plan's
 #      warm-up (one 513-token request: the one compile key planner.compile_keys predicts), chat 8/16/24 req/s, traced:
 #      the fused MoE's launch floor (the median of six Qwen3-30B-A3B hosts) and its latency under load on another model.
+#   w (2026-12-03): the same model with fp8 weights (vLLM's online W8A8, the Triton fp8 fused MoE, default config; no
+#      served fp8 MoE traced before): warm-up and chat as v, traced: the fp8 MoE family under load, held out.
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t|u|v OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t|u|v|w OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -137,6 +139,10 @@ case $1 in
        --run warm:$CHAT,n=20,rate=2 --run prefix6:$PREFIX,n=150,rate=6 --run chat3:$CHAT,n=90,rate=3 ;;
   v) job 0 470 v-steps python3 -m calibration.serve_bench --model qwen3-235b-a22b-l16 --max-model-len 4096 \
        --step-trace --out "$D/serve-qwen3-235b-a22b-l16-steps" --port 8026 --budget-s 440 \
+       --size-sweep a:from=513,step=1,n=1,output=1 --run chat8:$CHAT,n=160,rate=8 \
+       --run chat16:$CHAT,n=320,rate=16 --run chat24:$CHAT,n=480,rate=24 ;;
+  w) job 0 470 w-steps python3 -m calibration.serve_bench --model qwen3-235b-a22b-l16 --weight-dtype fp8 \
+       --max-model-len 4096 --step-trace --out "$D/serve-qwen3-235b-a22b-l16-fp8-steps" --port 8027 --budget-s 440 \
        --size-sweep a:from=513,step=1,n=1,output=1 --run chat8:$CHAT,n=160,rate=8 \
        --run chat16:$CHAT,n=320,rate=16 --run chat24:$CHAT,n=480,rate=24 ;;
 esac
