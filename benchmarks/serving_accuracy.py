@@ -53,7 +53,8 @@ lengths, multi-turn parents and engine settings:
   other five.
 * Every held-out traced run again with its own host's eager launch floor, traced in that run (what ``planner
   calibrate +serve`` measures on a host; reported, with the share of runs within each target): the committed profile
-  carries one host's floor, and the traced hosts' were 0.66-1.01 of it.
+  carries one dense host's floor and six Qwen3 hosts' median for the fused MoE, and the traced hosts' own were 0.59-1.39
+  of what it predicts for their engines.
 
 Targets, below saturation: output throughput within 3 %, TPOT p50 within 7 %, TTFT p50 within 10 %, TTFT
 p99 within 20 %; at and above saturation, throughput within 5 % and the simulated queue growing too.  A run is at
@@ -327,8 +328,9 @@ def served_step_runs(prof, runs, missed: list) -> None:
 
 def own_floor_runs(prof, runs) -> None:
     """Each held-out traced run replayed with its own host's eager launch floor (traced in that run: what ``planner
-    calibrate +serve`` measures on a host; the committed profile carries one host's, and on these hosts it was 0.66 to
-    1.01 of that): fitted on the runs, so reported, not checked.  What is left is the model's own error."""
+    calibrate +serve`` measures on a host; the committed profile carries one dense host's and six Qwen3 hosts' median
+    for the fused MoE, and these hosts' own were 0.59-1.39 of its): fitted on the runs, so reported, not checked.  What
+    is left is the model's own error."""
     print("  ... the held-out traced runs with their own host's launch floor (traced in the same run: reported only):")
     errs: dict[str, list[float]] = {k: [] for k in TARGET_PCT}
     for folder, model in runs:
