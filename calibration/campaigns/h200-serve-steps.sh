@@ -53,8 +53,11 @@
 #      the fused MoE's launch floor (the median of six Qwen3-30B-A3B hosts) and its latency under load on another model.
 #   w (2026-12-03): the same model with fp8 weights (vLLM's online W8A8, the Triton fp8 fused MoE, default config; no
 #      served fp8 MoE traced before): warm-up and chat as v, traced: the fp8 MoE family under load, held out.
+#   x (2026-12-03): does fp8 (vLLM's online W8A8: a per-token activation quantisation before each scaled_mm) launch
+#      longer than bf16 above the CUDA graphs?  On one machine, one after the other: Llama-3.1-8B bf16, the same with
+#      fp8 weights, and Qwen3-30B-A3B with fp8 weights after its warm-up; chat 10 req/s each, traced.
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t|u|v|w OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t|u|v|w|x OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -145,6 +148,14 @@ case $1 in
        --max-model-len 4096 --step-trace --out "$D/serve-qwen3-235b-a22b-l16-fp8-steps" --port 8027 --budget-s 440 \
        --size-sweep a:from=513,step=1,n=1,output=1 --run chat8:$CHAT,n=160,rate=8 \
        --run chat16:$CHAT,n=320,rate=16 --run chat24:$CHAT,n=480,rate=24 ;;
+  x) job 0 170 x-llama-bf16 python3 -m calibration.serve_bench --model llama-3.1-8b --max-model-len 4096 \
+       --step-trace --out "$D/serve-llama-3.1-8b-bf16" --port 8028 --budget-s 150 --run chat10:$CHAT,n=150,rate=10
+     job 0 170 x-llama-fp8 python3 -m calibration.serve_bench --model llama-3.1-8b --weight-dtype fp8 \
+       --max-model-len 4096 --step-trace --out "$D/serve-llama-3.1-8b-fp8" --port 8029 --budget-s 150 \
+       --run chat10:$CHAT,n=150,rate=10
+     job 0 215 x-qwen3-fp8 python3 -m calibration.serve_bench --model qwen3-30b-a3b --weight-dtype fp8 \
+       --max-model-len 4096 --step-trace --out "$D/serve-qwen3-30b-a3b-fp8" --port 8030 --budget-s 195 \
+       --size-sweep a:from=513,step=1,n=1,output=1 --run chat10:$CHAT,n=150,rate=10 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"
