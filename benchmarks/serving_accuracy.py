@@ -48,9 +48,10 @@ lengths, multi-turn parents and engine settings:
 * calibration/data/h200-2026-12-03-heldout-moe (h200-serve-steps.sh v|w): Qwen3-235B-A22B's layer 16 times (probe
   variant qwen3-235b-a22b-l16: 128 experts of 1,536, top-8, 4,096 wide), after the plan's one-request warm-up, chat
   8/16/24 req/s, traced, with bf16 (v) and fp8 (w: online W8A8, the fp8 fused MoE) weights: checked (no term is
-  fitted on it).  The five Qwen3-30B-A3B hosts of the fused MoE's launch median
-  (calibration.refit.FUSED_FLOOR_FIT; b/ is the compile's fit host, reported) are checked against the median of the
-  other five.
+  fitted on it); calibration/data/h200-2026-12-03-fp8-launch (h200-serve-steps.sh x): Llama-3.1-8B with bf16 and
+  with fp8 weights on one machine, chat 10 req/s, traced: checked.  The five Qwen3-30B-A3B hosts of the fused MoE's
+  launch median (calibration.refit.FUSED_FLOOR_FIT; b/ is the compile's fit host, reported) are checked against the
+  median of the other five.
 * Every held-out traced run again with its own host's eager launch floor, traced in that run (what ``planner
   calibrate +serve`` measures on a host; reported, with the share of runs within each target): the committed profile
   carries one dense host's floor and six Qwen3 hosts' median for the fused MoE, and the traced hosts' own were 0.59-1.39
@@ -203,6 +204,7 @@ def main() -> int:
     served = ROOT / "calibration/data/h200-2026-12-02-served-steps"  # every step's decode contexts traced too
     deep = ROOT / "calibration/data/h200-2026-12-03-deep"  # 64- and 80-layer dense engines
     moe_l16 = ROOT / "calibration/data/h200-2026-12-03-heldout-moe"  # a fused-MoE model no term was fitted on
+    fp8 = ROOT / "calibration/data/h200-2026-12-03-fp8-launch"  # Llama-3.1-8B bf16 and fp8 on one machine
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
@@ -244,7 +246,9 @@ def main() -> int:
                                       (deep, "u/serve-llama-3.1-70b-i7168-steps", "llama-3.1-70b-i7168", "piecewise"),
                                       (moe_l16, "v/serve-qwen3-235b-a22b-l16-steps", "qwen3-235b-a22b-l16", "held"),
                                       (moe_l16, "w/serve-qwen3-235b-a22b-l16-fp8-steps", "qwen3-235b-a22b-l16",
-                                       "held"))
+                                       "held"),
+                                      (fp8, "x/serve-llama-3.1-8b-bf16", "llama-3.1-8b", "held"),
+                                      (fp8, "x/serve-llama-3.1-8b-fp8", "llama-3.1-8b", "held"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""

@@ -105,3 +105,21 @@ def test_the_fp8_engine_held_out():
     assert all(abs(c.error_pct("output_tokens_per_s")) < 0.7 for c in runs.values())
     assert [round(runs[r].error_pct("ttft_p50_s")) for r in ("bench-chat8", "bench-chat16", "bench-chat24")] == [
         -24, -43, -22]
+
+
+PAIR = RUN.parent.parent.parent / "h200-2026-12-03-fp8-launch/x"
+
+
+def test_fp8_does_not_launch_longer_than_bf16_on_one_machine():
+    """Llama-3.1-8B served with bf16 and then fp8 weights on one machine (h200-2026-12-03-fp8-launch): eager launch
+    floors 24.93 and 18.01 ms, so the fp8 kernels do not lengthen the launch and the profile keeps one launch for both
+    formats.  Both runs are held out and meet every target: TTFT p50 -1.1 / +2.6 %, TPOT p50 -2.2 / +2.3 %."""
+    bf16 = launch_floor(PAIR / "serve-llama-3.1-8b-bf16", "llama-3.1-8b")
+    fp8 = launch_floor(PAIR / "serve-llama-3.1-8b-fp8", "llama-3.1-8b")
+    assert (bf16.weight_dtype, fp8.weight_dtype) == ("bf16", "fp8")
+    assert 1e3 * bf16.seconds == pytest.approx(24.93, abs=0.01) and 1e3 * fp8.seconds == pytest.approx(18.01, abs=0.01)
+    for name, ttft, tpot in (("serve-llama-3.1-8b-bf16", -1.1, -2.2), ("serve-llama-3.1-8b-fp8", 2.6, 2.3)):
+        (c,) = replay_folder(PAIR / name, "llama-3.1-8b", PROF)
+        assert c.error_pct("ttft_p50_s") == pytest.approx(ttft, abs=0.5)
+        assert c.error_pct("tpot_p50_s") == pytest.approx(tpot, abs=0.5)
+        assert abs(c.error_pct("output_tokens_per_s")) < 1 and abs(c.error_pct("ttft_p99_s")) < 20
