@@ -215,7 +215,7 @@ def main() -> int:
                  "piecewise": "the piecewise prompt steps' launch is fitted on it: reported only",
                  "cv": "its host is one of the six the fused MoE's launch is the median of: checked against the "
                        "median of the other five"}
-    fused_fit = {DATA / f: m for f, m in FUSED_FLOOR_FIT}
+    fused_floors = {DATA / f: launch_floor(DATA / f, m) for f, m in FUSED_FLOOR_FIT}
     traced_runs = ((traced, "b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "compile"),
                                       (traced, "c/serve-llama-trace", "llama-3.1-8b", "floor"),
                                       (traced, "e/serve-qwen2.5-7b-trace", "qwen2.5-7b", "held"),
@@ -255,7 +255,7 @@ def main() -> int:
         print(f"vllm serve + vllm bench serve, {base.name[5:15]}, {kind}every engine step timed "
               f"({folder}; {role_note[role]}):")
         # a host of the fused MoE's median: that median without its own floor (leave one out)
-        p_run = prof if role != "cv" else served_terms(prof, [launch_floor(f, m) for f, m in fused_fit.items()
+        p_run = prof if role != "cv" else served_terms(prof, [fl for f, fl in fused_floors.items()
                                                               if f != base / folder], log=lambda _: None)
         for c in replay_folder(base / folder, model, p_run):
             s_ = st.get(c.name.removeprefix("bench-"), {})

@@ -204,12 +204,13 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
     engines' traces: that is the host's CPU too (Llama-3.1-8B: 0 on the committed profile's host once fitted after its
     served floors, 6.0 ms before, and 0 on the two calibrate-serve hosts of 2026-12-02).  With the host's own
     floor fitted, the launch spread a plan shows is the run-to-run one (``launch_run_spread``)."""
-    floors, compiles, piecewise = [], [], []
+    floors, compiles, piecewise, dense = [], [], [], []
     for folder, model_id in traces:
         moe = probe_model(model_id).moe is not None
         try:
             floors.append(launch_floor(folder, model_id))
             if not moe:
+                dense.append(floors[-1])
                 piecewise.append((floors[-1], piecewise_launch_s(folder, model_id)[0]))
         except (ValueError, KeyError, StopIteration) as err:
             log(f"  {folder.name}: no served launch floor or piecewise launch ({err})")
@@ -223,9 +224,9 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
         prof = prof.model_copy(update={"launch_call_spread": prof.launch_run_spread})
     run = f"bench-{SERVE_RUNS[-1].split(':', 1)[0]}"
     fronts = []
-    for f in floors:
+    for f in dense:
         folder, model_id = Path(f.source), f.model_id
-        if probe_model(model_id).moe is None and (folder / f"{run}.json").is_file():
+        if (folder / f"{run}.json").is_file():
             try:
                 fronts.append(fit_http_frontend(folder, model_id, prof, run))
             except (OSError, ValueError, KeyError, StopIteration) as err:

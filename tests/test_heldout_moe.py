@@ -21,12 +21,24 @@ from planner.io import catalog
 
 RUN = Path(__file__).resolve().parent.parent / "calibration/data/h200-2026-12-03-heldout-moe/v/" \
     "serve-qwen3-235b-a22b-l16-steps"
+FP8 = RUN.parent.parent / "w/serve-qwen3-235b-a22b-l16-fp8-steps"
+PAIR = RUN.parent.parent.parent / "h200-2026-12-03-fp8-launch/x"
 MODEL = "qwen3-235b-a22b-l16"
 PROF = catalog.profile_for("h200-sxm", "0.26.0")
 
 
-def records() -> list[dict]:
-    return [json.loads(x) for x in (RUN / "serve_bench.jsonl").read_text().splitlines() if x.strip()]
+def records(folder: Path = RUN) -> list[dict]:
+    return [json.loads(x) for x in (folder / "serve_bench.jsonl").read_text().splitlines() if x.strip()]
+
+
+def pool_error(folder: Path) -> float:
+    """The planner's KV pool for a run's recorded deployment over the pool vLLM logged at its boot, less 1."""
+    recs = records(folder)
+    deploy, boot = (next(r for r in recs if r["type"] == t) for t in ("deploy", "boot"))
+    cmd = serve_command(probe_model(MODEL), catalog.gpu("h200-sxm"), recorded_deployment(deploy), max_model_len=4096,
+                        profile=catalog.profile_for("h200-sxm", transfer=True), model_path="/m",
+                        served_model_name=MODEL, port=8026)
+    return cmd.predicted_kv_pool_bytes_per_gpu / boot["kv_available_bytes"] - 1
 
 
 def test_the_variant_and_its_kv_pool():
@@ -36,13 +48,9 @@ def test_the_variant_and_its_kv_pool():
     m = probe_model(MODEL)
     assert m.num_layers == 16 and m.moe.num_experts == 128 and m.moe.expert_intermediate_size == 1536
     assert m.published_total_params / 1e9 == pytest.approx(41.05, abs=0.01)
-    recs = records()
-    deploy, boot = (next(r for r in recs if r["type"] == t) for t in ("deploy", "boot"))
-    dep = recorded_deployment(deploy)
-    cmd = serve_command(m, catalog.gpu("h200-sxm"), dep, max_model_len=4096, profile=catalog.profile_for(
-        "h200-sxm", transfer=True), model_path="/m", served_model_name=MODEL, port=8026)
+    boot = next(r for r in records() if r["type"] == "boot")
     assert boot["kv_available_bytes"] == pytest.approx(51.4967e9, rel=1e-4)
-    assert abs(cmd.predicted_kv_pool_bytes_per_gpu / boot["kv_available_bytes"] - 1) < 0.001
+    assert abs(pool_error(RUN)) < 0.001
 
 
 def test_the_plans_warm_up_left_no_stall():
@@ -82,21 +90,13 @@ def test_replayed_held_out():
     assert runs["bench-chat24"].error_pct("tpot_p50_s") == pytest.approx(-10.2, abs=0.5)
 
 
-FP8 = RUN.parent.parent / "w/serve-qwen3-235b-a22b-l16-fp8-steps"
-
-
 def test_the_fp8_engine_held_out():
     """The same model with fp8 weights (w/, another machine): KV pool within 0.1 % of the prediction (logged 91.36 GB),
     no stall after the warm-up, launch floor 36.3 ms against the profile's 25.3 (the fp8 variant keeps the bf16 fused
     MoE's launch), and so the first token early: TTFT p50 -23.9 / -43.1 / -21.9 %, throughput within 0.6 %."""
-    recs = [json.loads(x) for x in (FP8 / "serve_bench.jsonl").read_text().splitlines() if x.strip()]
-    deploy, boot = (next(r for r in recs if r["type"] == t) for t in ("deploy", "boot"))
-    dep = recorded_deployment(deploy)
-    assert dep.weight_dtype == "fp8"
-    cmd = serve_command(probe_model(MODEL), catalog.gpu("h200-sxm"), dep, max_model_len=4096,
-                        profile=catalog.profile_for("h200-sxm", transfer=True), model_path="/m",
-                        served_model_name=MODEL, port=8027)
-    assert abs(cmd.predicted_kv_pool_bytes_per_gpu / boot["kv_available_bytes"] - 1) < 0.001
+    deploy = next(r for r in records(FP8) if r["type"] == "deploy")
+    assert recorded_deployment(deploy).weight_dtype == "fp8"
+    assert abs(pool_error(FP8)) < 0.001
     assert all(v["stalls"] == 0 for v in stalls(FP8).values())
     f = launch_floor(FP8, MODEL)
     assert f.weight_dtype == "fp8" and 1e3 * f.seconds == pytest.approx(36.32, abs=0.01)
@@ -105,9 +105,6 @@ def test_the_fp8_engine_held_out():
     assert all(abs(c.error_pct("output_tokens_per_s")) < 0.7 for c in runs.values())
     assert [round(runs[r].error_pct("ttft_p50_s")) for r in ("bench-chat8", "bench-chat16", "bench-chat24")] == [
         -24, -43, -22]
-
-
-PAIR = RUN.parent.parent.parent / "h200-2026-12-03-fp8-launch/x"
 
 
 def test_fp8_does_not_launch_longer_than_bf16_on_one_machine():
