@@ -56,8 +56,12 @@
 #   x (2026-12-03): does fp8 (vLLM's online W8A8: a per-token activation quantisation before each scaled_mm) launch
 #      longer than bf16 above the CUDA graphs?  On one machine, one after the other: Llama-3.1-8B bf16, the same with
 #      fp8 weights, and Qwen3-30B-A3B with fp8 weights after its warm-up; chat 10 req/s each, traced.
+#   y (2026-12-03): x's cut third job, and its bf16 twin, on one machine: Qwen3-30B-A3B with fp8 weights (the fp8 MoE
+#      family's fit model) after the plan's warm-up (one 513-token request), then the same model in bf16 after its
+#      four-request warm-up; chat 10 and 20 req/s each, traced: does the fp8 fused MoE launch longer per MoE layer
+#      than the bf16 one on one host, and how long are its served decode steps?
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t|u|v|w|x OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t|u|v|w|x|y OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -156,6 +160,15 @@ case $1 in
      job 0 215 x-qwen3-fp8 python3 -m calibration.serve_bench --model qwen3-30b-a3b --weight-dtype fp8 \
        --max-model-len 4096 --step-trace --out "$D/serve-qwen3-30b-a3b-fp8" --port 8030 --budget-s 195 \
        --size-sweep a:from=513,step=1,n=1,output=1 --run chat10:$CHAT,n=150,rate=10 ;;
+  y) job 0 255 y-qwen3-fp8 python3 -m calibration.serve_bench --model qwen3-30b-a3b --weight-dtype fp8 \
+       --max-model-len 4096 --step-trace --out "$D/serve-qwen3-30b-a3b-fp8" --port 8031 --budget-s 235 \
+       --size-sweep a:from=513,step=1,n=1,output=1 --run chat10:$CHAT,n=150,rate=10 \
+       --run chat20:$CHAT,n=300,rate=20
+     job 0 225 y-qwen3-bf16 python3 -m calibration.serve_bench --model qwen3-30b-a3b --max-model-len 4096 \
+       --step-trace --out "$D/serve-qwen3-30b-a3b-bf16" --port 8032 --budget-s 205 \
+       --size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1 \
+       --size-sweep c:from=1281,step=1,n=2,output=1 --run chat10:$CHAT,n=150,rate=10 \
+       --run chat20:$CHAT,n=300,rate=20 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"
