@@ -205,6 +205,7 @@ def main() -> int:
     deep = ROOT / "calibration/data/h200-2026-12-03-deep"  # 64- and 80-layer dense engines
     moe_l16 = ROOT / "calibration/data/h200-2026-12-03-heldout-moe"  # a fused-MoE model no term was fitted on
     fp8 = ROOT / "calibration/data/h200-2026-12-03-fp8-launch"  # Llama-3.1-8B bf16 and fp8 on one machine
+    fp8_moe = ROOT / "calibration/data/h200-2026-12-03-fp8-moe-launch"  # Qwen3-30B-A3B fp8 and bf16 on one machine
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
@@ -213,6 +214,7 @@ def main() -> int:
     role_note = {"floor": "its launch floor is in the profile: reported only", "held": "held out of every fit: checked",
                  "compile": "the new-size compile and the MoE eager launch are fitted on it: reported only",
                  "piecewise": "the piecewise prompt steps' launch is fitted on it: reported only",
+                 "pair": "the fp8 fused MoE's launch beyond the bf16 one is fitted on this pair: reported only",
                  "cv": "its host is one of the six the fused MoE's launch is the median of: checked against the "
                        "median of the other five"}
     fused_floors = {DATA / f: launch_floor(DATA / f, m) for f, m in FUSED_FLOOR_FIT}
@@ -248,7 +250,9 @@ def main() -> int:
                                       (moe_l16, "w/serve-qwen3-235b-a22b-l16-fp8-steps", "qwen3-235b-a22b-l16",
                                        "held"),
                                       (fp8, "x/serve-llama-3.1-8b-bf16", "llama-3.1-8b", "held"),
-                                      (fp8, "x/serve-llama-3.1-8b-fp8", "llama-3.1-8b", "held"))
+                                      (fp8, "x/serve-llama-3.1-8b-fp8", "llama-3.1-8b", "held"),
+                                      (fp8_moe, "y/serve-qwen3-30b-a3b-fp8", "qwen3-30b-a3b", "pair"),
+                                      (fp8_moe, "y/serve-qwen3-30b-a3b-bf16", "qwen3-30b-a3b", "pair"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""

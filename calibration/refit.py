@@ -22,6 +22,7 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | ... per fused-MoE layer (FUSED_FLOOR_FIT) | Qwen3-30B-A3B, 6 hosts' median | Mixtral; each Qwen3 host vs 5 others |
 | ... of prompt steps inside the graphs (PIECEWISE_FIT) | Llama-3.1-8B, Qwen2.5-32B, Llama-3.1-70B (80 layers) | Qwen2.5-7B, Mixtral, gpt-oss-20b |
 | ... of the MXFP4 MoE layers (VARIANT_FLOOR_FIT) | gpt-oss-120b | gpt-oss-20b |
+| ... fp8 fused MoE's beyond bf16 (FP8_LAUNCH_PAIR) | Qwen3-30B-A3B fp8 + bf16, one host | Qwen3-235B-A22B-l16 fp8 |
 | new step-size key compile | gpt-oss-120b (MXFP4), Qwen3-30B-A3B (fused MoE) | gpt-oss-20b; Mixtral, Moonlight |
 | TP 2 | Llama-3.1-8B | none: the Qwen2.5-32B TP 2 boot's requests failed (HTTP 400) |
 | MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrid, V1-runner MoE memory | see calibration/family_fit.py | |
@@ -39,7 +40,7 @@ from calibration.mixed_points import mixed_points
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
-from calibration.serve_floor import served_terms
+from calibration.serve_floor import served_terms, with_launch_extra
 from calibration.serving_points import fit_http_frontend, serving_points
 from calibration.trace_points import (
     launch_call_spread,
@@ -95,6 +96,10 @@ SHAPE_COMPILE_FIT = ("h200-2026-12-02-serve-mxfp4/g/serve-gpt-oss-120b-trace", "
 #: Moonlight's eager steps at +17..+34 % (its own floor: 75.6 and 66.0 ms on two machines of one day, l/ and o/), where
 #: the in-process stage's terms give +4..+14 %, and its chat TPOT went +1..+71 -> +28..+191 % (calibration/data/README)
 VARIANT_FLOOR_FIT = {"mxfp4": SHAPE_COMPILE_FIT}
+#: the fp8 W8A8 fused MoE's launch beyond the bf16 kernel's (its eager_layer_launch_extra_s): the fp8 family's fit model
+#: served in fp8 and then bf16 on one host (Qwen3-30B-A3B's floors 92.8 and 68.1 ms); held out on Qwen3-235B-A22B-l16
+#: fp8 (heldout-moe/w/, another host)
+FP8_LAUNCH_PAIR = tuple(f"h200-2026-12-03-fp8-moe-launch/y/serve-qwen3-30b-a3b-{w}" for w in ("fp8", "bf16"))
 #: ... and the bf16 Triton fused MoE's compile of a new step-size key (Mixtral-8x7B f/, Moonlight-16B-A3B l/ hold it
 #: out), which the variants running the same kernel (serve_floor.FUSED_MOE_VARIANTS) take: no served trace of theirs
 #: compiled.  Per MoE layer, as the MXFP4 one: held out on Mixtral (32 layers) -25 %, Moonlight (26) -9 %; a constant
@@ -143,7 +148,8 @@ def inputs(excluded: list[str] | None = None) -> tuple[list[dict], list, list]:
 
 def with_serve_floors(prof, points: list, extra: list, family_points: list):
     """``prof`` with the eager-step terms of the engines traced inside vllm serve (:func:`calibration.serve_floor.
-    served_terms` of :data:`TRACES`, :data:`FUSED_FLOOR_FIT` and :data:`VARIANT_FLOOR_FIT`; the compiles of
+    served_terms` of :data:`TRACES`, :data:`FUSED_FLOOR_FIT` and :data:`VARIANT_FLOOR_FIT`, the fp8 fused MoE's extra
+    launch of :data:`FP8_LAUNCH_PAIR`; the compiles of
     :data:`FUSED_COMPILE_FIT` and :data:`SHAPE_COMPILE_FIT`) in place of the in-process stages' ones, and its latency
     residuals, held-out rows and bands recomputed on every point (the memory rows of the V1 runner's terms, which
     calibration/family_fit.py added after fit_profile took them, included). The stages fit on in-process probes of other
@@ -152,6 +158,7 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
     the product predicts vllm serve."""
     floors = [launch_floor(DATA / folder, model) for folder, model in (*TRACES.items(), *FUSED_FLOOR_FIT,
                                                                        *VARIANT_FLOOR_FIT.values())]
+    prof = with_launch_extra(prof, "fp8", tuple(launch_floor(DATA / f, "qwen3-30b-a3b") for f in FP8_LAUNCH_PAIR))
     piecewise = [(launch_floor(DATA / folder, model), piecewise_launch_s(DATA / folder, model)[0])
                  for folder, model in PIECEWISE_FIT.items()]
     prof = served_terms(prof, floors, [shape_compiles(DATA / folder, model) for folder, model in (FUSED_COMPILE_FIT,
@@ -199,7 +206,7 @@ def refit(comparison_out: Path | None = None):
         "launch_run_spread": run_call_spread([DATA / f for f in SPREAD_TRACES]),
         "raw_data": list(dict.fromkeys([str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]]
                                        + list(TRACES) + [f for f, _ in FUSED_FLOOR_FIT] + list(PIECEWISE_FIT)
-                                       + [f for f, _ in VARIANT_FLOOR_FIT.values()]
+                                       + [f for f, _ in VARIANT_FLOOR_FIT.values()] + list(FP8_LAUNCH_PAIR)
                                        + [FUSED_COMPILE_FIT[0]] + list(SPREAD_TRACES))),
         "raw_data_sha256": [sha256_file(p) for p in paths],
         "command": COMMAND,

@@ -87,7 +87,8 @@ def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compil
 
     * ``floors``: every layer's launch, per layer = the dense engines' floor / layers (median over engines);
       each MoE kernel's launch per MoE layer on top = (floor − layers × that) / MoE layers (median over its engines;
-      the bf16 fused MoE's also goes to the variants that keep its terms, :data:`HELD_FROM_BF16`); a MoE kernel with a
+      the bf16 fused MoE's also goes to the variants that keep its terms, :data:`HELD_FROM_BF16`, each with its
+      ``eager_layer_launch_extra_s`` (:func:`with_launch_extra`) on top); a MoE kernel with a
       traced floor loses its in-process additive eager cost.  A GEMM-shape correction is kept only where a traced
       dense engine of its shape shows it (the median engine-loop period of its token range beyond the launch plus
       half the correction);
@@ -141,13 +142,30 @@ def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compil
     variants = {}
     for v, coeffs in prof.moe_variants.items():
         held = HELD_FROM_BF16.get(v, ())
-        src = launch.get(v, launch.get("default") if "eager_layer_launch_s" in held else None)
+        src = launch.get(v)
+        if src is None and "eager_layer_launch_s" in held and "default" in launch:  # the bf16 kernel's, + its extra
+            src = launch["default"] + coeffs.eager_layer_launch_extra_s
         comp = compile_s.get(v, compile_s.get("default") if v in FUSED_MOE_VARIANTS else None)
         variants[v] = coeffs.model_copy(update={
             **({"eager_layer_launch_s": src} if src is not None else {}),
             **({"eager_layer_overhead_s": 0.0} if v in launch else {}),
             **({"shape_compile_layer_s": comp} if comp is not None else {})})
     return prof.model_copy(update={**upd, "moe": moe, "moe_variants": variants})
+
+
+def with_launch_extra(prof: CalibrationProfile, variant: str, engines: tuple[LaunchFloor, LaunchFloor]
+                      ) -> CalibrationProfile:
+    """``prof`` with ``variant``'s ``eager_layer_launch_extra_s``: (its engine's floor − the bf16 engine's) per MoE
+    layer, one model traced with both weight formats on one host, one after the other (the host's CPU cancels).
+    Traced: Qwen3-30B-A3B fp8 92.8 ms, bf16 68.1 ms: +0.515 ms per MoE layer (its 48).  Its eager launch takes effect
+    through :func:`served_terms`."""
+    quantized, bf16 = engines
+    if quantized.model_id != bf16.model_id or bf16.weight_dtype != "bf16":
+        raise ValueError(f"a launch pair is one model in {variant} and bf16: got {quantized.model_id} "
+                         f"{quantized.weight_dtype}, {bf16.model_id} {bf16.weight_dtype}")
+    extra = max(0.0, (quantized.seconds - bf16.seconds) / _moe_layers(bf16.model_id))
+    coeffs = prof.moe_variants[variant].model_copy(update={"eager_layer_launch_extra_s": extra})
+    return prof.model_copy(update={"moe_variants": {**prof.moe_variants, variant: coeffs}})
 
 
 # ------------------------------------------------------------------------ planner calibrate's MODEL+serve jobs

@@ -64,6 +64,11 @@ class MoeCoeffs(FrozenSpec):
     eager_layer_launch_s: Overhead = Field(
         0.0, description="CPU launch time per MoE layer of a step above the CUDA-graph size, on top of the dense "
         "per-layer launch: the step's CPU floor (it takes max(GPU work, floor) + overheads)")
+    eager_layer_launch_extra_s: Overhead = Field(
+        0.0, description="the part of eager_layer_launch_s a variant that keeps the bf16 fused MoE's launch adds on "
+        "top of it (already in eager_layer_launch_s): the fp8 W8A8 fused MoE's extra launches per MoE layer, one "
+        "model's fp8 and bf16 engines traced on one host (calibration/refit.py FP8_LAUNCH_PAIR); kept apart so a "
+        "host's own bf16 trace rebuilds the variant's launch (calibration.serve_floor.served_terms)")
     seq_layer_overhead_s: Overhead = Field(0.0, description="per decoding sequence per layer per step (the MoE "
                                            "families' decode cost that grows with the batch beyond the weights)")
     expert_touch_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
@@ -297,7 +302,7 @@ class CalibrationProfile(FrozenSpec):
                                         for n in ("eager_layer_launch_s", "eager_layer_overhead_s", *names)})
         return scaled(self, "piecewise_step_launch_s", "piecewise_layer_launch_s").model_copy(update={
             "moe": scaled(self.moe) if self.moe is not None else None,
-            "moe_variants": {k: scaled(v) for k, v in self.moe_variants.items()}})
+            "moe_variants": {k: scaled(v, "eager_layer_launch_extra_s") for k, v in self.moe_variants.items()}})
 
     def matmul_efficiency(self, tokens: float) -> float:
         if tokens <= 0:

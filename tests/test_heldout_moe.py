@@ -92,19 +92,25 @@ def test_replayed_held_out():
 
 def test_the_fp8_engine_held_out():
     """The same model with fp8 weights (w/, another machine): KV pool within 0.1 % of the prediction (logged 91.36 GB),
-    no stall after the warm-up, launch floor 36.3 ms against the profile's 25.3 (the fp8 variant keeps the bf16 fused
-    MoE's launch), and so the first token early: TTFT p50 -23.9 / -43.1 / -21.9 %, throughput within 0.6 %."""
+    no stall after the warm-up, launch floor 36.3 ms.  The profile's fp8 variant launches the bf16 fused MoE's 0.830 ms
+    a MoE layer + its extra 0.515 (fitted on Qwen3-30B-A3B fp8 and bf16 on one host, h200-2026-12-03-fp8-moe-launch):
+    16 x (0.749 + 1.345) = 33.5 ms (25.3 without the extra).  Replayed: TTFT p50 -9.1 / -28.4 / +0.2 % (-23.9 / -43.1 /
+    -21.9 % without it), TPOT p50 +16.4 / +7.4 / +20.8 % (+10.3 / -6.6 / +0.4 %: its served decode steps are 20-25 %
+    shorter than the formula's), throughput within 1 %."""
     deploy = next(r for r in records(FP8) if r["type"] == "deploy")
     assert recorded_deployment(deploy).weight_dtype == "fp8"
     assert abs(pool_error(FP8)) < 0.001
     assert all(v["stalls"] == 0 for v in stalls(FP8).values())
     f = launch_floor(FP8, MODEL)
     assert f.weight_dtype == "fp8" and 1e3 * f.seconds == pytest.approx(36.32, abs=0.01)
-    assert PROF.moe_variants["fp8"].eager_layer_launch_s == PROF.moe.eager_layer_launch_s
+    fp8 = PROF.moe_variants["fp8"]
+    assert fp8.eager_layer_launch_s == pytest.approx(PROF.moe.eager_layer_launch_s + fp8.eager_layer_launch_extra_s)
+    assert 1e3 * 16 * (PROF.eager_layer_launch_s + fp8.eager_layer_launch_s) == pytest.approx(33.5, abs=0.05)
     runs = {c.name: c for c in replay_folder(FP8, MODEL, PROF)}
-    assert all(abs(c.error_pct("output_tokens_per_s")) < 0.7 for c in runs.values())
-    assert [round(runs[r].error_pct("ttft_p50_s")) for r in ("bench-chat8", "bench-chat16", "bench-chat24")] == [
-        -24, -43, -22]
+    assert all(abs(c.error_pct("output_tokens_per_s")) < 1 for c in runs.values())
+    names = ("bench-chat8", "bench-chat16", "bench-chat24")
+    assert [round(runs[r].error_pct("ttft_p50_s")) for r in names] == [-9, -28, 0]
+    assert [round(runs[r].error_pct("tpot_p50_s")) for r in names] == [16, 7, 21]
 
 
 def test_fp8_does_not_launch_longer_than_bf16_on_one_machine():
