@@ -60,8 +60,12 @@
 #      family's fit model) after the plan's warm-up (one 513-token request), then the same model in bf16 after its
 #      four-request warm-up; chat 10 and 20 req/s each, traced: does the fp8 fused MoE launch longer per MoE layer
 #      than the bf16 one on one host, and how long are its served decode steps?
+#   z (2026-12-03): the same pair for Mixtral-8x7B (its router stays bf16 in fp8: planner.kernel_families
+#      QUANTIZED_ROUTER_ARCHITECTURES): fp8 and then bf16 on one machine, each after the plan's warm-up, chat 4 req/s,
+#      traced: does an fp8 fused MoE with a bf16 router launch as the bf16 kernel does (the profile's scoping of y's
+#      extra launch)?
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t|u|v|w|x|y OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t|u|v|w|x|y|z OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -169,6 +173,16 @@ case $1 in
        --size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1 \
        --size-sweep c:from=1281,step=1,n=2,output=1 --run chat10:$CHAT,n=150,rate=10 \
        --run chat20:$CHAT,n=300,rate=20 ;;
+  z) job 0 270 z-mixtral-fp8 python3 -m calibration.serve_bench --model mixtral-8x7b --weight-dtype fp8 \
+       --max-model-len 4096 --step-trace --out "$D/serve-mixtral-8x7b-fp8" --port 8033 --budget-s 250 \
+       --size-sweep a:from=513,step=3,n=2,output=1 --size-sweep b:from=769,step=3,n=2,output=1 \
+       --size-sweep c:from=776,step=1,n=1,output=1 --size-sweep d:from=1793,step=3,n=2,output=1 \
+       --size-sweep e:from=1800,step=1,n=1,output=1 --size-sweep f:from=3585,step=3,n=2,output=1 \
+       --run chat4:$CHAT,n=80,rate=4
+     job 0 245 z-mixtral-bf16 python3 -m calibration.serve_bench --model mixtral-8x7b --max-model-len 4096 \
+       --step-trace --out "$D/serve-mixtral-8x7b-bf16" --port 8034 --budget-s 225 \
+       --size-sweep a:from=513,step=3,n=2,output=1 --size-sweep b:from=1793,step=3,n=2,output=1 \
+       --size-sweep c:from=1800,step=1,n=1,output=1 --run chat4:$CHAT,n=80,rate=4 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"
