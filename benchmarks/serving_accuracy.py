@@ -205,7 +205,7 @@ def main() -> int:
     deep = ROOT / "calibration/data/h200-2026-12-03-deep"  # 64- and 80-layer dense engines
     moe_l16 = ROOT / "calibration/data/h200-2026-12-03-heldout-moe"  # a fused-MoE model no term was fitted on
     fp8 = ROOT / "calibration/data/h200-2026-12-03-fp8-launch"  # Llama-3.1-8B bf16 and fp8 on one machine
-    fp8_moe = ROOT / "calibration/data/h200-2026-12-03-fp8-moe-launch"  # Qwen3-30B-A3B fp8 and bf16 on one machine
+    fp8_moe = ROOT / "calibration/data/h200-2026-12-03-fp8-moe-launch"  # Qwen3-30B-A3B, Mixtral: fp8 and bf16 pairs
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
@@ -252,7 +252,9 @@ def main() -> int:
                                       (fp8, "x/serve-llama-3.1-8b-bf16", "llama-3.1-8b", "held"),
                                       (fp8, "x/serve-llama-3.1-8b-fp8", "llama-3.1-8b", "held"),
                                       (fp8_moe, "y/serve-qwen3-30b-a3b-fp8", "qwen3-30b-a3b", "pair"),
-                                      (fp8_moe, "y/serve-qwen3-30b-a3b-bf16", "qwen3-30b-a3b", "pair"))
+                                      (fp8_moe, "y/serve-qwen3-30b-a3b-bf16", "qwen3-30b-a3b", "pair"),
+                                      (fp8_moe, "z/serve-mixtral-8x7b-fp8", "mixtral-8x7b", "held"),
+                                      (fp8_moe, "z/serve-mixtral-8x7b-bf16", "mixtral-8x7b", "held"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""

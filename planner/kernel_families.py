@@ -89,8 +89,8 @@ def moe_coeffs(model: ModelSpec | None, weight_dtype: str, profile, gpu_id: str 
 
     * an engine whose router stays bf16 routes as the bf16 engines do (the bf16 fused-MoE stage's touch share) and
       launches its eager steps as they do (without the variant's ``eager_layer_launch_extra_s``: measured on
-      Qwen3-30B-A3B, fp8 92.8 against bf16 68.1 ms on one host; Mixtral-8x7B fp8's in-process 700-token prompt took
-      46.5 ms, under the bf16 floor alone);
+      Qwen3-30B-A3B, fp8 92.8 against bf16 68.1 ms on one host; Mixtral-8x7B, fp8 52.5 against bf16 52.2 ms on
+      another: calibration/data/h200-2026-12-03-fp8-moe-launch);
     * an engine with a tuned configuration runs its GEMMs at the bf16 stage's share of the peak (fitted on Qwen3-30B-A3B
       bf16, tuned), here of the fp8 peak.
 

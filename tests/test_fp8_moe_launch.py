@@ -1,7 +1,7 @@
-"""The fp8 fused MoE launches longer than the bf16 one: Qwen3-30B-A3B served with fp8 and then bf16 weights on one
-H200, chat 10 req/s each, every step traced (calibration/data/h200-2026-12-03-fp8-moe-launch, COMMAND.md).  The
-floors, the profile's ``eager_layer_launch_extra_s`` fitted from them, where it applies and how a host's own trace
-rebuilds it are pinned."""
+"""The fp8 fused MoE of a quantised-router model launches longer than the bf16 one: Qwen3-30B-A3B served with fp8 and
+then bf16 weights on one H200, chat 10 req/s each, every step traced (calibration/data/h200-2026-12-03-fp8-moe-launch
+y/, COMMAND.md); Mixtral-8x7B (bf16 router) the same way on another (z/), held out.  The floors, the profile's
+``eager_layer_launch_extra_s`` fitted from them, where it applies and how a host's own trace rebuilds it are pinned."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from planner.kernel_families import moe_coeffs
 
 PAIR = Path(__file__).resolve().parent.parent / "calibration/data/h200-2026-12-03-fp8-moe-launch/y"
 FP8, BF16 = PAIR / "serve-qwen3-30b-a3b-fp8", PAIR / "serve-qwen3-30b-a3b-bf16"
+MIXTRAL = PAIR.parent / "z"
 MODEL = "qwen3-30b-a3b"
 PROF = catalog.profile_for("h200-sxm", "0.26.0")
 
@@ -95,3 +96,22 @@ def test_the_pair_replayed():
         assert abs(c.error_pct("output_tokens_per_s")) < 1
         (r,) = served_runs(folder, MODEL, PROF)
         assert r.error_pct == pytest.approx(span, abs=0.2)
+
+
+def test_a_bf16_router_engine_launches_as_bf16_held_out():
+    """Mixtral-8x7B fp8 (43.78 GiB loaded) and bf16 (87.0 GiB) on one machine, each after the plan's warm-up (10 and 5
+    requests), chat 4 req/s: floors 52.50 and 52.18 ms, 0.01 ms a MoE layer apart, where Qwen3-30B-A3B's differed by
+    0.515.  The profile gives it the bf16 launch, 32 x (0.749 + 0.830) = 50.5 ms, and its fp8 run (held out) meets
+    every target: TTFT p50 +4.2 %, p99 +4.5 %, TPOT p50 -3.2 %, throughput +0.4 %."""
+    fp8_dir, bf16_dir = MIXTRAL / "serve-mixtral-8x7b-fp8", MIXTRAL / "serve-mixtral-8x7b-bf16"
+    for folder, gib in ((fp8_dir, "43.78"), (bf16_dir, "87.0")):
+        assert f"Model loading took {gib} GiB" in (folder / "serve.log").read_text(errors="replace")
+        assert not [r for r in records(folder) if r["type"] == "skipped"]
+    fp8, bf16 = launch_floor(fp8_dir, "mixtral-8x7b"), launch_floor(bf16_dir, "mixtral-8x7b")
+    assert (fp8.weight_dtype, bf16.weight_dtype) == ("fp8", "bf16")
+    assert 1e3 * fp8.seconds == pytest.approx(52.50, abs=0.01) and 1e3 * bf16.seconds == pytest.approx(52.18, abs=0.01)
+    assert abs(fp8.seconds - bf16.seconds) / 32 < 0.05 * PROF.moe_variants["fp8"].eager_layer_launch_extra_s
+    assert all(v["stalls"] == 0 for f in (fp8_dir, bf16_dir) for v in stalls(f).values())
+    (c,) = replay_folder(fp8_dir, "mixtral-8x7b", PROF)
+    for key, err in (("ttft_p50_s", 4.2), ("ttft_p99_s", 4.5), ("tpot_p50_s", -3.2), ("output_tokens_per_s", 0.4)):
+        assert c.error_pct(key) == pytest.approx(err, abs=0.3)
