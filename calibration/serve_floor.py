@@ -156,11 +156,12 @@ def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compil
 def with_launch_extra(prof: CalibrationProfile, variant: str, engines: tuple[LaunchFloor, LaunchFloor]
                       ) -> CalibrationProfile:
     """``prof`` with ``variant``'s ``eager_layer_launch_extra_s``: (its engine's floor − the bf16 engine's) per MoE
-    layer, one model traced with both weight formats on one host, one after the other (the host's CPU cancels).
+    layer (0 where it launched faster), one model traced with both weight formats on one host, one after the other
+    (the host's CPU cancels).
     Traced: Qwen3-30B-A3B fp8 92.8 ms, bf16 68.1 ms: +0.515 ms per MoE layer (its 48).  Its eager launch takes effect
     through :func:`served_terms`."""
     quantized, bf16 = engines
-    if quantized.model_id != bf16.model_id or bf16.weight_dtype != "bf16":
+    if quantized.model_id != bf16.model_id or (quantized.weight_dtype, bf16.weight_dtype) != (variant, "bf16"):
         raise ValueError(f"a launch pair is one model in {variant} and bf16: got {quantized.model_id} "
                          f"{quantized.weight_dtype}, {bf16.model_id} {bf16.weight_dtype}")
     extra = max(0.0, (quantized.seconds - bf16.seconds) / _moe_layers(bf16.model_id))
