@@ -82,7 +82,7 @@ from calibration.refit import DATA, FUSED_FLOOR_FIT
 from calibration.serve_floor import served_terms, traced_engines, with_traces  # noqa: E402
 from calibration.served_steps import served_runs  # noqa: E402
 from calibration.serving_points import replay_folder  # noqa: E402
-from calibration.trace_points import STALL_S, launch_floor, stalls  # noqa: E402
+from calibration.trace_points import STALL_S, launch_call_ratios, launch_floor, stalls  # noqa: E402
 from calibration.variants import probe_model
 from planner.io import catalog  # noqa: E402
 from planner.serving import workloads as wl  # noqa: E402
@@ -276,6 +276,7 @@ def main() -> int:
     own_floor_runs(prof, [(base / folder, model) for base, folder, model, role in traced_runs
                           if role in ("held", "piecewise", "cv")])
     served_step_runs(prof, [(base / folder, model) for base, folder, model, _ in traced_runs], missed)
+    spread_check(prof, [base / folder for base, folder, _, _ in traced_runs if base.name.startswith("h200-2026-12-03")])
     # the same calibrate runs replayed with the floors their own +serve jobs traced on that machine (what `planner
     # calibrate` fits there): fitted on these runs, so reported, not checked
     print("  ... the same runs with the launch floors and compile their own +serve jobs traced (fitted on them: "
@@ -334,6 +335,17 @@ def served_step_runs(prof, runs, missed: list) -> None:
                 missed.append(f"served steps {where}/{folder.name}/{r.run}: span {r.error_pct:+.1f}% "
                               f"(target {SERVED_STEP_PCT:g} %)")
     print(f"  served steps: median |error| {np.median(errs):.1f} %, max {max(errs):.1f} % over {len(errs)} checked runs")
+
+
+def spread_check(prof, folders) -> None:
+    """The launch spread the profile shows with every plan (p10-p90 of the served runs' launch floors over its own,
+    from the 2026-12-02 traces, calibration.refit.SPREAD_TRACES) on later traced runs it was not taken from: how many
+    fall inside it (reported)."""
+    s, r = prof.launch_call_spread, launch_call_ratios(folders, prof)
+    inside = sum(s.p10 <= x <= s.p90 for x in r)
+    print(f"  launch spread p10-p90 {s.p10:.2f}-{s.p90:.2f}x (n {s.n}) on {len(r)} later runs of {len(folders)} "
+          f"engines: {inside} inside, {sum(x < s.p10 for x in r)} below, {sum(x > s.p90 for x in r)} above, "
+          f"median {np.median(r):.2f}x")
 
 
 def own_floor_runs(prof, runs) -> None:

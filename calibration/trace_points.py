@@ -282,9 +282,17 @@ def run_call_spread(folders) -> Spread:
 
 def launch_call_spread(folders, profile) -> Spread:
     """How far a served run's eager launch is from what ``profile`` predicts for its engine, host and run alike:
-    :class:`planner.profile.Spread` of each run's launch floor (its :func:`run_eager_calls` less its engine's median
-    CUDA-graph call) over the profile's floor of that engine (an eager step's CPU call less the dense per-layer eager
-    overhead the in-process stages fit: its launch floor, or an MLA engine's additive eager terms), over ``folders``."""
+    :class:`planner.profile.Spread` of :func:`launch_call_ratios` over ``folders``."""
+    ratios = launch_call_ratios(folders, profile)
+    if not ratios:
+        raise ValueError("no traced run of eager steps with a predicted launch floor")
+    return _spread(ratios)
+
+
+def launch_call_ratios(folders, profile) -> list[float]:
+    """Each served run's launch floor (its :func:`run_eager_calls` less its engine's median CUDA-graph call) over the
+    profile's floor of that engine (an eager step's CPU call less the dense per-layer eager overhead the in-process
+    stages fit: its launch floor, or an MLA engine's additive eager terms), over ``folders`` in order."""
     from planner.serving import StepCost
 
     ratios = []
@@ -301,6 +309,4 @@ def launch_call_spread(folders, profile) -> Spread:
             - model.num_layers * profile.eager_layer_overhead_s
         if predicted > 0:
             ratios += [(c - floor.graph_call_s) / predicted for c in calls.values()]
-    if not ratios:
-        raise ValueError("no traced run of eager steps with a predicted launch floor")
-    return _spread(ratios)
+    return ratios

@@ -73,3 +73,29 @@ def test_no_note_where_the_launch_moves_a_tail_less_than_one_percent_or_was_not_
     assert launch_note(lr, lr.ttft_tail_s, 0.1003) == ""
     assert launch_note(lr, lr.tpot_tail_s, 0.021).startswith("; 20.0-22.0 ms with the CPU launch")
     assert launch_note(None, None, 0.021) == ""
+
+
+def test_the_spread_holds_on_later_runs_it_was_not_taken_from():
+    """The spread comes from 50 runs traced on 2026-12-02 (calibration.refit.SPREAD_TRACES).  The 18 runs of the ten
+    engines traced on 2026-12-03 (Qwen2.5-32B, the 80-layer Llama, Qwen3-235B-A22B-l16 bf16 and fp8, Llama-3.1-8B
+    bf16 and fp8, Qwen3-30B-A3B fp8 and bf16, Mixtral-8x7B fp8 and bf16), against the committed profile: 15 inside its
+    p10-p90 (0.79-1.21x), 2 below (Qwen2.5-32B's shared-prefix run 0.50x, Llama-3.1-8B fp8 0.75x),
+    1 above (the l16 bf16's chat24, 1.38x); median 0.98x.  An 80 % band with 83 % of later runs inside it."""
+    from calibration.refit import DATA, SPREAD_TRACES
+    from calibration.trace_points import launch_call_ratios
+
+    later = [DATA / f for f in (
+        "h200-2026-12-03-deep/t/serve-qwen2.5-32b-steps", "h200-2026-12-03-deep/u/serve-llama-3.1-70b-i7168-steps",
+        "h200-2026-12-03-heldout-moe/v/serve-qwen3-235b-a22b-l16-steps",
+        "h200-2026-12-03-heldout-moe/w/serve-qwen3-235b-a22b-l16-fp8-steps",
+        "h200-2026-12-03-fp8-launch/x/serve-llama-3.1-8b-bf16", "h200-2026-12-03-fp8-launch/x/serve-llama-3.1-8b-fp8",
+        "h200-2026-12-03-fp8-moe-launch/y/serve-qwen3-30b-a3b-fp8",
+        "h200-2026-12-03-fp8-moe-launch/y/serve-qwen3-30b-a3b-bf16",
+        "h200-2026-12-03-fp8-moe-launch/z/serve-mixtral-8x7b-fp8",
+        "h200-2026-12-03-fp8-moe-launch/z/serve-mixtral-8x7b-bf16")]
+    assert not {str(f.relative_to(DATA)) for f in later} & set(SPREAD_TRACES)
+    s, r = PROF.launch_call_spread, launch_call_ratios(later, PROF)
+    assert (s.n, round(s.p10, 2), round(s.p90, 2)) == (50, 0.79, 1.21)
+    assert len(r) == 18
+    assert (sum(s.p10 <= x <= s.p90 for x in r), sum(x < s.p10 for x in r), sum(x > s.p90 for x in r)) == (15, 2, 1)
+    assert min(r) == pytest.approx(0.503, abs=0.005) and max(r) == pytest.approx(1.383, abs=0.005)
