@@ -112,12 +112,13 @@ def shape_compile_s(model: ModelSpec, weight_dtype: str, profile) -> float:
 
 def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> str:
     """What a cold vLLM 0.26 engine does before it serves at the predicted speed, and how to warm it (measured on
-    the H200: engine start 90-160 s; calibration/data/h200-2026-12-01): the graph capture, and for a MoE model the
+    the H200: engine start 54-258 s over the 51 engines served with serve_bench under calibration/data, median 128 s:
+    Llama-3.1-8B 54-75 s, gpt-oss-120b 258 s): the graph capture, and for a MoE model the
     Triton compile of each new step-size key above the graphs (module docstring), how many, how long (``profile``'s
     :func:`shape_compile_s`) and which prompts warm them."""
     cap, top = cudagraph_max_tokens(deployment, model), deployment.max_num_batched_tokens
     note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
-            f"1-{cap} tokens before it serves (engine start 90-160 s measured on an H200); "
+            f"1-{cap} tokens before it serves (engine start 54-258 s measured on H200s, median 128 s); "
             + ("larger steps run without graphs" if top > cap else "no step is larger"))
     if model.attention.kind == "mla":  # traced: l/, n/, o/ of calibration/data/h200-2026-12-02-serve-fusedmoe
         note += ("; an MLA engine also stalls once, 0.5-0.7 s, on one of its first prompt chunks with context (a "
