@@ -148,7 +148,8 @@ def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compil
         comp = compile_s.get(v, compile_s.get("default") if v in FUSED_MOE_VARIANTS else None)
         variants[v] = coeffs.model_copy(update={
             **({"eager_layer_launch_s": src} if src is not None else {}),
-            **({"eager_layer_overhead_s": 0.0} if v in launch else {}),
+            # a variant's own trace is its whole launch: no extra on top of the bf16 kernel's is in it
+            **({"eager_layer_overhead_s": 0.0, "eager_layer_launch_extra_s": 0.0} if v in launch else {}),
             **({"shape_compile_layer_s": comp} if comp is not None else {})})
     return prof.model_copy(update={**upd, "moe": moe, "moe_variants": variants})
 

@@ -115,3 +115,14 @@ def test_a_bf16_router_engine_launches_as_bf16_held_out():
     (c,) = replay_folder(fp8_dir, "mixtral-8x7b", PROF)
     for key, err in (("ttft_p50_s", 4.2), ("ttft_p99_s", 4.5), ("tpot_p50_s", -3.2), ("output_tokens_per_s", 0.4)):
         assert c.error_pct(key) == pytest.approx(err, abs=0.3)
+
+
+def test_an_fp8_engines_own_trace_is_its_whole_launch():
+    """`planner calibrate +serve` on an fp8 engine: its traced floor is the variant's launch, with no extra left to take
+    off or add.  Mixtral-8x7B fp8's own trace (52.50 ms) replays at 32 x (0.749 + 0.892) = 52.5 ms, not 36.0 ms (the
+    trace less Qwen3's 0.515 a MoE layer, as it did before the extra was cleared with an own trace)."""
+    own = launch_floor(MIXTRAL / "serve-mixtral-8x7b-fp8", "mixtral-8x7b")
+    host = served_terms(PROF, [own], log=lambda _: None)
+    assert host.moe_variants["fp8"].eager_layer_launch_extra_s == 0.0
+    coeffs = moe_coeffs(catalog.model("mixtral-8x7b"), "fp8", host)
+    assert 32 * (host.eager_layer_launch_s + coeffs.eager_layer_launch_s) == pytest.approx(own.seconds, rel=1e-9)
