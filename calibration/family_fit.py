@@ -37,7 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.families import MOE_VARIANT, error_bands, family_of, fit_stage, regime_of
+from calibration.families import (LAW_SET, MOE_VARIANT, error_bands, family_of, fit_stage, regime_of,
+                                 without_law_terms)
 from calibration.fit import points_from_records, profile_to_yaml
 from calibration.probes import PROBE_MAX_NUM_BATCHED_TOKENS, PROBE_MAX_NUM_SEQS
 from calibration.records import parse_engine_log, read_records, sha256_file
@@ -87,6 +88,8 @@ COLD_RATIO = 3.0
 #: refit ended at 0.80 / 0.31 and 0.29 / 0.11 (cost 0.0579 and 0.0542), a CPU-dependent pick; it keeps the bf16 one
 HELD_FROM_BF16 = {"fp8": ("weight_bandwidth_efficiency", "matmul_half_tokens", "eager_layer_launch_s",
                           "eager_layer_overhead_s"), "mla": ("weight_bandwidth_efficiency",)}
+#: variants whose experts run the Triton fused MoE the kernel law times (MXFP4 runs its own kernel)
+LAW_VARIANTS = ("mla", "fp8")
 #: variants whose per-step cost per MoE layer is fitted (held at 0 for the others: not identified on their engines)
 FIT_LAYER_OVERHEAD = ("fp8",)
 
@@ -184,6 +187,9 @@ def fit_new_families(profile: CalibrationProfile, points) -> CalibrationProfile:
                       else FitParam(f"moe_variants.{v}.prefill_expert_overhead_s", 0.0, 2e-5, 1e-6)
                       for p in MOE_VARIANT if (p.path != "moe.layer_overhead_s" or v in FIT_LAYER_OVERHEAD)
                       and p.path[4:] not in HELD_FROM_BF16.get(v, ())]
+            if v in LAW_VARIANTS and data.get("moe_kernel") is not None:
+                data["moe_variants"][v].update(LAW_SET)
+                params = without_law_terms(params, LAW_SET)
             params.append(FitParam(f"moe_variants.{v}.expert_touch_fraction", 0.02, 1.0, 0.5))
             params.append(FitParam(f"moe_variants.{v}.seq_layer_overhead_s", 0.0, 1e-5, 1e-6))
             data = fit_stage(pts, params, data)

@@ -37,6 +37,7 @@ from pathlib import Path
 from calibration.family_fit import fit_new_families, load_points
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml, with_residuals
 from calibration.mixed_points import mixed_points
+from calibration.moe_kernel_fit import KERNEL_DATA
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
@@ -49,7 +50,6 @@ from calibration.trace_points import (
     run_call_spread,
     shape_compiles,
 )
-from planner.io import catalog
 from planner.validate import write_measurements
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -65,6 +65,7 @@ RAW: dict[str, str | None] = {
     f"{CAMPAIGN}/h200x2-tp2-fit.jsonl": None,
     f"{CAMPAIGN}/h200x2-fp8kv-fit.jsonl": "validate",  # measured with the fit grid, held out of the fp8-KV fit
     f"{CAMPAIGN}/h200x2-allreduce.jsonl": None,
+    KERNEL_DATA: None,  # the fused-MoE kernel timings (calibration/moe_kernel_fit.py): no engine points
 }
 #: mixed engine steps (calibration/mixed_probe.py, vllm serve's scheduler settings) and each model's role: the MoE
 #: eager launch floor is fitted on Qwen3-30B-A3B's cells; Llama-3.1-8B's (dense) are held out

@@ -110,6 +110,38 @@ def moe_coeffs(model: ModelSpec | None, weight_dtype: str, profile, gpu_id: str 
     return moe.model_copy(update=upd) if upd else moe
 
 
+#: the expert weight dtypes whose experts run vLLM 0.26's Triton fused MoE, by the kernel law's dtype key
+KERNEL_LAW_DTYPES = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8"}
+
+
+def moe_kernel_law(model: ModelSpec | None, weight_dtype: str, profile):
+    """The fused-MoE kernel law (:class:`planner.profile.MoeKernelDtype`) a model's experts run at, or None: the
+    profile has none, the model is dense, or its experts run another kernel (MXFP4, int4 Marlin)."""
+    law = profile.moe_kernel
+    if law is None or moe_variant(model, weight_dtype) not in ("default", "fp8", "mla"):
+        return None
+    return law.dtypes.get(KERNEL_LAW_DTYPES.get(weight_dtype, ""))
+
+
+def moe_kernel_coeffs(model: ModelSpec | None, weight_dtype: str, profile) -> dict:
+    """The kernel law's terms as :class:`planner.roofline.HwCoeffs` takes them (without a law: the FLOPs as they are,
+    at the stage's efficiency alone)."""
+    law = moe_kernel_law(model, weight_dtype, profile)
+    return {"moe_kernel_efficiency": law.efficiency if law else 1.0,
+            "moe_pad_tokens_per_expert": law.pad_tokens_per_expert if law else 0.0,
+            "moe_inner_overhead_dim": law.inner_overhead_dim if law else 0.0}
+
+
+def moe_kernel_flops(flops, touched_rows, expert_width: float, hidden: float, inner_overhead_dim: float):
+    """The work the fused MoE's two GEMMs take, in FLOPs at the law's efficiency: ``flops`` (2 x the routed expert
+    parameters each token multiplies) plus ``touched_rows`` (2 x expert parameters x the padding tokens of every
+    touched expert), each GEMM's share of them (gate/up 2/3, down 1/3) stretched by its per-tile cost along the
+    inner dimension (hidden K for gate/up, expert width N for down): x (1 + c/K), x (1 + c/N).  Plain arithmetic:
+    numpy arrays and floats alike (``expert_width`` > 0: a MoE model)."""
+    stretch = (2.0 * (1.0 + inner_overhead_dim / hidden) + (1.0 + inner_overhead_dim / expert_width)) / 3.0
+    return stretch * (flops + touched_rows)
+
+
 def is_hybrid_swa(model: ModelSpec | None) -> bool:
     """A dense model whose layers mix sliding-window and full attention (Gemma-3 style)."""
     return (model is not None and model.moe is None and model.num_sliding_layers > 0
@@ -150,6 +182,26 @@ def experts_touched(num_experts, k, tokens, fraction=1.0):
     e = fraction * num_experts
     e = e + (k - e) * (e < k)  # max(k, fraction·E), for floats and numpy arrays alike
     return e * (1.0 - (1.0 - k / e) ** tokens)
+
+
+def moe_parts(mc, hw, tokens, active, xp=np):
+    """(experts touched per layer, expert bytes read, expert FLOPs, compute s, memory s) of a step's routed experts
+    (``mc``, ``hw``: :class:`planner.roofline.ModelCosts` and :class:`~planner.roofline.HwCoeffs`): the experts the
+    step's tokens touch are read once each; the GEMMs take the kernel law's work (padding rows of each touched expert,
+    per-tile inner-dimension cost) at its efficiency times the stage's share of it (without a law: the FLOPs at the
+    stage's efficiency)."""
+    if not mc.num_experts:
+        zero = tokens * 0.0
+        return zero, zero, zero, zero, zero
+    touched = experts_touched(mc.num_experts, mc.experts_per_token, tokens, hw.moe_touch_fraction)
+    moe_bytes = xp.where(active, mc.num_moe_layers * touched * mc.expert_weight_bytes, 0.0)
+    moe_flops = mc.moe_flops_per_token * tokens
+    work = moe_kernel_flops(moe_flops, mc.num_moe_layers * touched * 2.0 * mc.expert_params
+                            * hw.moe_pad_tokens_per_expert, mc.expert_width, mc.hidden_size, hw.moe_inner_overhead_dim)
+    share = hw.moe_matmul_efficiency_max * tokens / (tokens + hw.moe_matmul_half_tokens + 1e-30)
+    moe_c = work / (hw.linear_peak_flops_per_s * hw.moe_kernel_efficiency * xp.maximum(share, 1e-9))
+    return touched, moe_bytes, moe_flops, moe_c, moe_bytes / (hw.hbm_bandwidth_bytes_per_s
+                                                             * hw.moe_weight_bandwidth_efficiency)
 
 
 def cudagraph_max_tokens(deployment: Deployment, model: ModelSpec | None = None) -> int:

@@ -86,6 +86,36 @@ class MoeCoeffs(FrozenSpec):
     fitted_on: list[str] = Field(default_factory=list)
 
 
+class MoeKernelDtype(FrozenSpec):
+    """vLLM's Triton fused MoE alone (one layer's ``fused_experts``), for one expert weight dtype: its GEMM time is
+    rows x 2·N·K x [2·(1 + c/K) + (1 + c/N)] / (peak x efficiency), rows = T·k + touched experts x pad, with N the
+    expert width per GPU, K the hidden size, c the inner-dimension overhead (a per-tile cost along each GEMM's inner
+    dimension: hidden for gate/up, the expert width for down) and pad the tokens each touched expert's tiles round
+    up to (:func:`planner.kernel_families.moe_kernel_flops`)."""
+
+    efficiency: Efficiency = Field(description="fraction of the dtype's datasheet peak on the law's work")
+    pad_tokens_per_expert: Annotated[float, Field(ge=0, le=4096)] = 0.0
+    inner_overhead_dim: Annotated[float, Field(ge=0, le=1e5)] = 0.0
+    kernel_bandwidth_efficiency: Efficiency = Field(
+        1.0, description="the kernel timings' own expert-weight bandwidth share (reported; the step formula takes "
+        "its MoE stage's)")
+    kernel_call_s: Overhead = Field(0.0, description="the kernel timings' fixed cost per call (reported, as above)")
+
+
+class MoeKernelLaw(FrozenSpec):
+    """The fused-MoE kernel's time over expert shapes (experts, width, hidden, top-k), fitted on kernel timings of
+    several published MoE layouts and held out on others (calibration/moe_kernel_fit.py).  With it, a MoE
+    stage's ``matmul_efficiency_max`` is the engine's share of the law's speed, so a stage fitted on one model's
+    engine carries to another model's expert shape by the kernel's own measurements."""
+
+    kernel: str = ""
+    dtypes: dict[str, MoeKernelDtype] = Field(default_factory=dict, description="per expert weight dtype (bf16, fp8)")
+    fitted_on: list[str] = Field(default_factory=list, description="expert shapes (model layouts) fitted on")
+    held_out: list[str] = Field(default_factory=list, description="expert shapes held out of the fit")
+    residuals: dict[str, Residuals] = Field(default_factory=dict, description="'<fit|held out>/<dtype>' time errors")
+    source: str = ""
+
+
 class AllreduceCoeffs(FrozenSpec):
     """Tensor-parallel all-reduce: vLLM's custom all-reduce below ``custom_max_bytes`` (fitted on TP engine
     probes), NCCL above it (an NCCL micro-benchmark).  Bandwidths are fractions of the GPU's datasheet link
@@ -209,6 +239,9 @@ class CalibrationProfile(FrozenSpec):
     weight_formats: dict[str, WeightFormatCoeffs] = Field(
         default_factory=dict, description="dense GEMM coefficients per weight format (fp8, int4, ...)")
     moe: MoeCoeffs | None = Field(None, description="fused-MoE GEMM coefficients, if fitted")
+    moe_kernel: MoeKernelLaw | None = Field(
+        None, description="the Triton fused MoE's time over expert shapes (kernel timings); the MoE stages' GEMM "
+        "efficiencies are shares of it when present")
     moe_variants: dict[str, MoeCoeffs] = Field(
         default_factory=dict, description="MoE kernel families of their own: 'mxfp4' (Triton MXFP4), 'mla' (MLA + "
         "fine-grained MoE); planner.kernel_families.moe_variant picks one, else `moe` applies")

@@ -5,6 +5,7 @@ A step is a sum of kernels, each limited by its own roof:
     linear    max(GEMM FLOPs / (peak × eff_f(T)),    weight bytes read / (bandwidth × eff_w,f))
               where the weight stream carries + tokens × quantised params × dequant_f   (weight format f)
     moe       max(expert FLOPs / (peak × eff_moe(T)), touched expert bytes / (bandwidth × eff_w,moe))
+              (a fused-MoE kernel law: its work, padded and per-tile stretched, at peak × its efficiency × eff_moe)
               + MoE layers × layer overhead                    (fused MoE: routing, align, grouped GEMM)
     attention max(attention FLOPs / (peak × eff_a), KV bytes read / (bandwidth × eff_kv,dtype))
     comm      2 all-reduces per layer under tensor parallel: vLLM's custom all-reduce below 8 MiB, NCCL above
@@ -29,8 +30,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from planner.kernel_families import (allreduce_s, cudagraph_max_tokens, experts_touched, is_hybrid_swa, moe_coeffs,
-                                     mxfp4_experts_only)
+from planner.kernel_families import (allreduce_s, cudagraph_max_tokens, is_hybrid_swa, moe_coeffs, moe_kernel_coeffs,
+                                     moe_parts, mxfp4_experts_only)
 from planner.memory import kv_bytes_per_token_per_layer, kv_heads_per_gpu, weight_bytes
 from planner.profile import IDEAL_PROFILE, CalibrationProfile, format_coeffs, shape_correction
 from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
@@ -74,6 +75,9 @@ class ModelCosts:
     allreduces_per_step: float  # 2 per layer per stage under TP > 1, else 0
     cudagraph_max_tokens: float = 512.0  # steps with more tokens run without CUDA graphs
     num_layers: float = 0.0  # all layers of the model (stages run one after another)
+    expert_params: float = 0.0  # one routed expert in one layer, per GPU (its FFN width split under TP)
+    expert_width: float = 0.0  # a routed expert's FFN width per GPU (the down GEMM's inner dimension)
+    hidden_size: float = 0.0  # the gate/up GEMM's inner dimension
 
 
 def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
@@ -122,6 +126,9 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
         allreduces_per_step=(2.0 * model.num_layers / pp) if tp > 1 else 0.0,
         cudagraph_max_tokens=cudagraph_max_tokens(deployment, model),
         num_layers=float(model.num_layers),
+        expert_params=p.expert / tp,
+        expert_width=model.moe.expert_intermediate_size / tp if model.moe else 0.0,
+        hidden_size=float(model.hidden_size),
     )
 
 
@@ -171,6 +178,9 @@ class HwCoeffs:
     moe_eager_layer_launch_s: float = 0.0  # ... and per MoE layer on top
     piecewise_step_launch_s: float = 0.0  # CPU launch of a prompt step inside the CUDA graphs (piecewise) ...
     piecewise_layer_launch_s: float = 0.0  # ... and per layer
+    moe_kernel_efficiency: float = 1.0  # the fused-MoE kernel law (MoeKernelDtype): share of the peak on its work,
+    moe_pad_tokens_per_expert: float = 0.0  # ... the tokens each touched expert's tiles round up to,
+    moe_inner_overhead_dim: float = 0.0  # ... and the per-tile cost along each GEMM's inner dimension
 
 
 #: The profile's fixed costs, taken over as they are (seconds per step, layer, sequence, token, request).
@@ -236,6 +246,7 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         moe_eager_layer_launch_s=moe.eager_layer_launch_s if moe else 0.0,
         piecewise_step_launch_s=profile.piecewise_step_launch_s,
         piecewise_layer_launch_s=profile.piecewise_layer_launch_s,
+        **moe_kernel_coeffs(model, weight_dtype, profile),
     )
 
 
@@ -357,15 +368,7 @@ def token_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, xp=np) -
     lin_m = w_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.weight_bandwidth_efficiency)
     dequant = hw.dequant_s_per_token_param * tokens * mc.quantized_params_per_token
     # routed experts (fused MoE): the experts the step's tokens touch are read once each
-    if mc.num_experts:
-        touched = experts_touched(mc.num_experts, mc.experts_per_token, tokens, hw.moe_touch_fraction)
-        moe_bytes = where(active, mc.num_moe_layers * touched * mc.expert_weight_bytes, 0.0)
-        moe_flops = mc.moe_flops_per_token * tokens
-        moe_eff = hw.moe_matmul_efficiency_max * tokens / (tokens + hw.moe_matmul_half_tokens + 1e-30)
-        moe_c = moe_flops / (hw.linear_peak_flops_per_s * maximum(moe_eff, 1e-9))
-        moe_m = moe_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.moe_weight_bandwidth_efficiency)
-    else:
-        touched = moe_bytes = moe_flops = moe_c = moe_m = tokens * 0.0
+    touched, moe_bytes, moe_flops, moe_c, moe_m = moe_parts(mc, hw, tokens, active, xp)
     comm = allreduce_s(mc, hw, tokens, xp)
     eager = tokens > mc.cudagraph_max_tokens
     # the CPU launch floor: an eager step's every layer and fused-MoE layer (per stage, stages in turn); a prompt step

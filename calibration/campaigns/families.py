@@ -81,6 +81,12 @@ JOBS = {
     "oss120-l18": ("gpt-oss-120b-l18", "mxfp4", "fit", 60, {"points": VARIANT}),
     "oss120-e32": ("gpt-oss-120b-e32", "mxfp4", "fit", 60, {"points": VARIANT}),
     "oss120-ref": ("gpt-oss-120b", "mxfp4", "fit", 60, {"points": VARIANT}),
+    # the fused-MoE kernel law held out on engines (2026-12-03, h200-2026-12-03-moe-kernel/): an expert shape no MoE
+    # stage was fitted on (Qwen3-235B-A22B's layer 16 times: 128 experts of 1,536, hidden 4,096) in bf16 and fp8, and
+    # Mixtral-8x7B in bf16 (its one in-process engine so far was fp8), FP8_VALIDATE's lengths and batches
+    "q235l16-bf16-val": ("qwen3-235b-a22b-l16", "bf16", "validate", 50, {"points": FP8_VALIDATE}),
+    "q235l16-fp8-val": ("qwen3-235b-a22b-l16", "fp8", "validate", 45, {"points": FP8_VALIDATE}),
+    "mixtral-bf16-val": ("mixtral-8x7b", "bf16", "validate", 45, {"points": FP8_VALIDATE}),
     "gemma12-fit": ("gemma-3-12b", "bf16", "fit", 60, {"points": SWA_FIT}),
     "gemma27-val": ("gemma-3-27b", "bf16", "validate", 45, {"points": SWA_VALIDATE}),
 }

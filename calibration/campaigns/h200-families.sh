@@ -25,6 +25,9 @@ case $1 in
   mla) run dsv2lite-fit 230 160 80; run moonlight-val 170 120 45; run qwen3moe-fp8-fit 150 110 35 ;;
   swa) run gemma12-fit 190 140 60; run gemma27-val 170 130 45 ;;
   fp8moe) run mixtral-fp8-val 240 150 45 ;;  # 2026-12-02: the fp8 MoE held out (h200-2026-12-02-fp8moe/)
+  # 2026-12-03: the fused-MoE kernel law held out on engines (h200-2026-12-03-moe-kernel/kb, kc)
+  lawq) run q235l16-bf16-val 280 170 50; run q235l16-fp8-val 280 170 45 ;;
+  lawm) run mixtral-bf16-val 280 170 45 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] $1 done" | tee -a "$D/jobs.log"
