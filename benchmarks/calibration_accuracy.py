@@ -44,7 +44,9 @@ def main() -> int:
     prof, points = fit_profile(records, points=points, extra_validation=extra)
     fam_points = load_points()  # issue #21's families and the V1 runner's memory terms on top (as calibration.refit)
     prof = with_serve_floors(fit_new_families(prof, fam_points), points, extra, fam_points)  # as calibration.refit
-    held = [p for p in points if p.role != "fit"] + list(extra)
+    # + the bf16 fused-MoE engines of the families campaigns (held out of every stage: the kernel law's check)
+    held = [p for p in points if p.role != "fit"] + list(extra) + [p for p in fam_points
+                                                                   if p.role != "fit" and family_of(p) == "moe"]
     fitted = [p for p in points if p.role == "fit"]
 
     def errs(pts, fam, regimes, profile=prof):

@@ -163,7 +163,7 @@ def _calibration_source(profile: CalibrationProfile) -> str:
 
 
 def launch_note(lr, tails_s, nominal_s: float) -> str:
-    """'; a-b ms with the launch 0.79-1.21× the profile's, as measured on other hosts and runs' for a tail that moves
+    """'; a-b ms with the launch 0.79-1.25× the profile's, as measured on other hosts and runs' for a tail that moves
     with the CPU launch of the steps above the CUDA graphs (planner.fleet_eval.LaunchRange: the tail at both ends of
     the spread, and ``nominal_s`` at the profile's own launch); '' without one, or where it moves the tail less than
     1 %."""

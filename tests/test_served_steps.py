@@ -96,7 +96,7 @@ def test_error_and_share_are_ratios():
 def test_runs_traced_with_their_decode_contexts():
     # 2026-12-02's fourth campaign traced every step's decode contexts (dctx): Llama-3.1-8B chat 10/20/28 and a
     # shared prefix, GPU-bound (the formula fills >= 97 % of each span): +0.8 / +0.7 / -1.7 / -2.4 %; Moonlight at
-    # 30 req/s +10.7 % (its mixed steps)
+    # 30 req/s +11.3 % (its mixed steps; +10.7 % before the fused-MoE kernel law)
     served = DATA / "h200-2026-12-02-served-steps"
     runs = {r.run: r for r in served_runs(served / "q/serve-llama-steps", "llama-3.1-8b", PROFILE)}
     want = {"bench-chat10": 0.8, "bench-chat20": 0.7, "bench-chat28": -1.7, "bench-prefix20": -2.4}
@@ -104,4 +104,4 @@ def test_runs_traced_with_their_decode_contexts():
         assert runs[name].exact_contexts and runs[name].formula_share > 0.95
         assert runs[name].error_pct == pytest.approx(err, abs=0.1)
     moon = {r.run: r for r in served_runs(served / "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", PROFILE)}
-    assert moon["bench-chat30"].error_pct == pytest.approx(10.7, abs=0.1)
+    assert moon["bench-chat30"].error_pct == pytest.approx(11.3, abs=0.1)

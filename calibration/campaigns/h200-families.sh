@@ -3,7 +3,8 @@
 # hybrid; vLLM 0.26.0, dummy weights): the exact jobs behind calibration/data/h200-2026-12-01/.
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
 #   bash calibration/campaigns/h200-families.sh STAGE OUTDIR SECONDS
-# STAGE: mxfp4 | mla | swa | fp8moe.  A job starts only if its minimum is left of SECONDS; its limit shrinks to what is
+# STAGE: mxfp4 | mla | swa | fp8moe | lawq | lawm (2026-12-03: the fused-MoE kernel law held out on engines,
+# h200-2026-12-03-moe-kernel/kb, kc).  A job starts only if its minimum is left of SECONDS; its limit shrinks to what is
 # left (the whole process group is killed at the limit) and the GPU is checked free before the next one.
 set -u
 D=$2
