@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from calibration.kernel_benches import kernel_benches
 from calibration.probes import MULTICAST_OFF
 from calibration.records import (
     SAFE_VERSION,
@@ -353,16 +354,14 @@ def _calibrate_locked(t0, env_rec, gpu_id, version, models, out_dir: Path, *, va
                                                out_dir / f"{gpu_id}-vllm{version}-{day}.jsonl")
     files = existing if raw in existing else existing + [raw]
     append_record(raw, env_rec)
-    if microbench and not any(r.get("type") == "microbench" for r in _campaign_records(files)):
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-        _stream([sys.executable, "-m", "calibration.microbench", str(raw), gpu_id],
-                out_dir / f"{raw.stem}.microbench.log", env, timeout_s=300)
     jobs = []
     for entry in models:  # MODEL[:KV][@WEIGHTS][+mixed]; no :KV = every fit KV dtype
         jobs += [dict(j, role="fit") for j in parse_job(entry, tuple(fit_kv_dtypes))]
     for entry in validate_models:
         jobs += [dict(j, role="validate") for j in parse_job(entry)]
     jobs += [{"model": m, "kv": "fp8", "weights": "bf16", "mixed": False, "role": "validate"} for m in fp8_kv_models]
+    if microbench:  # the GEMM/HBM micro-benchmark, and the fused-MoE kernel bench when a job runs its kernel
+        kernel_benches(raw, out_dir, gpu_id, _campaign_records(files), jobs, _stream)
     per_job = max(60.0, time_budget_s / max(1, len(jobs)))
     for j in jobs:
         what = f"{j['model']} ({j['role']}, weights {j['weights']}, kv {j['kv']}{', mixed' if j['mixed'] else ''})"

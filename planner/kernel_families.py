@@ -114,13 +114,19 @@ def moe_coeffs(model: ModelSpec | None, weight_dtype: str, profile, gpu_id: str 
 KERNEL_LAW_DTYPES = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8"}
 
 
+def runs_triton_fused_moe(model: ModelSpec | None, weight_dtype: str) -> bool:
+    """Whether the model's experts run vLLM's bf16/fp8 Triton fused MoE (the kernel law's kernel): a MoE model whose
+    experts are not MXFP4 (their own Triton kernel) or int4/int8 (Marlin)."""
+    return weight_dtype in KERNEL_LAW_DTYPES and moe_variant(model, weight_dtype) in ("default", "fp8", "mla")
+
+
 def moe_kernel_law(model: ModelSpec | None, weight_dtype: str, profile):
     """The fused-MoE kernel law (:class:`planner.profile.MoeKernelDtype`) a model's experts run at, or None: the
     profile has none, the model is dense, or its experts run another kernel (MXFP4, int4 Marlin)."""
     law = profile.moe_kernel
-    if law is None or moe_variant(model, weight_dtype) not in ("default", "fp8", "mla"):
+    if law is None or not runs_triton_fused_moe(model, weight_dtype):
         return None
-    return law.dtypes.get(KERNEL_LAW_DTYPES.get(weight_dtype, ""))
+    return law.dtypes.get(KERNEL_LAW_DTYPES[weight_dtype])
 
 
 def moe_kernel_coeffs(model: ModelSpec | None, weight_dtype: str, profile) -> dict:
