@@ -95,8 +95,9 @@ def moe_coeffs(model: ModelSpec | None, weight_dtype: str, profile, gpu_id: str 
       bf16, tuned), here of the fp8 peak.
 
     Held out on Mixtral-8x7B fp8 (bf16 router, tuned E=8,N=14336 fp8 configuration on the H200): decode median 43.8 ->
-    1.1 %, prefill 61.5 -> 30.9 % (calibration/family_fit.py).  With a fused-MoE kernel law in the profile both stages'
-    GEMM share is 1 (:func:`moe_kernel_law`: its fp8 and bf16 terms decide), so the second rule changes nothing there."""
+    1.1 %, prefill 61.5 -> 30.9 % (calibration/family_fit.py).  With a fused-MoE kernel law in the profile both
+    stages' GEMM share is 1 (:func:`moe_kernel_law`: its fp8 and bf16 terms decide), so the second rule changes nothing
+    there."""
     variant = moe_variant(model, weight_dtype)
     moe = profile.moe_variants.get(variant or "", profile.moe)
     if variant != "fp8" or moe is None or profile.moe is None:
