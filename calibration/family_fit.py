@@ -44,7 +44,7 @@ from calibration.probes import PROBE_MAX_NUM_BATCHED_TOKENS, PROBE_MAX_NUM_SEQS
 from calibration.records import parse_engine_log, read_records, sha256_file
 from calibration.solve import FitParam
 from planner.io import catalog
-from planner.kernel_families import fused_moe_workspace_bytes
+from planner.kernel_families import FUSED_MOE_VARIANTS, fused_moe_workspace_bytes
 from planner.memory import rope_cache_bytes, weight_bytes
 from planner.profile import CalibrationProfile, MoeCoeffs
 from planner.specs import Deployment
@@ -90,8 +90,6 @@ COLD_RATIO = 3.0
 #: refit ended at 0.80 / 0.31 and 0.29 / 0.11 (cost 0.0579 and 0.0542), a CPU-dependent pick; it keeps the bf16 one
 HELD_FROM_BF16 = {"fp8": ("weight_bandwidth_efficiency", "matmul_half_tokens", "eager_layer_launch_s",
                           "eager_layer_overhead_s"), "mla": ("weight_bandwidth_efficiency",)}
-#: variants whose experts run the Triton fused MoE the kernel law times (MXFP4 runs its own kernel)
-LAW_VARIANTS = ("mla", "fp8")
 #: variants whose per-step cost per MoE layer is fitted (held at 0 for the others: not identified on their engines)
 FIT_LAYER_OVERHEAD = ("fp8",)
 
@@ -189,7 +187,7 @@ def fit_new_families(profile: CalibrationProfile, points) -> CalibrationProfile:
                       else FitParam(f"moe_variants.{v}.prefill_expert_overhead_s", 0.0, 2e-5, 1e-6)
                       for p in MOE_VARIANT if (p.path != "moe.layer_overhead_s" or v in FIT_LAYER_OVERHEAD)
                       and p.path[4:] not in HELD_FROM_BF16.get(v, ())]
-            if v in LAW_VARIANTS and data.get("moe_kernel") is not None:
+            if v in FUSED_MOE_VARIANTS and data.get("moe_kernel") is not None:
                 data["moe_variants"][v].update(LAW_SET)
                 params = without_law_terms(params, LAW_SET)
             # routing spreads over at least top-k experts: below k/E the touched experts are k whatever the share
@@ -198,7 +196,7 @@ def fit_new_families(profile: CalibrationProfile, points) -> CalibrationProfile:
             # MXFP4 stage keeps 0.02: its share lies in a flat valley (0.144 and 0.170 at one objective) that the
             # bound only moves along
             moe = catalog.model(model).moe
-            lo = max(0.02, moe.experts_per_token / moe.num_experts) if v in LAW_VARIANTS else 0.02
+            lo = max(0.02, moe.experts_per_token / moe.num_experts) if v in FUSED_MOE_VARIANTS else 0.02
             params.append(FitParam(f"moe_variants.{v}.expert_touch_fraction", lo, 1.0, 0.5))
             params.append(FitParam(f"moe_variants.{v}.seq_layer_overhead_s", 0.0, 1e-5, 1e-6))
             data = fit_stage(pts, params, data)

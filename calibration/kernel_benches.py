@@ -12,14 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from calibration.moe_kernel_bench import SHAPES, TOKENS
+from calibration.moe_kernel_fit import kernel_records
 
 #: the kernel bench's time budget in a campaign (its whole grid took 148 s on an H200), and its process's limit
 MOE_KERNEL_BUDGET_S = 300
 REPO = Path(__file__).resolve().parent.parent
-
-
-def moe_kernel_points(records: list[dict]) -> int:
-    return sum(1 for r in records if r.get("type") == "moe_kernel")
 
 
 def runs_fused_moe(jobs: list[dict]) -> bool:
@@ -50,7 +47,7 @@ def kernel_benches(raw: Path, out_dir: Path, gpu_id: str, records: list[dict], j
         stream([sys.executable, "-m", "calibration.microbench", str(raw), gpu_id],
                out_dir / f"{raw.stem}.microbench.log", env, timeout_s=300)
         ran.append("microbench")
-    if runs_fused_moe(jobs) and moe_kernel_points(records) < len(SHAPES) * 2 * len(TOKENS):
+    if runs_fused_moe(jobs) and len(kernel_records(records)) < len(SHAPES) * 2 * len(TOKENS):
         stream([sys.executable, "-m", "calibration.moe_kernel_bench", "--out", str(raw), "--budget-s",
                 str(MOE_KERNEL_BUDGET_S)], out_dir / f"{raw.stem}.moe-kernel.log", env,
                timeout_s=MOE_KERNEL_BUDGET_S + 60)

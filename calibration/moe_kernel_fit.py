@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from calibration.moe_kernel_bench import flops
 from calibration.solve import FitParam, solve
 from planner.kernel_families import moe_kernel_flops
 from planner.profile import MoeKernelDtype, MoeKernelLaw, Residuals
@@ -38,10 +39,9 @@ def kernel_records(records: list[dict]) -> list[dict]:
 def law_time_s(rec: dict, gpu: GpuSpec, values: dict) -> float:
     """A timing's predicted seconds: max(the law's work at its efficiency, the touched experts' bytes at the
     bandwidth efficiency) + the call's fixed cost."""
-    n, k, top_k = rec["expert_width"], rec["hidden"], rec["top_k"]
+    n, k = rec["expert_width"], rec["hidden"]
     params = 3.0 * n * k
-    flops = 2.0 * rec["tokens"] * top_k * params
-    work = moe_kernel_flops(flops, 2.0 * params * rec["touched_experts"] * values["pad_tokens_per_expert"], n, k,
+    work = moe_kernel_flops(flops(rec["tokens"], n, k, rec["top_k"]), 2.0 * params * rec["touched_experts"] * values["pad_tokens_per_expert"], n, k,
                             values["inner_overhead_dim"])
     _, peak = gpu.peak_flops_for(rec["dtype"])
     weight_bytes = rec["touched_experts"] * params * (1.0 if rec["dtype"] == "fp8" else 2.0)

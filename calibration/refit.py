@@ -102,8 +102,8 @@ VARIANT_FLOOR_FIT = {"mxfp4": SHAPE_COMPILE_FIT}
 #: fp8 (heldout-moe/w/, another host)
 FP8_LAUNCH_PAIR = tuple(f"h200-2026-12-03-fp8-moe-launch/y/serve-qwen3-30b-a3b-{w}" for w in ("fp8", "bf16"))
 #: ... and the bf16 Triton fused MoE's compile of a new step-size key (Mixtral-8x7B f/, Moonlight-16B-A3B l/ hold it
-#: out), which the variants running the same kernel (serve_floor.FUSED_MOE_VARIANTS) take: no served trace of theirs
-#: compiled.  Per MoE layer, as the MXFP4 one: held out on Mixtral (32 layers) -25 %, Moonlight (26) -9 %; a constant
+#: out), which the variants running the same kernel (planner.kernel_families.FUSED_MOE_VARIANTS) take: no served trace
+#: of theirs compiled.  Per MoE layer, as the MXFP4 one: held out on Mixtral (32 layers) -25 %, Moonlight (26) -9 %; a constant
 #: per stall would give +12 % and +68 % (calibration/data/README.md)
 FUSED_COMPILE_FIT = ("h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")
 #: serving runs whose idle-engine requests give held-out points (serve_bench records + vllm bench serve JSON)

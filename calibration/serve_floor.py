@@ -35,12 +35,11 @@ from calibration.trace_points import (
 )
 from calibration.variants import probe_model
 from planner.io.jsonl import read_jsonl
-from planner.kernel_families import moe_variant
+from planner.kernel_families import FUSED_MOE_VARIANTS, moe_variant
 from planner.profile import CalibrationProfile
 
-#: the variants running the bf16 Triton fused MoE kernel: they take its compile of a new step-size key where no trace
-#: of their own compiled (the MXFP4 kernel is another: its own trace)
-FUSED_MOE_VARIANTS = ("mla", "fp8")
+# the variants running the Triton fused MoE (planner.kernel_families.FUSED_MOE_VARIANTS) take the bf16 kernel's
+# compile of a new step-size key where no trace of their own compiled (the MXFP4 kernel is another: its own trace)
 
 
 def _moe_layers(model_id: str) -> int:

@@ -114,12 +114,15 @@ def moe_coeffs(model: ModelSpec | None, weight_dtype: str, profile, gpu_id: str 
 
 #: the expert weight dtypes whose experts run vLLM 0.26's Triton fused MoE, by the kernel law's dtype key
 KERNEL_LAW_DTYPES = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8"}
+#: the MoE kernel families (:func:`moe_variant`) whose experts run that kernel beside the bf16 default: MLA's (bf16)
+#: and fp8's (W8A8); MXFP4 runs its own Triton kernel
+FUSED_MOE_VARIANTS = ("mla", "fp8")
 
 
 def runs_triton_fused_moe(model: ModelSpec | None, weight_dtype: str) -> bool:
     """Whether the model's experts run vLLM's bf16/fp8 Triton fused MoE (the kernel law's kernel): a MoE model whose
     experts are not MXFP4 (their own Triton kernel) or int4/int8 (Marlin)."""
-    return weight_dtype in KERNEL_LAW_DTYPES and moe_variant(model, weight_dtype) in ("default", "fp8", "mla")
+    return weight_dtype in KERNEL_LAW_DTYPES and moe_variant(model, weight_dtype) in ("default", *FUSED_MOE_VARIANTS)
 
 
 def moe_kernel_law(model: ModelSpec | None, weight_dtype: str, profile):
