@@ -44,7 +44,14 @@ SHAPES = (
     ("qwen3-next-80b-a3b", 512, 512, 2048, 10),
     ("minimax-m2", 256, 1536, 3072, 8),
 )
+#: MXFP4 checkpoints' layouts (gpt-oss), timed in MXFP4 before the shapes above
+MXFP4_SHAPES = (
+    ("gpt-oss-120b", 128, 2880, 2880, 4),
+    ("gpt-oss-20b", 32, 2880, 2880, 4),
+)
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+#: bytes a weight of each dtype takes (MXFP4: 4 bits + one 8-bit scale per 32)
+WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "mxfp4": 0.5 + 1.0 / 32.0}
 #: GPU seconds of work one timed replay should hold at least (fewer calls per graph for the long ones)
 REPLAY_MIN_S = 0.004
 
@@ -84,6 +91,9 @@ class Layer:
         from vllm.model_executor.layers.fused_moe.config import fp8_w8a8_moe_quant_config
 
         self.e, self.n, self.k, self.dtype = e, n, k, dtype
+        if dtype == "mxfp4":
+            self._mxfp4()
+            return
         w1 = torch.randn(e, 2 * n, k, device="cuda", dtype=torch.bfloat16) * 0.02
         w2 = torch.randn(e, k, n, device="cuda", dtype=torch.bfloat16) * 0.02
         self.quant = None
@@ -94,10 +104,38 @@ class Layer:
                                                    a2_scale=None, per_act_token_quant=False)
         self.w1, self.w2 = w1, w2
 
+    def _mxfp4(self) -> None:
+        """gpt-oss's layout as vLLM 0.26 loads it for its Triton MXFP4 experts (Mxfp4MoeBackend.TRITON): packed
+        4-bit weights and 8-bit block scales (127: x1), swizzled by vLLM's own _swizzle_mxfp4, fp32 biases, the
+        SwiGLU constants gpt-oss uses (quantization/mxfp4.py)."""
+        import torch
+        from vllm.model_executor.layers.fused_moe.config import mxfp4_w4a16_moe_quant_config
+        from vllm.model_executor.layers.quantization.utils.mxfp4_utils import _swizzle_mxfp4
+        from vllm.utils.import_utils import has_triton_kernels
+
+        if not has_triton_kernels():  # also puts vLLM's bundled triton_kernels on the import path
+            raise RuntimeError("no triton_kernels: vLLM's MXFP4 experts cannot run here")
+        from triton_kernels.matmul_ogs import FlexCtx, PrecisionConfig
+        e, n, k = self.e, self.n, self.k
+
+        def packed(rows: int, cols: int):
+            w = torch.randint(0, 256, (e, rows, cols // 2), device="cuda", dtype=torch.uint8)
+            scale = torch.full((e, rows, cols // 32), 127, device="cuda", dtype=torch.uint8)
+            w, flex, scale = _swizzle_mxfp4(w, scale)
+            return w, PrecisionConfig(weight_scale=scale, flex_ctx=FlexCtx(rhs_data=flex))
+
+        (self.w1, p1), (self.w2, p2) = packed(2 * n, k), packed(k, n)
+        b1 = torch.zeros(e, 2 * n, device="cuda", dtype=torch.float32)
+        b2 = torch.zeros(e, k, device="cuda", dtype=torch.float32)
+        self.quant = mxfp4_w4a16_moe_quant_config(w1_scale=p1, w2_scale=p2, w1_bias=b1, w2_bias=b2,
+                                                  gemm1_alpha=1.702, gemm1_beta=1.0, gemm1_clamp_limit=7.0)
+
     def config(self, tokens: int, top_k: int) -> tuple[dict, bool]:
         """(the kernel configuration vLLM picks for a ``tokens``-token call, whether it came from a tuned file)."""
         from vllm.model_executor.layers.fused_moe.fused_moe import get_moe_configs, try_get_optimal_moe_config
 
+        if self.dtype == "mxfp4":  # matmul_ogs picks its tiles itself (opt_flags), no configuration file
+            return {}, False
         name = "fp8_w8a8" if self.dtype == "fp8" else None
         tuned = get_moe_configs(self.e, self.n, name) is not None
         return dict(try_get_optimal_moe_config(tuple(self.w1.shape), tuple(self.w2.shape), top_k, name,
@@ -111,6 +149,15 @@ class Layer:
 
         x = torch.randn(tokens, self.k, device="cuda", dtype=torch.bfloat16)
         logits = torch.randn(tokens, self.e, device="cuda", dtype=torch.float32)
+        if self.dtype == "mxfp4":  # the monolithic expert runs its own top-k routing on the router logits
+            from vllm.model_executor.layers.fused_moe.experts.gpt_oss_triton_kernels_moe import (
+                triton_kernel_moe_forward,
+            )
+
+            gating = logits.to(torch.bfloat16)
+            touched = int(torch.unique(torch.topk(gating.float(), top_k, dim=-1).indices).numel())
+            return (lambda: triton_kernel_moe_forward(x, self.w1, self.w2, gating, top_k, renormalize=True,
+                                                      quant_config=self.quant, global_num_experts=self.e)), touched
         weights, ids = torch.topk(torch.softmax(logits, dim=-1), top_k, dim=-1)
         weights, ids = weights.contiguous(), ids.to(torch.int32).contiguous()
 
@@ -120,10 +167,27 @@ class Layer:
         return fn, int(torch.unique(ids).numel())
 
 
-def bench_point(layer: Layer, name: str, tokens: int, top_k: int) -> dict:
+def record_point(out: Path, label: str, failed: dict, bench, note=lambda rec: "") -> dict:
+    """One timing into ``out`` (``bench()`` -> its record) and a line of output; a failing point (out of memory, ...)
+    is recorded as ``failed`` + its error and does not end the run."""
+    try:
+        rec = bench()
+    except Exception as err:  # noqa: BLE001
+        rec = {**failed, "error": f"{type(err).__name__}: {err}"[:400]}
+    append_record(out, rec)
+    if "time_s" in rec:
+        print(f"{label} {rec['time_s'] * 1e6:10.1f} us {rec['flops_per_s'] / 1e12:7.1f} TFLOP/s "
+              f"{rec['weight_bytes_per_s'] / 1e12:6.2f} TB/s{note(rec)}", flush=True)
+    else:
+        print(f"{label}: {rec['error']}", flush=True)
+    return rec
+
+
+def time_call(fn) -> tuple[float, float, int, float]:
+    """(the first call's wall seconds (a Triton kernel compiles in it), one eager call's GPU seconds, the calls per
+    CUDA graph, the GPU seconds per call replayed)."""
     import torch
 
-    fn, touched = layer.call(tokens, top_k)
     t0 = time.perf_counter()
     fn()
     torch.cuda.synchronize()
@@ -135,10 +199,15 @@ def bench_point(layer: Layer, name: str, tokens: int, top_k: int) -> dict:
     torch.cuda.synchronize()
     eager_s = a.elapsed_time(b) * 1e-3
     calls = max(1, min(64, math.ceil(REPLAY_MIN_S / max(eager_s, 1e-6))))
-    time_s = _time_graph(fn, calls)
+    return first_s, eager_s, calls, _time_graph(fn, calls)
+
+
+def bench_point(layer: Layer, name: str, tokens: int, top_k: int) -> dict:
+    fn, touched = layer.call(tokens, top_k)
+    first_s, eager_s, calls, time_s = time_call(fn)
     cfg, tuned = layer.config(tokens, top_k)
     f = flops(tokens, layer.n, layer.k, top_k)
-    w_bytes = touched * 3.0 * layer.n * layer.k * (1 if layer.dtype == "fp8" else 2)
+    w_bytes = touched * 3.0 * layer.n * layer.k * WEIGHT_BYTES[layer.dtype]
     return {"type": "moe_kernel", "shape": name, "experts": layer.e, "expert_width": layer.n, "hidden": layer.k,
             "top_k": top_k, "dtype": layer.dtype, "tokens": tokens, "touched_experts": touched, "time_s": time_s,
             "calls_per_graph": calls, "eager_call_s": eager_s, "first_call_s": first_s, "flops": f,
@@ -146,50 +215,60 @@ def bench_point(layer: Layer, name: str, tokens: int, top_k: int) -> dict:
             "config": cfg, "tuned_config": tuned}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def bench_cli(argv, doc: str, kind: str, key, dtypes: str, dtypes_help: str, tokens=TOKENS) -> tuple:
+    """A kernel bench's command line (--out, --budget-s, --dtypes, --shapes, --tokens), its host line appended to OUT
+    and the points OUT already holds (``key`` of each ``kind`` record): (args, wanted shape names, tokens, done)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=420.0)
-    ap.add_argument("--dtypes", default="bf16,fp8")
-    ap.add_argument("--shapes", default="", help="comma-separated shape names (default: all, in SHAPES order)")
-    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)))
+    ap.add_argument("--dtypes", default=dtypes, help=dtypes_help)
+    ap.add_argument("--shapes", default="", help="comma-separated shape (model) names (default: all, in order)")
+    ap.add_argument("--tokens", default=",".join(map(str, tokens)))
     a = ap.parse_args(argv)
     import torch
 
-    start = time.perf_counter()
-    wanted = [s for s in a.shapes.split(",") if s]
-    shapes = [s for s in SHAPES if not wanted or s[0] in wanted]
-    tokens = [int(t) for t in a.tokens.split(",") if t]
-    done = {(r["shape"], r["dtype"], r["tokens"]) for r in read_records(a.out) if r.get("type") == "moe_kernel"} \
-        if a.out.exists() else set()
-    append_record(a.out, {"type": "moe_kernel_host", **host_info(), "device_name": torch.cuda.get_device_name(0),
+    done = {key(r) for r in read_records(a.out) if r.get("type") == kind} if a.out.exists() else set()
+    append_record(a.out, {"type": f"{kind}_host", **host_info(), "device_name": torch.cuda.get_device_name(0),
                           "torch": torch.__version__})
-    for name, e, n, k, top_k in shapes:
-        for dtype in a.dtypes.split(","):
-            todo = [t for t in tokens if (name, dtype, t) not in done]
-            if not todo:
-                continue
+    return a, [s for s in a.shapes.split(",") if s], [int(t) for t in a.tokens.split(",") if t], done
+
+
+def main(argv: list[str] | None = None) -> int:
+    start = time.perf_counter()
+    a, wanted, tokens, done = bench_cli(argv, __doc__, "moe_kernel", lambda r: (r["shape"], r["dtype"], r["tokens"]),
+                                        "bf16,fp8", "bf16, fp8 (Triton fused MoE), mxfp4 (Triton MXFP4 experts, "
+                                        "gpt-oss's layouts first)")
+    all_shapes = (MXFP4_SHAPES if "mxfp4" in a.dtypes.split(",") else ()) + SHAPES
+
+    def group(name, e, n, k, top_k, dtype):
+        return (f"{name} {dtype}", lambda: Layer(e, n, k, dtype),
+                [(f"{name:20s} {dtype:5s} M={t:6d}", {"type": "moe_kernel_error", "shape": name, "dtype": dtype,
+                                                       "tokens": t},
+                  lambda layer, t=t: bench_point(layer, name, t, top_k)) for t in tokens if (name, dtype, t) not in done])
+
+    return run_groups(a, start, (group(*s, dtype) for s in all_shapes if not wanted or s[0] in wanted
+                                 for dtype in a.dtypes.split(",")),
+                      lambda r: f" touched {r['touched_experts']:3d} tuned={r['tuned_config']}")
+
+
+def run_groups(a, start: float, groups, note=lambda rec: "") -> int:
+    """Time the groups' points into OUT (``a.out``) within ``a.budget_s`` of ``start``: a group is (what, a function
+    building its layer, [(label, its failure record, bench(layer)), ...]); its layer is built once and freed after."""
+    import torch
+
+    for what, make, points in groups:
+        if not points:
+            continue
+        if time.perf_counter() - start > a.budget_s:
+            print(f"budget spent: stopped before {what}", flush=True)
+            return 0
+        layer = make()
+        for label, failed, bench in points:
             if time.perf_counter() - start > a.budget_s:
-                print(f"budget spent: stopped before {name} {dtype}", flush=True)
-                return 0
-            layer = Layer(e, n, k, dtype)
-            for t in todo:
-                if time.perf_counter() - start > a.budget_s:
-                    break
-                try:
-                    rec = bench_point(layer, name, t, top_k)
-                except Exception as err:  # noqa: BLE001  a failing point (out of memory, ...) does not end the run
-                    rec = {"type": "moe_kernel_error", "shape": name, "dtype": dtype, "tokens": t,
-                           "error": f"{type(err).__name__}: {err}"[:400]}
-                append_record(a.out, rec)
-                if "time_s" in rec:
-                    print(f"{name:20s} {dtype:4s} M={t:6d} {rec['time_s'] * 1e6:10.1f} us "
-                          f"{rec['flops_per_s'] / 1e12:7.1f} TFLOP/s {rec['weight_bytes_per_s'] / 1e12:6.2f} TB/s "
-                          f"touched {rec['touched_experts']:3d} tuned={rec['tuned_config']}", flush=True)
-                else:
-                    print(f"{name} {dtype} M={t}: {rec['error']}", flush=True)
-            del layer
-            torch.cuda.empty_cache()
+                break
+            record_point(a.out, label, failed, lambda: bench(layer), note)  # noqa: B023  called at once
+        layer = None  # its weights go before the next group's
+        torch.cuda.empty_cache()
     print(f"done in {time.perf_counter() - start:.0f} s", flush=True)
     return 0
 

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from calibration.family_fit import fit_new_families, load_points
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml, with_residuals
+from calibration.linear_kernel_fit import LINEAR_KERNEL_DATA
 from calibration.mixed_points import mixed_points
 from calibration.moe_kernel_fit import KERNEL_DATA
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
@@ -66,6 +67,8 @@ RAW: dict[str, str | None] = {
     f"{CAMPAIGN}/h200x2-fp8kv-fit.jsonl": "validate",  # measured with the fit grid, held out of the fp8-KV fit
     f"{CAMPAIGN}/h200x2-allreduce.jsonl": None,
     KERNEL_DATA: None,  # the fused-MoE kernel timings (calibration/moe_kernel_fit.py): no engine points
+    LINEAR_KERNEL_DATA: None,  # the dense linear kernel timings (calibration/linear_kernel_fit.py): no engine points
+    "h200-2026-12-03-linear-kernel/lc/h200-families.jsonl": None,  # dense fp8 engines held out (Qwen2.5-32B/7B)
 }
 #: mixed engine steps (calibration/mixed_probe.py, vllm serve's scheduler settings) and each model's role: the MoE
 #: eager launch floor is fitted on Qwen3-30B-A3B's cells; Llama-3.1-8B's (dense) are held out

@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from planner.fused_moe_configs import fused_moe_tuned
@@ -213,6 +215,34 @@ def moe_parts(mc, hw, tokens, active, xp=np):
     moe_c = work / (hw.linear_peak_flops_per_s * hw.moe_kernel_efficiency * xp.maximum(share, 1e-9))
     return touched, moe_bytes, moe_flops, moe_c, moe_bytes / (hw.hbm_bandwidth_bytes_per_s
                                                              * hw.moe_weight_bandwidth_efficiency)
+
+
+def linear_kernel_knots(law, weight_dtype: str, gpu_id: str) -> tuple:
+    """The dense linear kernel law's knots for ``weight_dtype`` on ``gpu_id`` as (tokens, factors) with each dispatch
+    bucket's first and last knot held flat to the bucket's edges (so a factor jumps where the kernel's configuration
+    changes and is interpolated inside a bucket), or () where the law does not apply (no law, another dtype or a GPU
+    that runs another dispatch)."""
+    d = law.dtypes.get(weight_dtype) if law is not None and gpu_id in law.gpu_ids else None
+    if d is None:
+        return ()
+    edges = [0.0, *sorted(law.bucket_edges_tokens), float("inf")]
+    xs, ys = [], []
+    for lo, hi in itertools.pairwise(edges):
+        inside = [(t, f) for t, f in zip(d.tokens, d.factor) if lo < t <= hi]
+        if inside:
+            xs += [min(lo + 1.0, inside[0][0]), *(t for t, _ in inside)] + ([hi] if hi < float("inf") else [])
+            ys += [inside[0][1], *(f for _, f in inside)] + ([inside[-1][1]] if hi < float("inf") else [])
+    keep = [i for i in range(len(xs)) if i == 0 or xs[i] > xs[i - 1]]
+    return tuple(xs[i] for i in keep), tuple(ys[i] for i in keep)
+
+
+def linear_kernel_factor(hw, tokens, xp=np):
+    """How much slower than at 1-16 tokens a step of ``tokens`` streams its quantised linear weights
+    (:func:`linear_kernel_knots` in ``hw.linear_knots``; 1 without them).  numpy arrays and floats alike."""
+    if not hw.linear_knots:
+        return 1.0
+    f = np.interp(tokens, *hw.linear_knots)
+    return f if xp is np else float(f)
 
 
 def cudagraph_max_tokens(deployment: Deployment, model: ModelSpec | None = None) -> int:

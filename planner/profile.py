@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from planner.specs import FrozenSpec, ModelSpec, NonNegInt
 
@@ -113,6 +113,43 @@ class MoeKernelLaw(FrozenSpec):
     fitted_on: list[str] = Field(default_factory=list, description="expert shapes (model layouts) fitted on")
     held_out: list[str] = Field(default_factory=list, description="expert shapes held out of the fit")
     residuals: dict[str, Residuals] = Field(default_factory=dict, description="'<fit|held out>/<dtype>' time errors")
+    source: str = ""
+
+
+class LinearKernelDtype(FrozenSpec):
+    """One weight dtype's dense linear kernel over the step's token count: a layer's time over its time at 1-16
+    tokens, at knots (``tokens`` ascending); between knots of one dispatch bucket it is interpolated, across a bucket
+    edge it jumps (:func:`planner.kernel_families.linear_kernel_factor`)."""
+
+    tokens: list[Annotated[float, Field(gt=0)]] = Field(min_length=2)
+    factor: list[Annotated[float, Field(gt=0, le=100)]] = Field(min_length=2)
+
+    @model_validator(mode="after")
+    def _knots(self):
+        if len(self.tokens) != len(self.factor):
+            raise ValueError(f"tokens and factor: {len(self.tokens)} knots against {len(self.factor)}")
+        if any(b <= a for a, b in zip(self.tokens, self.tokens[1:])):
+            raise ValueError("tokens: knots must be strictly ascending")
+        return self
+
+
+class LinearKernelLaw(FrozenSpec):
+    """The dense linear layers' weight streaming over the step's token count, measured on the kernel vLLM runs for
+    them (calibration/linear_kernel_fit.py): vLLM's CUTLASS fp8 GEMM picks its tile configuration by the token count
+    (buckets up to 16, 64, 128 and above), and a decode step of 24-32 or 160-256 sequences streams the weights
+    1.2-1.8x slower than one of 1-16.  The step formula multiplies the quantised linear weights' streaming time by
+    the factor, on the GPUs that run this dispatch."""
+
+    kernel: str = ""
+    dtypes: dict[str, LinearKernelDtype] = Field(default_factory=dict, description="per weight dtype (fp8)")
+    gpu_ids: list[str] = Field(default_factory=list, description="GPUs whose vLLM runs this kernel dispatch")
+    bucket_edges_tokens: list[Annotated[float, Field(gt=0)]] = Field(
+        default_factory=list, description="token counts where the kernel's configuration changes (a bucket is "
+        "(edge, next edge]); the factor jumps there")
+    fitted_on: list[str] = Field(default_factory=list, description="models whose layer shapes the knots average")
+    held_out: list[str] = Field(default_factory=list, description="models whose layer shapes check them")
+    residuals: dict[str, Residuals] = Field(default_factory=dict, description="'<fit|held out>/<dtype>' layer time "
+                                            "errors at 1-512 tokens")
     source: str = ""
 
 
@@ -242,6 +279,9 @@ class CalibrationProfile(FrozenSpec):
     moe_kernel: MoeKernelLaw | None = Field(
         None, description="the Triton fused MoE's time over expert shapes (kernel timings); the MoE stages' GEMM "
         "efficiencies are shares of it when present")
+    linear_kernel: LinearKernelLaw | None = Field(
+        None, description="the dense linear kernel's weight streaming over the token count (kernel timings): "
+        "multiplies the quantised linear weights' streaming time")
     moe_variants: dict[str, MoeCoeffs] = Field(
         default_factory=dict, description="MoE kernel families of their own: 'mxfp4' (Triton MXFP4), 'mla' (MLA + "
         "fine-grained MoE); planner.kernel_families.moe_variant picks one, else `moe` applies")

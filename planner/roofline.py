@@ -3,18 +3,17 @@
 A step is a sum of kernels, each limited by its own roof:
 
     linear    max(GEMM FLOPs / (peak × eff_f(T)),    weight bytes read / (bandwidth × eff_w,f))
-              where the weight stream carries + tokens × quantised params × dequant_f   (weight format f)
+              the weight stream + tokens × quantised params × dequant_f (weight format f), its quantised weights'
+              part × the linear kernel law's factor at T (CUTLASS fp8's tile configurations by token count)
     moe       max(expert FLOPs / (peak × eff_moe(T)), touched expert bytes / (bandwidth × eff_w,moe))
               (a fused-MoE kernel law: its work, padded and per-tile stretched, at peak × its efficiency × eff_moe)
               + MoE layers × layer overhead                    (fused MoE: routing, align, grouped GEMM)
     attention max(attention FLOPs / (peak × eff_a), KV bytes read / (bandwidth × eff_kv,dtype))
     comm      2 all-reduces per layer under tensor parallel: vLLM's custom all-reduce below 8 MiB, NCCL above
     overhead  step + per sequence + per token (launches, scheduling, sampling) + per layer outside CUDA graphs
-    launch    a step above the largest CUDA graph (eager) launches every kernel from the CPU while the GPU runs
-              them: the step takes max(GPU work, CPU launch floor) + overhead, the floor = layers × per-layer
-              launch + MoE layers × per-MoE-layer launch (fused MoE launches routing, align, two grouped GEMMs);
-              a step with prompt tokens inside the graphs (piecewise, attention launched between the pieces):
-              per-step + layers × per-layer piecewise launch
+    launch    a step above the largest CUDA graph (eager) launches every kernel from the CPU while the GPU runs them:
+              max(GPU work, CPU launch floor) + overhead, the floor = layers × per-layer launch + MoE layers × per-MoE-
+              layer launch; a prompt step inside the graphs (piecewise): per-step + layers × per-layer piecewise launch
 
 The kernel families' efficiencies and overheads come from a :class:`CalibrationProfile` (ideal roofline by
 default): ``hw_coeffs`` picks the weight format's own coefficients, the MoE and all-reduce ones.  This is the one
@@ -30,8 +29,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from planner.kernel_families import (allreduce_s, cudagraph_max_tokens, is_hybrid_swa, moe_coeffs, moe_kernel_coeffs,
-                                     moe_parts, mxfp4_experts_only)
+from planner.kernel_families import (allreduce_s, cudagraph_max_tokens, is_hybrid_swa, linear_kernel_factor,
+                                     linear_kernel_knots, moe_coeffs, moe_kernel_coeffs, moe_parts, mxfp4_experts_only)
 from planner.memory import kv_bytes_per_token_per_layer, kv_heads_per_gpu, weight_bytes
 from planner.profile import IDEAL_PROFILE, CalibrationProfile, format_coeffs, shape_correction
 from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
@@ -61,6 +60,7 @@ class ModelCosts:
     moe_flops_per_token: float  # 2 × routed-expert params one token multiplies (k per MoE layer) / (TP·PP)
     quantized_params_per_token: float  # linear params (dense + k experts per layer) a token multiplies, per GPU
     dense_weight_bytes: float  # weights read every step (non-expert), per GPU
+    linear_kernel_bytes: float  # ... of them the quantised linear layers' (the linear kernel law's), per GPU
     expert_weight_bytes: float  # one routed expert in one layer, per GPU
     num_moe_layers: float  # per pipeline stage
     num_experts: int
@@ -110,7 +110,7 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
         moe_flops_per_token=2.0 * routed_active / (tp * pp),
         quantized_params_per_token=(routed_active if linear_bytes == ACT_BYTES and model.moe else
                                     non_expert_linear + routed_active) / (tp * pp),
-        dense_weight_bytes=dense_bytes / (tp * pp),
+        dense_weight_bytes=dense_bytes / (tp * pp), linear_kernel_bytes=non_expert_linear * linear_bytes / (tp * pp),
         expert_weight_bytes=p.expert * bytes_per_quant / tp,
         num_moe_layers=p.num_moe_layers / pp,
         num_experts=model.moe.num_experts if model.moe else 0,
@@ -181,6 +181,7 @@ class HwCoeffs:
     moe_kernel_efficiency: float = 1.0  # the fused-MoE kernel law (MoeKernelDtype): share of the peak on its work,
     moe_pad_tokens_per_expert: float = 0.0  # ... the tokens each touched expert's tiles round up to,
     moe_inner_overhead_dim: float = 0.0  # ... and the per-tile cost along each GEMM's inner dimension
+    linear_knots: tuple = ()  # the linear kernel law's (tokens, factors) for these weights (kernel_families)
 
 
 #: The profile's fixed costs, taken over as they are (seconds per step, layer, sequence, token, request).
@@ -247,7 +248,7 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         piecewise_step_launch_s=profile.piecewise_step_launch_s,
         piecewise_layer_launch_s=profile.piecewise_layer_launch_s,
         **moe_kernel_coeffs(model, weight_dtype, profile),
-    )
+        linear_knots=linear_kernel_knots(profile.linear_kernel, weight_dtype, gpu.id))
 
 
 # ------------------------------------------------------------------------------- attention sums
@@ -358,14 +359,13 @@ def token_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, xp=np) -
     """The parts of a step that depend on its tokens alone: the GEMMs, the all-reduces and the overheads of a step
     of ``tokens`` tokens, ``sampled`` of them sampled (``prefill``: the step holds prompt tokens).  Seconds are
     summed over the pipeline stages; flops and bytes are per stage (:func:`step_parts` adds them up)."""
-    where, maximum = xp.where, xp.maximum
-    active = tokens > 0
-    # dense linear layers (non-expert weights, lm_head)
+    where, maximum, active = xp.where, xp.maximum, tokens > 0  # the dense linear layers (non-expert, lm_head) first
     lin_flops = mc.linear_flops_per_token * tokens + mc.lm_head_flops_per_seq * sampled / mc.pipeline_parallel
     w_bytes = where(active, mc.dense_weight_bytes, 0.0)
     eff = hw.matmul_efficiency_max * tokens / (tokens + hw.matmul_half_tokens + 1e-30)
     lin_c = lin_flops / (hw.linear_peak_flops_per_s * maximum(eff, 1e-9))
-    lin_m = w_bytes / (hw.hbm_bandwidth_bytes_per_s * hw.weight_bandwidth_efficiency)
+    lin_m = (w_bytes + where(active, mc.linear_kernel_bytes, 0.0) * (linear_kernel_factor(hw, tokens, xp) - 1.0)) / (
+        hw.hbm_bandwidth_bytes_per_s * hw.weight_bandwidth_efficiency)
     dequant = hw.dequant_s_per_token_param * tokens * mc.quantized_params_per_token
     # routed experts (fused MoE): the experts the step's tokens touch are read once each
     touched, moe_bytes, moe_flops, moe_c, moe_m = moe_parts(mc, hw, tokens, active, xp)

@@ -106,8 +106,8 @@ def _stack(objs: Sequence, names: Iterable[str]) -> dict[str, np.ndarray]:
     return {n: np.array([getattr(o, n) for o in objs], dtype=float)[:, None, None] for n in names}
 
 
-_MC_BLOCK_FIELDS = ("dense_weight_bytes", "expert_weight_bytes", "kv_bytes_per_ctx_layer", "cudagraph_max_tokens",
-                    "quantized_params_per_token", "expert_params", "expert_width")
+_MC_BLOCK_FIELDS = ("dense_weight_bytes", "linear_kernel_bytes", "expert_weight_bytes", "kv_bytes_per_ctx_layer",
+                    "cudagraph_max_tokens", "quantized_params_per_token", "expert_params", "expert_width")
 _HW_BLOCK_FIELDS = (
     "linear_peak_flops_per_s", "attn_peak_flops_per_s", "hbm_bandwidth_bytes_per_s", "matmul_efficiency_max",
     "matmul_half_tokens", "attention_compute_efficiency", "weight_bandwidth_efficiency",
@@ -234,7 +234,9 @@ def sweep(
                                    model_kv_bytes_per_token=kvtok_cache[kv])
             blocks.append(_Block(g, wd, kv, prof, mc_cache[key], hw_cache[g.id, wd], budget,
                                  dep.max_num_batched_tokens, dep.max_num_seqs, dep))
-        frames.append(_sweep_group(model, workload, blocks, prompts, batches, ctx_tokens, tp, pp, dep, cats))
+        for knots in dict.fromkeys(b.hw.linear_knots for b in blocks):  # a law's knots are not stacked: one group each
+            frames.append(_sweep_group(model, workload, [b for b in blocks if b.hw.linear_knots == knots], prompts,
+                                       batches, ctx_tokens, tp, pp, dep, cats))
     if not frames:
         return pd.DataFrame(columns=list(SWEEP_COLUMNS))
     return rank(pd.concat(frames, ignore_index=True), users=workload.concurrency)

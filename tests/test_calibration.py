@@ -168,14 +168,15 @@ def test_fit_memory_terms_are_vllms(fitted):
 @pytest.mark.parametrize("key,decode_median,prefill_median", [
     ("dense/llama-3.1-8b/bf16", 3.0, 10.0), ("dense/qwen2.5-7b/bf16", 3.0, 7.0),
     ("kv-fp8/mistral-7b-v0.3/fp8", 3.0, 7.0), ("kv-fp8/llama-3.1-8b/fp8", 3.0, 7.0),
-    ("fp8/qwen2.5-32b/bf16", 12.0, 7.0)])
+    ("fp8/qwen2.5-32b/bf16", 5.0, 8.0)])
 def test_held_out_measurements(fitted, key, decode_median, prefill_median):
     """Never fitted on: Llama 3.1 8B (128K vocabulary), Qwen2.5 7B (28 layers, 4 KV heads, 152K
     vocabulary, FFN 18,944), Mistral and Llama with an fp8 KV cache (the fp8-KV family is fitted on one
     Mistral engine), Qwen2.5-32B with fp8 weights (the fp8 family is fitted on Llama-3.1-8B).  The bounds
     are what the model achieves (the benchmark reports them against the issue's targets): fp8 decode on
-    the 32B misses at batch 24 (-16..-19 %, the CUTLASS fp8 kernel's small-M cost grows faster with the
-    batch than the 8B showed)."""
+    the 32B was -16..-21 % at batch 24 and -28 % at 160 (median 12 %) until the dense linear kernel law
+    took CUTLASS fp8's token-count configurations from the kernel timings (median now 3.0 %); its long
+    prompts -7 % (the fp8 stage's compute share, refitted with the law: +2 %)."""
     prof, _, _ = fitted
     dec = prof.validation[f"{key}/decode"]
     assert dec.n >= 4 and dec.median_abs_error_pct <= decode_median
@@ -198,8 +199,10 @@ def test_validation_csv_is_the_recorded_validation_runs(fitted):
     rows = measurement_rows([x for x in points if x.role != "fit"] + extra)
     csv_rows = read_measurements(VAL_CSV)
     # 75 from the first H200 session + 36 held-out engines/runs of 2026-11-30 + 6 held-out Llama-3.1-8B mixed-step
-    # cells of 2026-12-01 (batch 0/32/128 x chunk 768/2,048, calibration/data/h200-2026-12-01-moe-mixed) = 117
-    assert len(csv_rows) == len(rows) == 75 + 36 + 6
+    # cells of 2026-12-01 (batch 0/32/128 x chunk 768/2,048, calibration/data/h200-2026-12-01-moe-mixed) + 31 probes
+    # of the two dense fp8 engines of 2026-12-03 (h200-2026-12-03-linear-kernel/lc: 2 prompts + 11 / 12 batches and
+    # the KV pool and weights of each) = 148
+    assert len(csv_rows) == len(rows) == 75 + 36 + 6 + 31
     assert sorted(m.measured for m in csv_rows) == sorted(float(r["measured"]) for r in rows)
 
 

@@ -65,6 +65,10 @@ RUNNER = (_prefill([256, 512, 1024, 2048, 4096])
 # MXFP4 stage's held-out gpt-oss-20b: 24 layers, 32 experts).  gpt-oss-120b itself again beside them, on one host
 VARIANT = (_prefill([256, 1023, 4096, 8192])
            + _decode([(512, [1, 2, 4, 8, 16, 32, 64, 128, 256]), (2048, [1, 16, 64, 256])]))
+# the dense fp8 GEMM held out across CUTLASS's token-count configurations (2026-12-03, h200-2026-12-03-linear-kernel/):
+# decode at every CUDA-graph batch from 1 to 256 (the kernel bench's fp8 layer time: x1.15-1.20 at 24-32 tokens and
+# 96-128, x1.4-1.7 at 160-256, against 1-16 and 48-64), two prompts
+FP8_DENSE = _prefill([700, 3000]) + _decode([(1024, [1, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256])])
 
 # job name: (model, weights, role, probe budget s, extra); the limits and order are in h200-families.sh
 JOBS = {
@@ -87,6 +91,8 @@ JOBS = {
     "q235l16-bf16-val": ("qwen3-235b-a22b-l16", "bf16", "validate", 50, {"points": FP8_VALIDATE}),
     "q235l16-fp8-val": ("qwen3-235b-a22b-l16", "fp8", "validate", 45, {"points": FP8_VALIDATE}),
     "mixtral-bf16-val": ("mixtral-8x7b", "bf16", "validate", 45, {"points": FP8_VALIDATE}),
+    "qwen32-fp8-val": ("qwen2.5-32b", "fp8", "validate", 60, {"points": FP8_DENSE}),
+    "qwen7-fp8-val": ("qwen2.5-7b", "fp8", "validate", 50, {"points": FP8_DENSE}),
     "gemma12-fit": ("gemma-3-12b", "bf16", "fit", 60, {"points": SWA_FIT}),
     "gemma27-val": ("gemma-3-27b", "bf16", "validate", 45, {"points": SWA_VALIDATE}),
 }

@@ -4,7 +4,8 @@
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
 #   bash calibration/campaigns/h200-families.sh STAGE OUTDIR SECONDS
 # STAGE: mxfp4 | mla | swa | fp8moe | lawq | lawm (2026-12-03: the fused-MoE kernel law held out on engines,
-# h200-2026-12-03-moe-kernel/kb, kc).  A job starts only if its minimum is left of SECONDS; its limit shrinks to what is
+# h200-2026-12-03-moe-kernel/kb, kc) | fp8dense (2026-12-03: dense fp8 decode across the CUTLASS token-count
+# configurations, h200-2026-12-03-linear-kernel/).  A job starts only if its minimum is left of SECONDS; its limit shrinks to what is
 # left (the whole process group is killed at the limit) and the GPU is checked free before the next one.
 set -u
 D=$2
@@ -29,6 +30,7 @@ case $1 in
   # 2026-12-03: the fused-MoE kernel law held out on engines (h200-2026-12-03-moe-kernel/kb, kc)
   lawq) run q235l16-bf16-val 280 170 50; run q235l16-fp8-val 280 170 45 ;;
   lawm) run mixtral-bf16-val 280 170 45 ;;
+  fp8dense) run qwen32-fp8-val 300 170 60; run qwen7-fp8-val 230 140 50 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] $1 done" | tee -a "$D/jobs.log"
