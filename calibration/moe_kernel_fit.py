@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibration.moe_kernel_bench import flops
+from calibration.moe_kernel_bench import WEIGHT_BYTES, flops
 from calibration.solve import FitParam, solve
 from planner.kernel_families import moe_kernel_flops
 from planner.profile import MoeKernelDtype, MoeKernelLaw, Residuals
 from planner.specs import GpuSpec
 
 KERNEL_DATA = "h200-2026-12-03-moe-kernel/ka/moe-kernel.jsonl"
+#: the Triton MXFP4 experts (gpt-oss's kernel) over the same shapes and gpt-oss's own (calibration/data/.../ma/)
+MXFP4_KERNEL_DATA = "h200-2026-12-03-moe-kernel/ma/moe-kernel.jsonl"
 KERNEL = "vLLM 0.26 Triton fused_experts (bf16; fp8 W8A8 per-tensor, dynamic activation scales), vLLM's config pick"
 #: every other shape of the bench's list, the catalog's fit model (Qwen3-30B-A3B) among them; Mixtral-8x7B, the MoE
 #: stages' held-out engine, is held out here too
 FIT_SHAPES = ("qwen3-30b-a3b", "mixtral-8x22b", "olmoe-1b-7b", "glm-4.5-air", "llama-4-scout", "minimax-m2",
-              "deepseek-v2-lite")
+              "deepseek-v2-lite", "gpt-oss-120b")
 PARAMS = (FitParam("efficiency", 0.05, 1.2, 0.5), FitParam("pad_tokens_per_expert", 0.0, 1024.0, 64.0),
           FitParam("inner_overhead_dim", 0.0, 4096.0, 100.0), FitParam("bandwidth_efficiency", 0.2, 1.2, 0.85),
           FitParam("call_s", 0.0, 1e-4, 1e-5))
@@ -44,7 +46,7 @@ def law_time_s(rec: dict, gpu: GpuSpec, values: dict) -> float:
     work = moe_kernel_flops(flops(rec["tokens"], n, k, rec["top_k"]), 2.0 * params * rec["touched_experts"] * values["pad_tokens_per_expert"], n, k,
                             values["inner_overhead_dim"])
     _, peak = gpu.peak_flops_for(rec["dtype"])
-    weight_bytes = rec["touched_experts"] * params * (1.0 if rec["dtype"] == "fp8" else 2.0)
+    weight_bytes = rec["touched_experts"] * params * WEIGHT_BYTES[rec["dtype"]]
     return max(work / (peak * values["efficiency"]),
                weight_bytes / (gpu.hbm_bandwidth_bytes_per_s * values["bandwidth_efficiency"])) + values["call_s"]
 
