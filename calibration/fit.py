@@ -290,7 +290,7 @@ def fit_profile(records: list[dict], *, source: str = "", points: list[Point] | 
     base.update({k: v for k, v in fit_memory_terms(records).items() if v is not None})
     if gpu_id in catalog.gpus():  # the fused-MoE kernel law first: the MoE stages are fitted as shares of it
         base["moe_kernel"] = fit_moe_kernel(records, catalog.gpu(gpu_id))
-    base["linear_kernel"] = fit_linear_kernel(records)  # the fp8 stage's weight streaming rides on its knots
+    base["linear_kernel"] = fit_linear_kernel(records, gpu_id)  # the fp8 stage's weight streaming rides on its knots
     link = catalog.gpu(gpu_id).interconnect_bandwidth_bytes_per_s if gpu_id in catalog.gpus() else 1.0
     lat_pts = [p for p in fit_pts if p.metric in ("prefill_s", "decode_step_s", "mixed_step_s")]
     if not lat_pts:

@@ -23,7 +23,7 @@ import numpy as np
 from planner.profile import LinearKernelDtype, LinearKernelLaw, Residuals
 
 LINEAR_KERNEL_DATA = "h200-2026-12-03-linear-kernel/lb/linear-kernel.jsonl"
-KERNEL = "vLLM 0.26 CutlassFP8ScaledMMLinearKernel (per-token dynamic activation quant + cutlass_scaled_mm, sm90)"
+KERNEL = "vLLM 0.26 CutlassFP8ScaledMMLinearKernel (per-token dynamic activation quant + cutlass_scaled_mm)"
 FIT_MODELS = ("llama-3.1-8b", "llama-3.1-70b")
 #: the law's dtypes, by the bench's name for what the engine runs
 LAW_DTYPES = {"fp8": "fp8"}
@@ -60,9 +60,13 @@ def _residuals(errs: list[float]) -> Residuals:
                      p90_abs_error_pct=float(np.percentile(a, 90)), median_signed_error_pct=float(np.median(errs)))
 
 
-def fit_linear_kernel(records: list[dict], source: str = LINEAR_KERNEL_DATA) -> LinearKernelLaw | None:
+def fit_linear_kernel(records: list[dict], gpu_id: str | None = None,
+                      source: str = LINEAR_KERNEL_DATA) -> LinearKernelLaw | None:
     """The law (None without fp8 layer timings of a fit model): per dtype the fit models' mean ratio at each timed
-    token count, and each model's layer-time error at 1-512 tokens when its own 1-16-token level is scaled by it."""
+    token count, and each model's layer-time error at 1-512 tokens when its own 1-16-token level is scaled by it.
+    Timed on a GPU of compute capability 9.0 (``gpu_id`` one of :data:`SM90_GPUS`, or None: the committed H200
+    timings) it holds for all of them, with their dispatch's bucket edges; on another GPU for that GPU alone, the
+    knots interpolated throughout (its dispatch's edges are not read here)."""
     dtypes, residuals, models = {}, {}, set()
     for bench, dtype in LAW_DTYPES.items():
         times = layer_times(records, bench)
@@ -82,7 +86,9 @@ def fit_linear_kernel(records: list[dict], source: str = LINEAR_KERNEL_DATA) -> 
         models |= set(times)
     if not dtypes:
         return None
-    return LinearKernelLaw(kernel=KERNEL, dtypes=dtypes, gpu_ids=list(SM90_GPUS), bucket_edges_tokens=list(BUCKET_EDGES),
+    sm90 = gpu_id is None or gpu_id in SM90_GPUS
+    return LinearKernelLaw(kernel=KERNEL, dtypes=dtypes, gpu_ids=list(SM90_GPUS) if sm90 else [gpu_id],
+                           bucket_edges_tokens=list(BUCKET_EDGES) if sm90 else [],
                            fitted_on=sorted(m for m in models if m in FIT_MODELS),
                            held_out=sorted(m for m in models if m not in FIT_MODELS), residuals=residuals,
                            source=source)

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from calibration.kernel_benches import MOE_KERNEL_BUDGET_S, kernel_benches, runs_fused_moe
+from calibration.kernel_benches import (
+    LINEAR_KERNEL_BUDGET_S,
+    LINEAR_KERNEL_POINTS,
+    MOE_KERNEL_BUDGET_S,
+    kernel_benches,
+    runs_fused_moe,
+)
 from calibration.moe_kernel_bench import SHAPES, TOKENS
 from calibration.records import read_records
 from calibration.refit import DATA
@@ -46,6 +52,20 @@ def test_the_default_plan_times_both_once(tmp_path):
     assert calls[1][1].endswith(".moe-kernel.log") and calls[1][2] == MOE_KERNEL_BUDGET_S + 60
     assert ran == _run([], [_job("qwen3-30b-a3b")], tmp_path)[0]
     assert _run([], [_job("mistral-7b-v0.3")], tmp_path)[0] == ["microbench"]
+
+
+def test_an_fp8_job_times_the_linear_layers_once(tmp_path):
+    """A job with fp8 weights (dense, or a MoE's fp8 attention GEMMs) runs the linear kernel bench into the raw file
+    (the fit's linear kernel law, for that GPU); the committed H200 run (1,008 timings) is complete; bf16 jobs never."""
+    ran, calls = _run([{"type": "microbench"}], [_job("llama-3.1-8b", "fp8")], tmp_path)
+    assert ran == ["linear_kernel_bench"] and calls[0][0] == "calibration.linear_kernel_bench"
+    assert calls[0][1].endswith(".linear-kernel.log") and calls[0][2] == LINEAR_KERNEL_BUDGET_S + 60
+    recs = read_records(DATA / "h200-2026-12-03-linear-kernel/lb/linear-kernel.jsonl") + [{"type": "microbench"}]
+    assert len([r for r in recs if r.get("type") == "linear_kernel"]) == LINEAR_KERNEL_POINTS == 1008
+    assert _run(recs, [_job("llama-3.1-8b", "fp8")], tmp_path)[0] == []
+    assert _run([{"type": "microbench"}], [_job("llama-3.1-8b"), _job("qwen3-30b-a3b", "fp8")],
+                tmp_path)[0] == ["moe_kernel_bench", "linear_kernel_bench"]
+    assert _run([{"type": "microbench"}], [_job("llama-3.1-8b")], tmp_path)[0] == []
 
 
 def test_a_resumed_campaign_finishes_a_cut_kernel_bench_only(tmp_path):

@@ -111,6 +111,17 @@ def test_the_law_applies_to_fp8_weights_on_the_gpus_of_its_dispatch_only():
     assert linear_kernel_factor(hw_coeffs(catalog.gpu("h200-sxm"), "bf16", PROF), 24.0, None) == 1.0
 
 
+def test_a_law_timed_on_another_architecture_holds_for_that_gpu_alone():
+    """`planner calibrate` on a GPU outside the sm90 dispatch (an L40S): its own knots, for it alone, interpolated
+    throughout (the sm90 bucket edges are not its kernel's); on an H100 (sm90) the law holds for the H100s and H200."""
+    other = fit_linear_kernel(RECORDS, "l40s")
+    assert other.gpu_ids == ["l40s"] and other.bucket_edges_tokens == []
+    xs, ys = linear_kernel_knots(other, "fp8", "l40s")
+    d = other.dtypes["fp8"]
+    assert list(xs) == d.tokens and list(ys) == d.factor and linear_kernel_knots(other, "fp8", "h200-sxm") == ()
+    assert fit_linear_kernel(RECORDS, "h100-sxm").gpu_ids == list(SM90_GPUS)
+
+
 def test_a_damaged_law_is_refused_naming_the_field():
     with pytest.raises(ValueError, match="tokens and factor"):
         LinearKernelDtype(tokens=[1.0, 2.0, 3.0], factor=[1.0, 1.0])
