@@ -183,6 +183,11 @@ case $1 in
        --step-trace --out "$D/serve-mixtral-8x7b-bf16" --port 8034 --budget-s 225 \
        --size-sweep a:from=513,step=3,n=2,output=1 --size-sweep b:from=1793,step=3,n=2,output=1 \
        --size-sweep c:from=1800,step=1,n=1,output=1 --run chat4:$CHAT,n=80,rate=4 ;;
+  # 2026-12-03 (fifth round): held out, the dense fp8 linear kernel law served: Qwen2.5-32B fp8 (CUTLASS's 17-64-token
+  # configuration streams 1.2-1.3x slower than 1-16; chat 8 and 12 req/s keep ~15-30 sequences in a decode step)
+  fa) job 0 360 fa-steps python3 -m calibration.serve_bench --model qwen2.5-32b --weight-dtype fp8 --max-model-len 4096 \
+       --step-trace --out "$D/serve-qwen2.5-32b-fp8-steps" --port 8035 --budget-s 335 --run warm:$CHAT,n=20,rate=2 \
+       --run chat8:$CHAT,n=160,rate=8 --run chat12:$CHAT,n=240,rate=12 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"
