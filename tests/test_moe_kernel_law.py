@@ -11,8 +11,15 @@ from hypothesis import strategies as st
 
 from calibration.family_fit import load_points
 from calibration.moe_kernel_bench import SHAPES, flops
-from calibration.moe_kernel_fit import (FIT_SHAPES, KERNEL_DATA, MXFP4_KERNEL_DATA, errors_pct, fit_moe_kernel,
-                                        kernel_records, law_values)
+from calibration.moe_kernel_fit import (
+    FIT_SHAPES,
+    KERNEL_DATA,
+    MXFP4_KERNEL_DATA,
+    errors_pct,
+    fit_moe_kernel,
+    kernel_records,
+    law_values,
+)
 from calibration.records import read_records
 from calibration.refit import DATA
 from planner.io import catalog
