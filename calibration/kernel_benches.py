@@ -22,7 +22,8 @@ from calibration.moe_kernel_fit import kernel_records
 MOE_KERNEL_BUDGET_S = 300
 #: the linear kernel bench's (24 s on an H200)
 LINEAR_KERNEL_BUDGET_S = 120
-LINEAR_KERNEL_POINTS = len(linear_kernel_bench.SHAPES) * 3 * len(linear_kernel_bench.TOKENS)
+LINEAR_KERNEL_POINTS = (len(linear_kernel_bench.SHAPES) * len(linear_kernel_bench.DTYPES)
+                        * len(linear_kernel_bench.TOKENS))
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -1,6 +1,6 @@
-"""vLLM 0.26's dense linear layers timed alone, bf16 and fp8, over the GEMM shapes of published dense models (issue #21).
+"""vLLM 0.26's dense linear layers timed alone, bf16 and fp8, over the GEMM shapes of published dense models (#21).
 
-A dense fp8 engine (``--quantization fp8``: fp8 weights with per-tensor scales, activations quantised per tensor on
+A dense fp8 engine (``--quantization fp8``: fp8 weights with per-tensor scales, activations quantised per token on
 the fly, vLLM's CutlassFP8ScaledMMLinearKernel) is fitted on Llama-3.1-8B and held out on Qwen2.5-32B, whose decode
 at batch 24 came out 18-21 % too fast while batch 2 was within 2 %: CUTLASS picks its tile configuration by the
 token count (vLLM's sm90 fp8 dispatch), and a step's weight streaming runs at the bandwidth that configuration
@@ -9,7 +9,7 @@ activation quantisation (``scaled_fp8_quant``, dynamic per token: vLLM's choice 
 ``cutlass_scaled_mm`` into bf16, and (``fp8mm``) the GEMM alone on an input quantised beforehand; for bf16
 ``torch.nn.functional.linear`` (cuBLAS), for 1..8,192 tokens, as CUDA-graph replays (the GPU's time).
 
-    python -m calibration.linear_kernel_bench --out OUT.jsonl --budget-s 420 [--dtypes bf16,fp8] [--shapes a,b]
+    python -m calibration.linear_kernel_bench --out OUT.jsonl --budget-s 420 [--dtypes fp8,fp8mm,bf16] [--shapes a,b]
 
 One JSON line per (shape, dtype, tokens); a re-run skips the points already in OUT (a cut run resumes).  Needs torch
 with CUDA and vLLM 0.26 (the device bundle); planner/ never imports this.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 import time
 
-from calibration.moe_kernel_bench import bench_cli, run_groups, time_call
+from calibration.moe_kernel_bench import WEIGHT_BYTES, bench_cli, run_groups, time_call
 
 #: (model, layer, N outputs, K inputs) as vLLM stores each layer's merged weights (qkv, o, gate_up, down; config.json
 #: values); the Llama models are the fit shapes, the Qwen2.5 ones held out
@@ -31,6 +31,13 @@ SHAPES = tuple((m, layer, n, k) for m, dims in (
     ("qwen2.5-7b", ((4608, 3584), (3584, 3584), (37888, 3584), (3584, 18944))),
 ) for layer, (n, k) in zip(("qkv", "o", "gate_up", "down"), dims))
 TOKENS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 384, 512, 1024, 2048, 4096, 8192)
+#: what a run times by default: fp8 as the engine calls it, the fp8 GEMM alone, bf16
+DTYPES = ("fp8", "fp8mm", "bf16")
+
+
+def weight_dtype(dtype: str) -> str:
+    """The weights' dtype of a bench dtype (``fp8mm`` is fp8 weights)."""
+    return "fp8" if dtype.startswith("fp8") else dtype
 
 
 class Linear:
@@ -41,7 +48,7 @@ class Linear:
 
         self.n, self.k, self.dtype = n, k, dtype
         w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02
-        if dtype.startswith("fp8"):  # CUTLASS takes B as [K, N] column-major: the [N, K] weight transposed
+        if weight_dtype(dtype) == "fp8":  # CUTLASS takes B as [K, N] column-major: the [N, K] weight transposed
             self.w = w.to(torch.float8_e4m3fn).t()
             self.w_scale = torch.ones(1, device="cuda", dtype=torch.float32)
         else:
@@ -67,7 +74,7 @@ class Linear:
 def bench_point(layer: Linear, model: str, name: str, tokens: int) -> dict:
     _, eager_s, calls, time_s = time_call(layer.call(tokens))
     f = 2.0 * tokens * layer.n * layer.k
-    w_bytes = layer.n * layer.k * (1 if layer.dtype.startswith("fp8") else 2)
+    w_bytes = layer.n * layer.k * WEIGHT_BYTES[weight_dtype(layer.dtype)]
     return {"type": "linear_kernel", "model": model, "layer": name, "n": layer.n, "k": layer.k, "dtype": layer.dtype,
             "tokens": tokens, "time_s": time_s, "calls_per_graph": calls, "eager_call_s": eager_s, "flops": f,
             "flops_per_s": f / time_s, "weight_bytes": w_bytes, "weight_bytes_per_s": w_bytes / time_s}
@@ -76,8 +83,8 @@ def bench_point(layer: Linear, model: str, name: str, tokens: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     a, wanted, tokens, done = bench_cli(
-        argv, __doc__, "linear_kernel", lambda r: (r["model"], r["layer"], r["dtype"], r["tokens"]), "fp8,fp8mm,bf16",
-        "fp8: the per-token activation quantisation and the GEMM, as the engine calls them; fp8mm: the GEMM alone; bf16",
+        argv, __doc__, "linear_kernel", lambda r: (r["model"], r["layer"], r["dtype"], r["tokens"]), ",".join(DTYPES),
+        "fp8: the per-token activation quantisation and the GEMM, as the engine calls them; fp8mm: the GEMM; bf16",
         TOKENS)
 
     def group(model, name, n, k, dtype):

@@ -3,8 +3,9 @@
 calibration/linear_kernel_bench.py timed, on one H200, the linear layers (qkv, o, gate_up, down) of four published
 dense models as vLLM 0.26 runs them: fp8 as the per-token activation quantisation plus CUTLASS ``cutlass_scaled_mm``
 (``fp8``), the GEMM alone (``fp8mm``) and bf16 (cuBLAS), 1-8,192 tokens.  A model's layer time (its four GEMMs
-summed) over its time at 1-16 tokens is nearly the same curve on every shape: fp8 x1.15-1.20 at 24-32 tokens, ~x1.03
-at 48-64, x1.1-1.17 at 96-128, x1.4-1.7 at 160-256, x2.2-2.8 at 384-512; bf16 stays within 6 % up to 64.  The law's
+summed) over its time at 1-16 tokens is nearly the same curve on every shape: fp8 x1.25-1.27 at 24-32 tokens, ~x1.05
+at 48-64, x1.17-1.22 at 96-128, x1.65-1.97 at 160-256, x2.7-3.3 at 384-512 (the Llama means); bf16 stays within 8 %
+up to 64.  The law's
 knots are that ratio at each timed token count up to the largest CUDA graph (512), averaged over the fit models'
 layers (Llama-3.1-8B and 70B); Qwen2.5-7B and 32B are held out.  The step formula's fitted weight bandwidth carries
 the 1-16-token level; the knots carry the rest.  Only fp8 gets a law: bf16's curve is what its fitted efficiency
@@ -20,7 +21,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from planner.profile import LinearKernelDtype, LinearKernelLaw, Residuals
+from calibration.moe_kernel_fit import kernel_residuals
+from planner.profile import LinearKernelDtype, LinearKernelLaw
 
 LINEAR_KERNEL_DATA = "h200-2026-12-03-linear-kernel/lb/linear-kernel.jsonl"
 KERNEL = "vLLM 0.26 CutlassFP8ScaledMMLinearKernel (per-token dynamic activation quant + cutlass_scaled_mm)"
@@ -54,12 +56,6 @@ def ratios(times: dict[int, float]) -> dict[int, float]:
     return {m: t / ref for m, t in sorted(times.items()) if m <= MAX_TOKENS}
 
 
-def _residuals(errs: list[float]) -> Residuals:
-    a = np.abs(errs)
-    return Residuals(n=int(a.size), median_abs_error_pct=float(np.median(a)),
-                     p90_abs_error_pct=float(np.percentile(a, 90)), median_signed_error_pct=float(np.median(errs)))
-
-
 def fit_linear_kernel(records: list[dict], gpu_id: str | None = None,
                       source: str = LINEAR_KERNEL_DATA) -> LinearKernelLaw | None:
     """The law (None without fp8 layer timings of a fit model): per dtype the fit models' mean ratio at each timed
@@ -69,21 +65,21 @@ def fit_linear_kernel(records: list[dict], gpu_id: str | None = None,
     knots interpolated throughout (its dispatch's edges are not read here)."""
     dtypes, residuals, models = {}, {}, set()
     for bench, dtype in LAW_DTYPES.items():
-        times = layer_times(records, bench)
-        fit = {m: ratios(t) for m, t in times.items() if m in FIT_MODELS}
-        counts = sorted(set.intersection(*(set(r) for r in fit.values()))) if fit else []
+        every = {m: ratios(t) for m, t in layer_times(records, bench).items()}
+        fit = [r for m, r in every.items() if m in FIT_MODELS]
+        counts = sorted(set.intersection(*(set(r) for r in fit))) if fit else []
         if len(counts) < 2:
             continue
         knots = LinearKernelDtype(tokens=[float(c) for c in counts],
-                                  factor=[float(np.mean([r[c] for r in fit.values()])) for c in counts])
+                                  factor=[float(np.mean([r[c] for r in fit])) for c in counts])
         dtypes[dtype] = knots
         law = dict(zip(counts, knots.factor))
-        for role, group in (("fit", FIT_MODELS), ("held out", None)):
-            errs = [100.0 * (law[c] / r[c] - 1.0) for m, t in times.items()
-                    if (m in FIT_MODELS) == (group is not None) for r in (ratios(t),) for c in counts if c in r]
+        for role, fitted in (("fit", True), ("held out", False)):
+            errs = [100.0 * (law[c] / r[c] - 1.0) for m, r in every.items() if (m in FIT_MODELS) == fitted
+                    for c in counts if c in r]
             if errs:
-                residuals[f"{role}/{dtype}"] = _residuals(errs)
-        models |= set(times)
+                residuals[f"{role}/{dtype}"] = kernel_residuals(errs)
+        models |= set(every)
     if not dtypes:
         return None
     sm90 = gpu_id is None or gpu_id in SM90_GPUS

@@ -51,7 +51,8 @@ def law_time_s(rec: dict, gpu: GpuSpec, values: dict) -> float:
                weight_bytes / (gpu.hbm_bandwidth_bytes_per_s * values["bandwidth_efficiency"])) + values["call_s"]
 
 
-def _residuals(errs: list[float]) -> Residuals:
+def kernel_residuals(errs: list[float]) -> Residuals:
+    """n, median and p90 |error| and the median signed error of a kernel law's timing errors (percent)."""
     a = np.abs(errs)
     return Residuals(n=int(a.size), median_abs_error_pct=float(np.median(a)),
                      p90_abs_error_pct=float(np.percentile(a, 90)), median_signed_error_pct=float(np.median(errs)))
@@ -91,9 +92,9 @@ def fit_moe_kernel(records: list[dict], gpu: GpuSpec, source: str = KERNEL_DATA)
                                        inner_overhead_dim=values["inner_overhead_dim"],
                                        kernel_bandwidth_efficiency=values["bandwidth_efficiency"],
                                        kernel_call_s=values["call_s"])
-        residuals[f"fit/{dtype}"] = _residuals(errors_pct(fit, gpu, values))
+        residuals[f"fit/{dtype}"] = kernel_residuals(errors_pct(fit, gpu, values))
         if held:
-            residuals[f"held out/{dtype}"] = _residuals(errors_pct(held, gpu, values))
+            residuals[f"held out/{dtype}"] = kernel_residuals(errors_pct(held, gpu, values))
     shapes = sorted({r["shape"] for r in recs})
     return MoeKernelLaw(kernel=KERNEL, dtypes=dtypes, fitted_on=[s for s in shapes if s in FIT_SHAPES],
                         held_out=[s for s in shapes if s not in FIT_SHAPES], residuals=residuals, source=source)
