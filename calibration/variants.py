@@ -21,6 +21,14 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     # Qwen3-235B-A22B's layer (4,096 wide, 64/4 heads, 128 experts of 1,536, top-8) 16 times: 41 B parameters, one
     # H200; a fused-MoE model no profile term was fitted on, served under chat load (2026-12-03)
     "qwen3-235b-a22b-l16": ("qwen3-235b-a22b", {"num_layers": 16}),
+    # the dense and the fused-MoE fit models with other layer counts (2026-12-03): a decode step's cost per step and
+    # its cost per layer, which one model's probes cannot tell apart
+    "mistral-7b-v0.3-l16": ("mistral-7b-v0.3", {"num_layers": 16}),
+    "mistral-7b-v0.3-l64": ("mistral-7b-v0.3", {"num_layers": 64}),
+    "qwen3-30b-a3b-l24": ("qwen3-30b-a3b", {"num_layers": 24}),
+    # ... and another dense model's, held out of that fit (2026-12-04)
+    "llama-3.1-8b-l16": ("llama-3.1-8b", {"num_layers": 16}),
+    "llama-3.1-8b-l64": ("llama-3.1-8b", {"num_layers": 64}),
 }
 
 

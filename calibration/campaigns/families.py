@@ -93,6 +93,17 @@ JOBS = {
     "mixtral-bf16-val": ("mixtral-8x7b", "bf16", "validate", 45, {"points": FP8_VALIDATE}),
     "qwen32-fp8-val": ("qwen2.5-32b", "fp8", "validate", 60, {"points": FP8_DENSE}),
     "qwen7-fp8-val": ("qwen2.5-7b", "fp8", "validate", 50, {"points": FP8_DENSE}),
+    # the dense and fused-MoE fit models with fewer and more layers, and each itself, on one host (2026-12-03,
+    # h200-2026-12-03-layers/): a step's cost per step against per layer (VARIANT's points)
+    **{f"mistral-{v}": (f"mistral-7b-v0.3{s}", "bf16", "fit", 50, {"points": VARIANT})
+       for v, s in (("l16", "-l16"), ("l64", "-l64"), ("ref", ""))},
+    **{f"qwen3moe-{v}": (f"qwen3-30b-a3b{s}", "bf16", "fit", 60, {"points": VARIANT})
+       for v, s in (("l24", "-l24"), ("ref", ""))},
+    # held out of that fit: Llama-3.1-8B with 16, 32 and 64 layers and Llama-3.1-70B-i7168 (80), one host
+    # (2026-12-04, h200-2026-12-04-layers-val/)
+    **{f"llama-{v}-val": (f"llama-3.1-8b{s}", "bf16", "validate", 50, {"points": VARIANT})
+       for v, s in (("l16", "-l16"), ("l64", "-l64"), ("ref", ""))},
+    "llama70-i7168-val": ("llama-3.1-70b-i7168", "bf16", "validate", 60, {"points": VARIANT}),
     "gemma12-fit": ("gemma-3-12b", "bf16", "fit", 60, {"points": SWA_FIT}),
     "gemma27-val": ("gemma-3-27b", "bf16", "validate", 45, {"points": SWA_VALIDATE}),
 }

@@ -5,7 +5,8 @@
 # VLLM_USE_V2_MODEL_RUNNER, the same in-process probes (families.py RUNNER) on both.  Each engine writes into
 # OUTDIR/<v1|v2>/ (one probe log per model and role per folder).
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-runner.sh STAGE OUTDIR SECONDS      STAGE: llama | dsv2lite | moonlight | oss
+#   bash calibration/campaigns/h200-runner.sh STAGE OUTDIR SECONDS      STAGE: llama | dsv2lite | moonlight | oss |
+#                                                                      layers (JOBS="...")
 set -u
 D=$2
 END=$(( $(date +%s) + $3 ))
@@ -30,6 +31,10 @@ case $1 in
   oss) for j in ${JOBS:-oss120-l18 oss120-e32 oss120-ref}; do left=$(( END - $(date +%s) ))
          [ "$left" -lt 150 ] && { echo "[$(date -u +%T)] SKIP $j: ${left}s left" | tee -a "$D/jobs.log"; continue; }
          t=$(( left < 280 ? left : 280 )); job 0 "$t" "$j" python3 "$F" "$j" "$D/oss" 60; done ;;
+  # the dense and fused-MoE fit models' layer-count variants and each itself (families.py mistral-*, qwen3moe-*)
+  layers) for j in ${JOBS:-mistral-l16 mistral-l64 mistral-ref}; do left=$(( END - $(date +%s) ))
+            [ "$left" -lt 100 ] && { echo "[$(date -u +%T)] SKIP $j: ${left}s left" | tee -a "$D/jobs.log"; continue; }
+            t=$(( left < 240 ? left : 240 )); job 0 "$t" "$j" python3 "$F" "$j" "$D/layers" 60; done ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] $1 done" | tee -a "$D/jobs.log"
