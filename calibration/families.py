@@ -40,6 +40,7 @@ DENSE = [
     FitParam("matmul_efficiency_max", 0.3, 1.2, 0.7), FitParam("matmul_half_tokens", 0.0, 4096.0, 16.0),
     FitParam("attention_compute_efficiency", 0.1, 1.2, 0.6), FitParam("weight_bandwidth_efficiency", 0.3, 1.2, 0.8),
     FitParam("kv_bandwidth_efficiency", 0.1, 1.2, 0.9), FitParam("step_overhead_s", 0.0, 0.02, 1e-3),
+    FitParam("layer_overhead_s", 0.0, 2e-4, 1e-5),
     FitParam("prefill_layer_overhead_s", 0.0, 1e-3, 1e-5), FitParam("eager_layer_overhead_s", 0.0, 2e-3, 8e-5),
     FitParam("per_seq_overhead_s", 0.0, 2e-4, 9e-6), FitParam("request_overhead_s", 0.0, 0.05, 8e-3),
 ]

@@ -39,8 +39,10 @@ from calibration.variants import VARIANTS, probe_model
 from planner.dtypes import WEIGHT_BITS
 from planner.io import catalog
 from planner.io.jsonl import where
+from planner.kernel_families import is_hybrid_swa
 from planner.profile import CalibrationProfile, Residuals
 from planner.specs import Deployment
+from planner.units import cdiv
 from planner.validate import KV_ALIASES, METRICS, error_pct, predict, summarize
 from planner.validate import Measurement as Point
 
@@ -130,6 +132,17 @@ def mixed_step_value(r: dict) -> float | None:
     return valid[len(valid) // 2] if valid else None
 
 
+def preempted(r: dict, eng: dict | None) -> str | None:
+    """Why a decode probe did not time decode steps: its sequences need more KV blocks than the engine has (vLLM
+    preempts and recomputes them; Mistral-7B-l64's batch 256 at 2,048 tokens: 216 ms a step, 27 ms at 512)."""
+    blocks, size = (eng or {}).get("num_gpu_blocks"), (eng or {}).get("block_size")
+    size = size if type(size) is int and size > 0 else 16  # vLLM's default where the record lacks it (or damaged)
+    if r.get("metric") != "decode_step_s" or not _positive(blocks) or is_hybrid_swa(probe_model(r["model"])):
+        return None  # a sliding-window hybrid's blocks are counted per KV group (its window needs fewer)
+    need = int(r["batch_size"]) * cdiv(int(r["prompt_tokens"]) + int(r["output_tokens"]), size)
+    return f"batch {r['batch_size']} needs {need} KV blocks, the engine has {blocks}: preempted" if need > blocks else None
+
+
 def points_from_records(records: list[dict], source: str = "", role: str | None = None,
                         excluded: list[str] | None = None) -> list[Point]:
     """Probe and engine records -> measurements (failed or skipped probes, and mixed-step probes with no
@@ -160,6 +173,10 @@ def points_from_records(records: list[dict], source: str = "", role: str | None 
                 excluded.append(f"{here}: {catalog.format_validation_error(err) if hasattr(err, 'errors') else err}")
             continue
         who = role or r.get("role", "fit")
+        if kind == "probe" and (why := preempted(r, engines.get(_engine_key(r)))):
+            if excluded is not None:
+                excluded.append(f"{here}: {why}")
+            continue
         if kind == "probe":
             measured, chunk, prompt = float(r["measured"]), _whole(r, "chunk_tokens", 0), int(r["prompt_tokens"])
             if r["metric"] == "mixed_step_s":
@@ -223,14 +240,14 @@ def fit_memory_terms(records: list[dict]) -> dict:
     logs = [r for r in records if r.get("type") == "engine_log" and r.get("returncode") == 0
             and r.get("role", "fit") == "fit" and _memory_log(r)
             and (r.get("weight_dtype") or "bf16") == "bf16" and int(r.get("tensor_parallel", 1) or 1) == 1
-            and catalog.model(r["model"]).moe is None]
+            and probe_model(r["model"]).moe is None]
     if not logs:
         return {}
     from planner.memory import rope_cache_bytes, weight_bytes
 
     non_torch, act_coef, wfac, total = [], [], [], []
     for r in logs:
-        m = catalog.model(r["model"])
+        m = probe_model(r["model"])
         eng = next((e for e in records if e.get("type") == "engine" and e.get("model") == r["model"]
                     and e.get("role", "fit") == r.get("role", "fit")), {})
         mnbt = eng.get("max_num_batched_tokens", PROBE_MAX_NUM_BATCHED_TOKENS)

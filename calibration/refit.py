@@ -51,6 +51,7 @@ from calibration.trace_points import (
     run_call_spread,
     shape_compiles,
 )
+from planner.io import catalog
 from planner.validate import write_measurements
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -69,6 +70,10 @@ RAW: dict[str, str | None] = {
     KERNEL_DATA: None,  # the fused-MoE kernel timings (calibration/moe_kernel_fit.py): no engine points
     LINEAR_KERNEL_DATA: None,  # the dense linear kernel timings (calibration/linear_kernel_fit.py): no engine points
     "h200-2026-12-03-linear-kernel/lc/h200-families.jsonl": None,  # dense fp8 engines held out (Qwen2.5-32B/7B)
+    # Mistral-7B with 16, 32 and 64 layers and Qwen3-30B-A3B with 24 and 48, one host: per step vs per layer
+    "h200-2026-12-03-layers/layers/h200-families.jsonl": None,
+    # held out: Llama-3.1-8B with 16, 32 and 64 layers and Llama-3.1-70B-i7168 (80), one host, 2026-12-04
+    "h200-2026-12-04-layers-val/layers/h200-families.jsonl": None,
 }
 #: mixed engine steps (calibration/mixed_probe.py, vllm serve's scheduler settings) and each model's role: the MoE
 #: eager launch floor is fitted on Qwen3-30B-A3B's cells; Llama-3.1-8B's (dense) are held out
@@ -215,7 +220,8 @@ def refit(comparison_out: Path | None = None):
         "raw_data_sha256": [sha256_file(p) for p in paths],
         "command": COMMAND,
     })
-    rows = measurement_rows([x for x in points if x.role != "fit"] + extra)
+    # the validation CSV is for `planner validate`, which knows the catalog's models, not calibration's probe variants
+    rows = measurement_rows([x for x in points if x.role != "fit" and x.model.id in catalog.models()] + extra)
     return prof, comparisons, excluded, rows
 
 

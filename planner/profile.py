@@ -243,6 +243,9 @@ class CalibrationProfile(FrozenSpec):
     )
     # --- fixed costs
     step_overhead_s: Overhead = 0.0
+    layer_overhead_s: Overhead = Field(0.0, description=(
+        "per layer of every step, graphs or not (the gaps between a layer's kernels): fitted on one dense model built "
+        "with 16, 32 and 64 layers, so a deeper model's step grows by it and the per-step term keeps what is paid once"))
     prefill_layer_overhead_s: Overhead = Field(
         0.0, description="extra per layer for a step with prompt tokens that fits a CUDA graph (vLLM runs "
         "such steps as PIECEWISE graphs: attention is launched outside the graph, layer by layer)"

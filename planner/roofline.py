@@ -10,7 +10,7 @@ A step is a sum of kernels, each limited by its own roof:
               + MoE layers × layer overhead                    (fused MoE: routing, align, grouped GEMM)
     attention max(attention FLOPs / (peak × eff_a), KV bytes read / (bandwidth × eff_kv,dtype))
     comm      2 all-reduces per layer under tensor parallel: vLLM's custom all-reduce below 8 MiB, NCCL above
-    overhead  step + per sequence + per token (launches, scheduling, sampling) + per layer outside CUDA graphs
+    overhead  step + per layer + per sequence + per token (launches, scheduling, sampling) + per layer outside graphs
     launch    a step above the largest CUDA graph (eager) launches every kernel from the CPU while the GPU runs them:
               max(GPU work, CPU launch floor) + overhead, the floor = layers × per-layer launch + MoE layers × per-MoE-
               layer launch; a prompt step inside the graphs (piecewise): per-step + layers × per-layer piecewise launch
@@ -102,8 +102,7 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
     dense_bytes = non_expert_linear * linear_bytes + kept_read * ACT_BYTES
     routed_active = p.num_moe_layers * p.experts_per_token * p.expert
     return ModelCosts(
-        model_id=model.id,
-        weight_dtype=deployment.weight_dtype, kv_cache_dtype=deployment.kv_cache_dtype,
+        model_id=model.id, weight_dtype=deployment.weight_dtype, kv_cache_dtype=deployment.kv_cache_dtype,
         tensor_parallel=tp, pipeline_parallel=pp,
         linear_flops_per_token=2.0 * (p.active_matmul_no_lm_head - routed_active) / (tp * pp),
         lm_head_flops_per_seq=2.0 * p.lm_head_matmul / tp,
@@ -149,6 +148,7 @@ class HwCoeffs:
     kv_bandwidth_efficiency: float
     kv_bandwidth_efficiency_fp8: float
     step_overhead_s: float
+    layer_overhead_s: float  # every layer, every step (the kernels' gaps inside a CUDA graph)
     prefill_layer_overhead_s: float
     eager_layer_overhead_s: float
     per_seq_overhead_s: float
@@ -185,8 +185,8 @@ class HwCoeffs:
 
 
 #: The profile's fixed costs, taken over as they are (seconds per step, layer, sequence, token, request).
-PROFILE_OVERHEADS = ("step_overhead_s", "prefill_layer_overhead_s", "eager_layer_overhead_s", "per_seq_overhead_s",
-                     "per_token_overhead_s", "request_overhead_s")
+PROFILE_OVERHEADS = ("step_overhead_s", "layer_overhead_s", "prefill_layer_overhead_s", "eager_layer_overhead_s",
+                     "per_seq_overhead_s", "per_token_overhead_s", "request_overhead_s")
 
 
 def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDEAL_PROFILE,
@@ -381,7 +381,8 @@ def token_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, xp=np) -
         hw.step_overhead_s + hw.hybrid_step_overhead_s
         + (hw.per_seq_overhead_s + mc.num_layers * hw.moe_seq_layer_overhead_s) * sampled
         + hw.per_token_overhead_s * tokens
-        + mc.num_layers * where(eager, hw.eager_layer_overhead_s, where(prefill, hw.prefill_layer_overhead_s, 0.0))
+        + mc.num_layers * (hw.layer_overhead_s + where(eager, hw.eager_layer_overhead_s,
+                                                        where(prefill, hw.prefill_layer_overhead_s, 0.0)))
         + mc.num_layers * where((tokens > hw.shape_tokens_lo) & (tokens < hw.shape_tokens_hi),
                                 hw.shape_extra_s_per_layer, 0.0)
         + mc.num_moe_layers * (hw.moe_layer_overhead_s + where(

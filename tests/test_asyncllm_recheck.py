@@ -55,26 +55,28 @@ def test_the_same_engine_launched_its_eager_steps_20_percent_slower_in_process_a
 
 
 def test_the_served_runs_replay_within_the_tpot_target():
-    """TPOT p50 -4.0 / +1.3 / -4.7 %, throughput within 0.5 %, with the committed profile (held out)."""
+    """TPOT p50 -2.1 / +3.4 / +7.0 %, throughput within 1 %, with the committed profile (held out; -4.0 / +1.3 / -4.7 %
+    and within 0.5 % before the per-layer step term)."""
     prof = catalog.profile_for("h200-sxm", "0.26.0")
     got = {c.name: c for c in replay_folder(DATA / "b/serve-mistral-fixed", "mistral-7b-v0.3", prof)}
-    for name, tpot in (("bench-r4", -4.0), ("bench-r16", 1.3), ("bench-r40", -4.7)):
+    for name, tpot in (("bench-r4", -2.1), ("bench-r16", 3.4), ("bench-r40", 7.0)):
         assert got[name].error_pct("tpot_p50_s") == pytest.approx(tpot, abs=0.15), name
-        assert abs(got[name].error_pct("output_tokens_per_s")) < 0.5, name
+        assert abs(got[name].error_pct("output_tokens_per_s")) < 1.0, name
 
 
 def test_the_in_process_runs_come_right_with_their_own_launch_call():
-    """Committed profile: TPOT p50 +0.0 / -13.7 / -23.9 % (-28.1 at 40 req/s before the piecewise prompt steps'
-    launch); each run's own floor (median eager call − median decode call, per layer): -0.2 / -3.1 / -9.6 %."""
+    """Committed profile: TPOT p50 +1.1 / -10.8 / -20.0 % (+0.0 / -13.7 / -23.9 before the per-layer step term, -28.1
+    at 40 req/s before the piecewise prompt steps' launch); each run's own floor (median eager call − median decode
+    call, per layer): +0.8 / -0.1 / -6.5 % (-0.2 / -3.1 / -9.6 before the layer term)."""
     base = catalog.profile_for("h200-sxm", "0.26.0")
     model, gpu = catalog.model("mistral-7b-v0.3"), catalog.gpu("h200-sxm")
     committed = {r.run: r.error_pct("tpot_p50_s") for r in replay(str(PROBE), model, gpu, base).rows}
-    assert [round(committed[r], 1) for r in RUNS] == [0.0, -13.7, -23.9]
+    assert [round(committed[r], 1) for r in RUNS] == [1.1, -10.8, -20.0]
     own = []
     for run, (eager_ms, decode_ms) in probe_calls().items():
         prof = base.model_copy(update={"eager_layer_launch_s": (eager_ms - decode_ms) / 1e3 / model.num_layers})
         own.append(next(r for r in replay(str(PROBE), model, gpu, prof).rows if r.run == run).error_pct("tpot_p50_s"))
-    assert own == pytest.approx([-0.2, -3.1, -9.6], abs=0.15)
+    assert own == pytest.approx([0.8, -0.1, -6.5], abs=0.15)
 
 
 def test_one_engines_launch_call_moves_from_run_to_run():
@@ -94,8 +96,8 @@ def test_one_engines_launch_call_moves_from_run_to_run():
 
 def test_the_profile_carries_how_far_hosts_and_runs_launch_from_it():
     """50 traced served runs (all of SPREAD_TRACES' with ten eager steps): each run's floor (its median eager call less
-    its engine's median graph call) over the floor the profile predicts for its engine: p10 0.792, median 1.006, p90
-    1.249 (1.001 and 1.212 before the fused-MoE kernel law's refit moved the MLA engines' eager terms; Llama-3.1-8B
+    its engine's median graph call) over the floor the profile predicts for its engine: p10 0.792, median 1.001, p90
+    1.244 (1.006 and 1.249 before the per-layer step term, 1.001 and 1.212 before the fused-MoE kernel law's refit moved the MLA engines' eager terms; Llama-3.1-8B
     alone: 16.9-30.1 ms against 24.0; the fused MoE's launch is the median of six Qwen3-30B-A3B hosts, so their runs
     now sit either side of 1)."""
     from calibration.refit import SPREAD_TRACES
@@ -104,6 +106,6 @@ def test_the_profile_carries_how_far_hosts_and_runs_launch_from_it():
     committed = catalog.profile_for("h200-sxm", "0.26.0")
     s = launch_call_spread([DATA.parent / f for f in SPREAD_TRACES], committed)
     assert s.n == 50
-    assert (s.p10, s.median, s.p90) == pytest.approx((0.792, 1.006, 1.249), abs=0.001)
+    assert (s.p10, s.median, s.p90) == pytest.approx((0.792, 1.001, 1.244), abs=0.001)
     c = committed.launch_call_spread  # (rounded to 12 digits in the YAML)
     assert c.n == s.n and (c.p10, c.median, c.p90) == pytest.approx((s.p10, s.median, s.p90), rel=1e-9)

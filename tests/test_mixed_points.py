@@ -28,7 +28,8 @@ def test_the_refit_fits_the_moe_cells_and_holds_out_the_dense_ones(prof):
     """inputs() turns the file's 52 mixed_grid records into one point per cell, the median of its repeats:
     Qwen3-30B-A3B's 5 batches x 4 chunks = 20 fit points, Llama-3.1-8B's 3 x 2 = 6 held out.  B=32 + a 1,024-token
     prompt ran 86.1 and 49.2 ms: its point is their median, 67.6 ms.  The committed profile's MoE stage was
-    fitted on them: 19 probe points + 20 cells = 39."""
+    fitted on them: 19 probe points + 20 cells, + the 17 probes of each of Qwen3-30B-A3B-l24 and Qwen3-30B-A3B on one
+    host (h200-2026-12-03-layers) = 73."""
     assert MIXED == {"h200-2026-12-01-moe-mixed/mixed.jsonl": {"qwen3-30b-a3b": "fit", "llama-3.1-8b": "validate"}}
     _, points, _ = inputs()
     cells = [p for p in points if p.source.endswith("moe-mixed/mixed.jsonl")]
@@ -40,7 +41,7 @@ def test_the_refit_fits_the_moe_cells_and_holds_out_the_dense_ones(prof):
     runs = [json.loads(x)["mixed_step_s"] for x in MIXED_JSONL.read_text().splitlines()
             if '"mixed_grid"' in x and '"qwen3-30b-a3b"' in x and '"batch_size": 32,' in x and '"chunk_tokens": 1024,' in x]
     assert len(runs) == 2 and cell.measured == pytest.approx(np.median(runs)) == pytest.approx(0.0676, abs=1e-4)
-    assert prof.fit.points["moe"] == 39
+    assert prof.fit.points["moe"] == 39 + 2 * 17
     assert "h200-2026-12-01-moe-mixed/mixed.jsonl" in prof.raw_data
 
 

@@ -34,12 +34,12 @@ def steps(cost):
 
 def test_an_eager_steps_launch_call_is_the_profiles_floor(llama):
     """Dense: the call is the launch floor and the eager per-layer cost the in-process stage fits additively
-    (32 x (0.749 + 0.078) ms = 26.5 ms), 0 inside the CUDA graphs; the step's GPU work is longer."""
+    (32 x (0.749 + 0.103) ms = 27.3 ms), 0 inside the CUDA graphs; the step's GPU work is longer."""
     d_a, cpu_a, _, _ = steps(llama)
     prof = catalog.profile_for("h200-sxm", "0.26.0")
     assert llama.launch_s(2048, 1, True) == pytest.approx(32 * prof.eager_layer_launch_s)
     assert cpu_a == pytest.approx(32 * (prof.eager_layer_launch_s + prof.eager_layer_overhead_s))
-    assert cpu_a == pytest.approx(0.0265, abs=1e-4)
+    assert cpu_a == pytest.approx(0.0273, abs=1e-4)
     assert 0.02 < cpu_a < d_a
     assert llama.cpu_s(512, 512) == 0.0 and llama.cpu_s(1, 1) == 0.0
 

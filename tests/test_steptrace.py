@@ -257,8 +257,9 @@ def test_after_a_sweep_of_one_size_per_bucket_only_the_multiples_of_16_still_com
     """j/: gpt-oss-20b at 8,192 tokens per step after one request of each of 1,041, 1,073, ..., 8,177 tokens (224
     sweep steps, every one a new key: 224 stalls, latency median 0.96 s), then chat at 30 req/s: 7 of its 150 eager
     steps stalled, each a multiple of 16 (2,304, 2,448, 1,328, ...: the key's other half, which the sweep's odd sizes
-    did not compile), none of the rest.  Replayed with the sweep's keys compiled, the simulator predicts 5 (6 before
-    the piecewise prompt steps' launch: the steps it forms, and so their sizes, move with every step's time)."""
+    did not compile), none of the rest.  Replayed with the sweep's keys compiled, the simulator predicts 7 (5 before
+    the per-layer step term, 6 before the piecewise prompt steps' launch: the steps it forms, and so their sizes, move
+    with every step's time)."""
     from calibration.serving_points import replay_folder
     from calibration.trace_points import shape_compiles, stalls
 
@@ -272,7 +273,7 @@ def test_after_a_sweep_of_one_size_per_bucket_only_the_multiples_of_16_still_com
     sweep = next(r for r in read_jsonl(j / "serve_bench.jsonl") if r["type"] == "size_sweep")
     assert len(sweep["prompt_tokens"]) == 224 and not sweep["errors"] and min(sweep["latency_s"]) > 0.7
     (chat30,) = replay_folder(j, "gpt-oss-20b", catalog.profile_for("h200-sxm", "0.26.0"))
-    assert chat30.predicted["compile_stalls"] == 5
+    assert chat30.predicted["compile_stalls"] == 7
 
 
 def test_the_plans_full_warm_up_leaves_no_stall():
@@ -355,11 +356,11 @@ def test_a_third_host_agrees_with_the_second_not_with_the_profiles():
 def test_the_serve_job_fits_the_hosts_http_frontend_overhead_on_its_dense_chat_run():
     """The OpenAI server's per-request overhead is what the first token takes beyond the simulated engine, fitted on
     the engine as finally simulated (its served launch floors in): on the committed profile's own run (Llama
-    bench-r12 of 2026-11-30, 49.9 ms measured) the engine alone already reaches 53.1 ms, so the fit is 0, never below
+    bench-r12 of 2026-11-30, 49.9 ms measured) the engine alone already reaches 54.4 ms, so the fit is 0, never below
     (it was 6.0 ms when fitted before the served floors, which put both calibrate-serve hosts' Llama chat TTFT p50 at
     +17..+18 %).  A calibrate-serve host's own chat run (51.3 ms measured, 53.5 ms simulated with its floor) fits 0
-    too; TTFT p50 +7.4 % with the committed profile, +4.6 % with the host's (+5.7 / +4.1 % before the piecewise prompt
-    steps' launch); the MoE trace is not used for it."""
+    too; TTFT p50 +6.9 % with the committed profile, +4.2 % with the host's (+7.4 / +4.6 % before the per-layer step
+    term, +5.7 / +4.1 % before the piecewise prompt steps' launch); the MoE trace is not used for it."""
     from calibration.serve_floor import traced_engines, with_traces
     from calibration.serving_points import fit_http_frontend, replay_folder
 
@@ -368,7 +369,7 @@ def test_the_serve_job_fits_the_hosts_http_frontend_overhead_on_its_dense_chat_r
     assert committed.http_frontend_overhead_s == 0.0 == fit_http_frontend(r12, "llama-3.1-8b", committed, "bench-r12")
     own = next(c for c in replay_folder(r12, "llama-3.1-8b", committed) if c.name == "bench-r12")
     assert own.measured["ttft_p50_s"] == pytest.approx(0.0499, abs=1e-4)
-    assert own.predicted["ttft_p50_s"] == pytest.approx(0.0531, abs=2e-4)
+    assert own.predicted["ttft_p50_s"] == pytest.approx(0.0544, abs=2e-4)
     folder = CALIBRATE_SERVE / "llama/serve-llama-3.1-8b-trace"
     traces = traced_engines(CALIBRATE_SERVE / "llama") + traced_engines(CALIBRATE_SERVE / "qwen3")
     host = with_traces(committed, traces, log=lambda _: None)
@@ -379,8 +380,8 @@ def test_the_serve_job_fits_the_hosts_http_frontend_overhead_on_its_dense_chat_r
     assert host.http_frontend_overhead_s == 0.0
     before, after = (next(c for c in replay_folder(folder, "llama-3.1-8b", p) if c.name == "bench-chat")
                      for p in (committed, host))
-    assert before.error_pct("ttft_p50_s") == pytest.approx(7.4, abs=0.3)
-    assert after.error_pct("ttft_p50_s") == pytest.approx(4.6, abs=0.3)
+    assert before.error_pct("ttft_p50_s") == pytest.approx(6.9, abs=0.3)
+    assert after.error_pct("ttft_p50_s") == pytest.approx(4.2, abs=0.3)
 
 
 def test_requests_waited_before_the_engine_not_in_its_queue_at_high_streaming_rates():
