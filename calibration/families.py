@@ -164,6 +164,21 @@ def fit_stage(points: list[Measurement], params: list[FitParam], base: dict) -> 
     return out
 
 
+def layer_term_prior(points: list[Measurement], base: CalibrationProfile) -> tuple[float, str] | None:
+    """(value, why) of ``layer_overhead_s`` where the dense fit points have one layer count (``planner calibrate``'s
+    default plan: Mistral-7B alone), which cannot tell it from ``step_overhead_s``: the newest committed profile's for
+    this GPU, else another GPU's (calibration/data/README.md: fitted on one model at 16, 32 and 64 layers), else 0;
+    None where the points have two or more layer counts and the fit can tell them apart."""
+    if len({p.model.num_layers for p in points}) > 1:
+        return None
+    from planner.io import catalog
+
+    prior = catalog.profile_for(base.gpu_id, transfer=True) if base.gpu_id in catalog.gpus() else None
+    value = prior.layer_overhead_s if prior is not None else 0.0
+    where = f"the {prior.gpu_id} vLLM {prior.engine_version} profile's" if prior is not None else "none committed"
+    return value, f"{value:g} ({where}): the dense fit points have one layer count"
+
+
 def fit_families(fit_points: list[Measurement], base: CalibrationProfile,
                  nccl: tuple[float, float] | None = None) -> CalibrationProfile:
     """Every family in turn (module docstring).  ``nccl``: (latency s, bandwidth fraction of the link) from
@@ -174,7 +189,13 @@ def fit_families(fit_points: list[Measurement], base: CalibrationProfile,
     data = base.model_dump()
     if "dense" not in by_family:
         raise ValueError("no successful dense 16-bit probes to fit (the shared terms need them)")
-    data = fit_stage(by_family["dense"], DENSE, data)
+    dense, held = DENSE, layer_term_prior(by_family["dense"], base)
+    if held is not None:  # one depth: a step's per-step and per-layer costs move together, so the layer term is held
+        dense = [p for p in DENSE if p.path != "layer_overhead_s"]
+        data["layer_overhead_s"] = held[0]
+    data = fit_stage(by_family["dense"], dense, data)
+    if held is not None:
+        data["fit"]["fixed"]["layer_overhead_s"] = held[1]
     data["shape_corrections"] = [c.model_dump() for c in fit_shape_corrections(
         by_family["dense"], CalibrationProfile.model_validate(data))]
     if "kv-fp8" in by_family:

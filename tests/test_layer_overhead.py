@@ -96,3 +96,22 @@ def test_a_flat_coefficient_on_a_bound_is_fixed_at_its_start():
     out = _unidentified(f, z, [0, 1, 2], params, "toy")
     assert out == {1: (0.25, "0.25 (its documented start): no toy fit point depends on it"),
                    2: (0.0, "0 (its lower bound): the toy fit ended there")}
+
+
+def test_one_depth_holds_the_layer_term_and_says_so():
+    """`planner calibrate`'s default plan fits the dense stage on Mistral-7B alone: one layer count cannot tell a
+    per-step from a per-layer cost (only s + 32 l moves the points), so the term is held at the newest committed
+    profile's and fit.fixed says so; the committed refit (16, 32 and 64 layers) fits it."""
+    from calibration.families import layer_term_prior
+    from calibration.fit import fit_profile
+
+    one = [p for p in points_from_records(read_records(DATA / FIT), FIT) if p.model.id == "mistral-7b-v0.3"]
+    value, why = layer_term_prior(one, PROF)
+    assert value == PROF.layer_overhead_s and why.endswith("the dense fit points have one layer count")
+    three = [p for p in points_from_records(read_records(DATA / FIT), FIT) if p.model.id.startswith("mistral")]
+    assert layer_term_prior(three, PROF) is None
+    assert "layer_overhead_s" not in PROF.fit.fixed
+    recs = [r for r in read_records(DATA / FIT) if r.get("model") in (None, "mistral-7b-v0.3")]
+    prof, _ = fit_profile(recs)
+    assert prof.models_used == ["mistral-7b-v0.3"] and prof.layer_overhead_s == PROF.layer_overhead_s
+    assert prof.fit.fixed["layer_overhead_s"] == why
