@@ -132,15 +132,17 @@ def mixed_step_value(r: dict) -> float | None:
     return valid[len(valid) // 2] if valid else None
 
 
-def preempted(r: dict, eng: dict | None) -> str | None:
+def preempted(r: dict, eng: dict | None, model) -> str | None:
     """Why a decode probe did not time decode steps: its sequences need more KV blocks than the engine has (vLLM
     preempts and recomputes them; Mistral-7B-l64's batch 256 at 2,048 tokens: 216 ms a step, 27 ms at 512)."""
     blocks, size = (eng or {}).get("num_gpu_blocks"), (eng or {}).get("block_size")
     size = size if type(size) is int and size > 0 else 16  # vLLM's default where the record lacks it (or damaged)
-    if r.get("metric") != "decode_step_s" or not _positive(blocks) or is_hybrid_swa(probe_model(r["model"])):
+    if r.get("metric") != "decode_step_s" or not _positive(blocks) or is_hybrid_swa(model):
         return None  # a sliding-window hybrid's blocks are counted per KV group (its window needs fewer)
     need = int(r["batch_size"]) * cdiv(int(r["prompt_tokens"]) + int(r["output_tokens"]), size)
-    return f"batch {r['batch_size']} needs {need} KV blocks, the engine has {blocks}: preempted" if need > blocks else None
+    if need <= blocks:
+        return None
+    return f"batch {r['batch_size']} needs {need} KV blocks, the engine has {blocks}: preempted"
 
 
 def points_from_records(records: list[dict], source: str = "", role: str | None = None,
@@ -173,11 +175,12 @@ def points_from_records(records: list[dict], source: str = "", role: str | None 
                 excluded.append(f"{here}: {catalog.format_validation_error(err) if hasattr(err, 'errors') else err}")
             continue
         who = role or r.get("role", "fit")
-        if kind == "probe" and (why := preempted(r, engines.get(_engine_key(r)))):
-            if excluded is not None:
-                excluded.append(f"{here}: {why}")
-            continue
         if kind == "probe":
+            model = probe_model(r["model"])
+            if why := preempted(r, engines.get(_engine_key(r)), model):
+                if excluded is not None:
+                    excluded.append(f"{here}: {why}")
+                continue
             measured, chunk, prompt = float(r["measured"]), _whole(r, "chunk_tokens", 0), int(r["prompt_tokens"])
             if r["metric"] == "mixed_step_s":
                 measured = mixed_step_value(r)
@@ -189,7 +192,7 @@ def points_from_records(records: list[dict], source: str = "", role: str | None 
                         excluded.append(f"{here}: {err}")
                 if measured is None:
                     continue
-            out.append(Point(probe_model(r["model"]), dep, r["metric"], int(r["batch_size"]), prompt,
+            out.append(Point(model, dep, r["metric"], int(r["batch_size"]), prompt,
                              int(r["output_tokens"]), measured, version, source, who, None, chunk))
         else:
             m = probe_model(r["model"])

@@ -71,16 +71,19 @@ def test_a_decode_probe_that_overflows_the_kv_pool_is_left_out():
     pts = points_from_records(read_records(DATA / FIT), FIT, excluded=excluded)
     assert len(excluded) == 1 and excluded[0].endswith(":40: batch 256 needs 33792 KV blocks, the engine has 25627: "
                                                        "preempted")
-    assert not [p for p in pts if p.model.id == "mistral-7b-v0.3-l64" and p.batch_size == 256 and p.prompt_tokens == 2048]
+    assert not [p for p in pts
+                if p.model.id == "mistral-7b-v0.3-l64" and p.batch_size == 256 and p.prompt_tokens == 2048]
+    mistral = probe_model("mistral-7b-v0.3")
     probe = {"metric": "decode_step_s", "model": "mistral-7b-v0.3", "batch_size": 4, "prompt_tokens": 100,
              "output_tokens": 12}
-    assert preempted(probe, {"num_gpu_blocks": 28, "block_size": 16}) is None  # 4 x ceil(112 / 16) = 28: fits
-    assert preempted(probe, {"num_gpu_blocks": 27, "block_size": 16}).startswith("batch 4 needs 28 KV blocks")
-    assert preempted(probe, {"num_gpu_blocks": 27, "block_size": "x"}).startswith("batch 4 needs 28")  # default 16
-    assert preempted(probe, None) is None and preempted(probe, {"num_gpu_blocks": "many"}) is None
-    assert preempted(dict(probe, metric="prefill_s"), {"num_gpu_blocks": 1, "block_size": 16}) is None
+    assert preempted(probe, {"num_gpu_blocks": 28, "block_size": 16}, mistral) is None  # 4 x ceil(112 / 16) = 28: fits
+    assert preempted(probe, {"num_gpu_blocks": 27, "block_size": 16}, mistral).startswith("batch 4 needs 28 KV blocks")
+    damaged = {"num_gpu_blocks": 27, "block_size": "x"}  # the block size falls back to vLLM's 16
+    assert preempted(probe, damaged, mistral).startswith("batch 4 needs 28")
+    assert preempted(probe, None, mistral) is None and preempted(probe, {"num_gpu_blocks": "many"}, mistral) is None
+    assert preempted(dict(probe, metric="prefill_s"), {"num_gpu_blocks": 1, "block_size": 16}, mistral) is None
     gemma = dict(probe, model="gemma-3-12b")  # the hybrid KV manager counts blocks per KV group: not checked
-    assert preempted(gemma, {"num_gpu_blocks": 1, "block_size": 16}) is None
+    assert preempted(gemma, {"num_gpu_blocks": 1, "block_size": 16}, probe_model("gemma-3-12b")) is None
 
 
 def test_a_flat_coefficient_on_a_bound_is_fixed_at_its_start():

@@ -23,18 +23,21 @@ run() {  # run JOB RUNNER LIMIT_S MINIMUM_S PROBE_BUDGET_S
   job 0 "$t" "$1-$2" env VLLM_USE_V2_MODEL_RUNNER=$v python3 "$F" "$1-$2" "$D/$2" "$b"
 }
 
+variants() {  # variants SUBDIR MINIMUM_S LIMIT_S JOB...: probe-variant jobs in turn (their own runner), one folder
+  local sub=$1 min=$2 lim=$3 j left t; shift 3
+  for j in "$@"; do left=$(( END - $(date +%s) ))
+    [ "$left" -lt "$min" ] && { echo "[$(date -u +%T)] SKIP $j: ${left}s left" | tee -a "$D/jobs.log"; continue; }
+    t=$(( left < lim ? left : lim )); job 0 "$t" "$j" python3 "$F" "$j" "$D/$sub" 60; done
+}
+
 case $1 in
   llama) run llama-runner v2 170 110 50; run llama-runner v1 170 110 50 ;;
   dsv2lite) run dsv2lite-runner v2 220 140 50; run dsv2lite-runner v1 220 140 50 ;;
   moonlight) run moonlight-runner v2 200 130 45; run moonlight-runner v1 200 130 45 ;;
   # gpt-oss-120b's probe variants (families.py VARIANT; their own runner, no VLLM_USE_V2_MODEL_RUNNER), one output folder
-  oss) for j in ${JOBS:-oss120-l18 oss120-e32 oss120-ref}; do left=$(( END - $(date +%s) ))
-         [ "$left" -lt 150 ] && { echo "[$(date -u +%T)] SKIP $j: ${left}s left" | tee -a "$D/jobs.log"; continue; }
-         t=$(( left < 280 ? left : 280 )); job 0 "$t" "$j" python3 "$F" "$j" "$D/oss" 60; done ;;
+  oss) variants oss 150 280 ${JOBS:-oss120-l18 oss120-e32 oss120-ref} ;;
   # the dense and fused-MoE fit models' layer-count variants and each itself (families.py mistral-*, qwen3moe-*)
-  layers) for j in ${JOBS:-mistral-l16 mistral-l64 mistral-ref}; do left=$(( END - $(date +%s) ))
-            [ "$left" -lt 100 ] && { echo "[$(date -u +%T)] SKIP $j: ${left}s left" | tee -a "$D/jobs.log"; continue; }
-            t=$(( left < 240 ? left : 240 )); job 0 "$t" "$j" python3 "$F" "$j" "$D/layers" 60; done ;;
+  layers) variants layers 100 240 ${JOBS:-mistral-l16 mistral-l64 mistral-ref} ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] $1 done" | tee -a "$D/jobs.log"
