@@ -26,6 +26,8 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     "mistral-7b-v0.3-l16": ("mistral-7b-v0.3", {"num_layers": 16}),
     "mistral-7b-v0.3-l64": ("mistral-7b-v0.3", {"num_layers": 64}),
     "qwen3-30b-a3b-l24": ("qwen3-30b-a3b", {"num_layers": 24}),
+    # ... and with 12 (2026-12-04): whether an eager prompt step's CPU cost grows with the MoE layers (eager_trace.py)
+    "qwen3-30b-a3b-l12": ("qwen3-30b-a3b", {"num_layers": 12}),
     # ... and another dense model's, held out of that fit (2026-12-04)
     "llama-3.1-8b-l16": ("llama-3.1-8b", {"num_layers": 16}),
     "llama-3.1-8b-l64": ("llama-3.1-8b", {"num_layers": 64}),
