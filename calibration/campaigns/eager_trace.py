@@ -22,8 +22,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core in this process: the profiler sees it
-os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
 
 
 def union_s(intervals: list[tuple[float, float]]) -> float:
@@ -76,6 +74,8 @@ def summarize_trace(path: Path, wall_s: float) -> dict:
 
 
 def main() -> int:
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core in this process: the profiler sees it
+    os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
     import numpy as np
     import torch
     from vllm import LLM, SamplingParams
