@@ -69,3 +69,18 @@ def test_recorded_cost_grows_with_moe_layers_in_the_servers_mode():
     for n in ("2048", "3000"):
         ratio = sorted(deep["walls_s"][n]["wall_s"])[1] / sorted(half["walls_s"][n]["wall_s"])[1]
         assert 2.25 < ratio < 2.45
+
+
+def test_served_floor_two_depths_one_host():
+    """calibration/data/h200-2026-12-04-served-depths (COMMAND.md): the bf16 fused MoE's served launch floor at 48 and
+    24 layers on one machine, 60.9 and 32.5 ms: 1.87x for 2x the layers, a line of 4.1 ms + 1.18 ms a layer (the
+    profile's per-layer floor through zero stands)."""
+    from calibration.trace_points import launch_floor
+
+    root = DATA.parent / "h200-2026-12-04-served-depths" / "fb"
+    deep = launch_floor(root / "serve-qwen3-30b-a3b-bf16", "qwen3-30b-a3b")
+    half = launch_floor(root / "serve-qwen3-30b-a3b-l24-bf16", "qwen3-30b-a3b-l24")
+    assert deep.seconds * 1e3 == pytest.approx(60.9, abs=0.05) and half.seconds * 1e3 == pytest.approx(32.5, abs=0.05)
+    slope = (deep.seconds - half.seconds) / 24
+    assert slope * 1e3 == pytest.approx(1.18, abs=0.005)
+    assert (half.seconds - 24 * slope) * 1e3 == pytest.approx(4.1, abs=0.05)

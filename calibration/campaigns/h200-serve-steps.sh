@@ -65,7 +65,7 @@
 #      traced: does an fp8 fused MoE with a bf16 router launch as the bf16 kernel does (the profile's scoping of y's
 #      extra launch)?
 # Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t|u|v|w|x|y|z OUTDIR
+#   bash calibration/campaigns/h200-serve-steps.sh a|b|c|...|s|t|u|v|w|x|y|z|fa|fb OUTDIR
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
@@ -188,6 +188,17 @@ case $1 in
   fa) job 0 360 fa-steps python3 -m calibration.serve_bench --model qwen2.5-32b --weight-dtype fp8 --max-model-len 4096 \
        --step-trace --out "$D/serve-qwen2.5-32b-fp8-steps" --port 8035 --budget-s 335 --run warm:$CHAT,n=20,rate=2 \
        --run chat8:$CHAT,n=160,rate=8 --run chat12:$CHAT,n=240,rate=12 ;;
+  # 2026-12-04: the bf16 fused MoE's served launch floor at two depths on one host (Qwen3-30B-A3B's 48 layers and its
+  # 24-layer variant, each after y's bf16 warm-up, chat 10 req/s, traced): a per-step part of the floor beside the
+  # per-layer one (calibration/data/README.md, the eager-trace section)
+  fb) job 0 215 fb-qwen3-l48 python3 -m calibration.serve_bench --model qwen3-30b-a3b --max-model-len 4096 \
+       --step-trace --out "$D/serve-qwen3-30b-a3b-bf16" --port 8036 --budget-s 195 \
+       --size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1 \
+       --size-sweep c:from=1281,step=1,n=2,output=1 --run chat10:$CHAT,n=150,rate=10
+     job 0 200 fb-qwen3-l24 python3 -m calibration.serve_bench --model qwen3-30b-a3b-l24 --max-model-len 4096 \
+       --step-trace --out "$D/serve-qwen3-30b-a3b-l24-bf16" --port 8037 --budget-s 180 \
+       --size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1 \
+       --size-sweep c:from=1281,step=1,n=2,output=1 --run chat10:$CHAT,n=150,rate=10 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"
