@@ -9,9 +9,10 @@ time against the step's span, and the CPU ops that fill the gaps.
 
     python3 calibration/campaigns/eager_trace.py MODEL WEIGHTS OUTDIR [LEN,...] [TRACED_LEN,...]
 
-Writes OUTDIR/<model>.trace.json: per length the wall times (3 repeats after 2 warm-ups), and per traced length
-the step's wall time, the union of CUDA kernel intervals (busy), their span, the largest GPU idle gaps with the CPU
-ops running in them, the top CPU ops by self time and the top kernels by time."""
+Writes OUTDIR/<model>.trace.json: per length the wall times (3 repeats after 2 warm-ups) with the main thread's and
+the process's CPU time, again with the garbage collector frozen and off, and per traced length the step's wall time,
+the union of CUDA kernel intervals (busy), their span, the largest GPU idle gaps with the CPU ops running in them, the
+top CPU ops by self time and the top kernels by time (``EAGER_TRACE_PROFILE=0``: no traces)."""
 
 from __future__ import annotations
 
@@ -73,8 +74,22 @@ def summarize_trace(path: Path, wall_s: float) -> dict:
     return out
 
 
+def eager_excess_s(summary: dict, key: str = "walls_s", eager=(1536, 2048, 3000), piecewise: int = 256) -> float:
+    """An engine's eager prompt step beyond its piecewise one, from a written summary (``main``'s JSON): the median
+    over the ``eager`` lengths (above the CUDA graphs, GPU work a fraction of the step) of each length's median wall,
+    less the median wall at ``piecewise`` tokens (inside the graphs)."""
+    rows = summary[key]
+
+    def med(n) -> float:
+        w = sorted(rows[str(n)]["wall_s"] if isinstance(rows[str(n)], dict) else rows[str(n)])
+        return w[len(w) // 2]
+
+    e = sorted(med(n) for n in eager)
+    return e[len(e) // 2] - med(piecewise)
+
+
 def main() -> int:
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core in this process: the profiler sees it
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core in this process: profiled
     os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
     import numpy as np
     import torch
@@ -146,17 +161,3 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def eager_excess_s(summary: dict, key: str = "walls_s", eager=(1536, 2048, 3000), piecewise: int = 256) -> float:
-    """An engine's eager prompt step beyond its piecewise one, from a written summary (``main``'s JSON): the median
-    over the ``eager`` lengths (above the CUDA graphs, GPU work a fraction of the step) of each length's median wall,
-    less the median wall at ``piecewise`` tokens (inside the graphs)."""
-    rows = summary[key]
-
-    def med(n) -> float:
-        w = sorted(rows[str(n)]["wall_s"] if isinstance(rows[str(n)], dict) else rows[str(n)])
-        return w[len(w) // 2]
-
-    e = sorted(med(n) for n in eager)
-    return e[len(e) // 2] - med(piecewise)
