@@ -20,3 +20,10 @@ job() {  # job GPUS LIMIT_S NAME command...
   echo "[$(date -u +%T)] END $n rc=$? after $(( $(date +%s) - t0 )) s" | tee -a "$D/jobs.log"
   python3 "$R/calibration/campaigns/gpu_free.py" "$g" 40 >> "$D/jobs.log" 2>&1
 }
+
+budget() {  # budget NAME MINIMUM_S LIMIT_S: prints the job's limit, LIMIT_S or what is left of END if less; below
+  # MINIMUM_S left it logs a SKIP line (to stderr and jobs.log) and returns 1.  Needs END (epoch seconds).
+  local left=$(( END - $(date +%s) ))
+  if [ "$left" -lt "$2" ]; then echo "[$(date -u +%T)] SKIP $1: ${left}s left" | tee -a "$D/jobs.log" >&2; return 1; fi
+  echo $(( left < $3 ? left : $3 ))
+}

@@ -5,7 +5,8 @@ Why: above the largest CUDA-graph size (512 tokens; 1,024 for gpt-oss) a fused-M
 45-100 ms even where its GPU work is a fraction of that, and the probes say the excess barely depends on the layer
 count (Qwen3-30B-A3B: 48 layers 54-58 ms at 1,023-2,048 tokens, its 24-layer variant 56-58 ms).  A CPU launch floor
 per layer (the profile's model) or a per-step cost cannot be told apart from wall times; a trace can: the GPU's busy
-time against the step's span, and the CPU ops that fill the gaps.
+time against the step's span, and the CPU ops that fill the gaps.  (Found: CPU-bound, and growing with the MoE
+layers in the server's process layout; calibration/data/README.md.)
 
     python3 calibration/campaigns/eager_trace.py MODEL WEIGHTS OUTDIR [LEN,...] [TRACED_LEN,...]
 

@@ -8,9 +8,7 @@ D=$1
 END=$(( $(date +%s) + $2 ))
 . "$(dirname "$0")/common.sh"
 for j in ${JOBS:-qwen3-30b-a3b-l24:bf16 qwen3-30b-a3b:bf16 gpt-oss-20b:mxfp4 llama-3.1-8b:bf16}; do
-  left=$(( END - $(date +%s) ))
-  [ "$left" -lt 90 ] && { echo "[$(date -u +%T)] SKIP $j: ${left}s left" | tee -a "$D/jobs.log"; continue; }
-  t=$(( left < 240 ? left : 240 ))
+  t=$(budget "$j" 90 240) || continue
   IFS=: read -r m w mp <<< "$j"
   if [ "$mp" = mp ]; then
     job 0 "$t" "$m-mp" env VLLM_ENABLE_V1_MULTIPROCESSING=1 EAGER_TRACE_PROFILE=0 \

@@ -24,10 +24,8 @@ run() {  # run JOB RUNNER LIMIT_S MINIMUM_S PROBE_BUDGET_S
 }
 
 variants() {  # variants SUBDIR MINIMUM_S LIMIT_S JOB...: probe-variant jobs in turn (their own runner), one folder
-  local sub=$1 min=$2 lim=$3 j left t; shift 3
-  for j in "$@"; do left=$(( END - $(date +%s) ))
-    [ "$left" -lt "$min" ] && { echo "[$(date -u +%T)] SKIP $j: ${left}s left" | tee -a "$D/jobs.log"; continue; }
-    t=$(( left < lim ? left : lim )); job 0 "$t" "$j" python3 "$F" "$j" "$D/$sub" 60; done
+  local sub=$1 min=$2 lim=$3 j t; shift 3
+  for j in "$@"; do t=$(budget "$j" "$min" "$lim") || continue; job 0 "$t" "$j" python3 "$F" "$j" "$D/$sub" 60; done
 }
 
 case $1 in

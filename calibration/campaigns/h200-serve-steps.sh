@@ -71,6 +71,10 @@ D=$2
 . "$(dirname "$0")/common.sh"
 CHAT="input=1024,output=128,ratio=0.8"
 PREFIX="input=256,output=64,prefix=2048"
+# the bf16 Qwen3-30B-A3B engine's compile keys above the CUDA graphs (513, 769, 1,281-1,282 tokens), as size sweeps
+# before its runs (stages m, r, y, fb)
+QWEN3_BF16_KEYS="--size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1"
+QWEN3_BF16_KEYS="$QWEN3_BF16_KEYS --size-sweep c:from=1281,step=1,n=2,output=1"
 case $1 in
   a) job 0 270 x-moe-k python3 -m calibration.mixed_probe --model qwen3-30b-a3b --out "$D/mixed-k.jsonl" \
        --budget-s 250 --batches 0,64,128 --chunks 1024,2048 --prompts 1,2,4 --repeats 3 ;;
@@ -115,8 +119,7 @@ case $1 in
        --run chat10:$CHAT,n=200,rate=10 --run chat30:$CHAT,n=600,rate=30 --run chat20:$CHAT,n=400,rate=20 ;;
   m) job 0 480 qwen3-warmed python3 -m calibration.serve_bench --model qwen3-30b-a3b --max-model-len 4096 \
        --step-trace --out "$D/serve-qwen3-30b-a3b-warmed" --port 8012 --budget-s 460 \
-       --size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1 \
-       --size-sweep c:from=1281,step=1,n=2,output=1 --run chat20:$CHAT,n=240,rate=20 \
+       $QWEN3_BF16_KEYS --run chat20:$CHAT,n=240,rate=20 \
        --run chat34:$CHAT,n=408,rate=34 ;;
   n) job 0 480 dsv2lite-trace python3 -m calibration.serve_bench --model deepseek-v2-lite --max-model-len 4096 \
        --step-trace --out "$D/serve-deepseek-v2-lite-trace" --port 8013 --budget-s 460 \
@@ -135,8 +138,7 @@ case $1 in
        --agentic sessions=24,turns=4,system=1024,user=128,output=96,think=1.0,session_rate=3 ;;
   r) job 0 420 r-steps python3 -m calibration.serve_bench --model qwen3-30b-a3b --max-model-len 4096 --step-trace \
        --out "$D/serve-qwen3-30b-a3b-steps" --port 8022 --budget-s 380 \
-       --size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1 \
-       --size-sweep c:from=1281,step=1,n=2,output=1 --run chat8:$CHAT,n=160,rate=8 \
+       $QWEN3_BF16_KEYS --run chat8:$CHAT,n=160,rate=8 \
        --run chat14:$CHAT,n=280,rate=14 --run chat20:$CHAT,n=400,rate=20 ;;
   s) job 0 420 s-steps python3 -m calibration.serve_bench --model moonlight-16b-a3b --max-model-len 4096 \
        --step-trace --out "$D/serve-moonlight-16b-a3b-steps" --port 8023 --budget-s 380 \
@@ -170,8 +172,7 @@ case $1 in
        --run chat20:$CHAT,n=300,rate=20
      job 0 225 y-qwen3-bf16 python3 -m calibration.serve_bench --model qwen3-30b-a3b --max-model-len 4096 \
        --step-trace --out "$D/serve-qwen3-30b-a3b-bf16" --port 8032 --budget-s 205 \
-       --size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1 \
-       --size-sweep c:from=1281,step=1,n=2,output=1 --run chat10:$CHAT,n=150,rate=10 \
+       $QWEN3_BF16_KEYS --run chat10:$CHAT,n=150,rate=10 \
        --run chat20:$CHAT,n=300,rate=20 ;;
   z) job 0 270 z-mixtral-fp8 python3 -m calibration.serve_bench --model mixtral-8x7b --weight-dtype fp8 \
        --max-model-len 4096 --step-trace --out "$D/serve-mixtral-8x7b-fp8" --port 8033 --budget-s 250 \
@@ -193,12 +194,10 @@ case $1 in
   # per-layer one (calibration/data/README.md, the eager-trace section)
   fb) job 0 215 fb-qwen3-l48 python3 -m calibration.serve_bench --model qwen3-30b-a3b --max-model-len 4096 \
        --step-trace --out "$D/serve-qwen3-30b-a3b-bf16" --port 8036 --budget-s 195 \
-       --size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1 \
-       --size-sweep c:from=1281,step=1,n=2,output=1 --run chat10:$CHAT,n=150,rate=10
+       $QWEN3_BF16_KEYS --run chat10:$CHAT,n=150,rate=10
      job 0 200 fb-qwen3-l24 python3 -m calibration.serve_bench --model qwen3-30b-a3b-l24 --max-model-len 4096 \
        --step-trace --out "$D/serve-qwen3-30b-a3b-l24-bf16" --port 8037 --budget-s 180 \
-       --size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1 \
-       --size-sweep c:from=1281,step=1,n=2,output=1 --run chat10:$CHAT,n=150,rate=10 ;;
+       $QWEN3_BF16_KEYS --run chat10:$CHAT,n=150,rate=10 ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$D/nvidia-smi.csv" 2>&1
 echo "[$(date -u +%T)] stage $1 done" | tee -a "$D/jobs.log"
