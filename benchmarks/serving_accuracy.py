@@ -49,7 +49,8 @@ lengths, multi-turn parents and engine settings:
   variant qwen3-235b-a22b-l16: 128 experts of 1,536, top-8, 4,096 wide), after the plan's one-request warm-up, chat
   8/16/24 req/s, traced, with bf16 (v) and fp8 (w: online W8A8, the fp8 fused MoE) weights: checked (no term is
   fitted on it); calibration/data/h200-2026-12-03-fp8-launch (h200-serve-steps.sh x): Llama-3.1-8B with bf16 and
-  with fp8 weights on one machine, chat 10 req/s, traced: checked.  The five Qwen3-30B-A3B hosts of the fused MoE's
+  with fp8 weights on one machine, chat 10 req/s, traced: checked; calibration/data/h200-2026-12-04-stream-check: the
+  served-steps runs q, r, s again (the same commands) on another host, 2026-12-04: checked.  The five Qwen3-30B-A3B hosts of the fused MoE's
   launch median (calibration.refit.FUSED_FLOOR_FIT; b/ is the compile's fit host, reported) are checked against the
   median of the other five.
 * Every held-out traced run again with its own host's eager launch floor, traced in that run (what ``planner
@@ -78,11 +79,18 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from calibration.refit import DATA, FUSED_FLOOR_FIT
+from calibration.refit import DATA, FUSED_FLOOR_FIT, STREAM_OUTPUT_FIT
 from calibration.serve_floor import served_terms, traced_engines, with_traces  # noqa: E402
 from calibration.served_steps import served_runs  # noqa: E402
 from calibration.serving_points import replay_folder  # noqa: E402
-from calibration.trace_points import STALL_S, launch_call_ratios, launch_floor, stalls  # noqa: E402
+from calibration.trace_points import (  # noqa: E402
+    STALL_S,
+    first_token_deliveries,
+    launch_call_ratios,
+    launch_floor,
+    stalls,
+    stream_output_slope,
+)
 from calibration.variants import probe_model
 from planner.io import catalog  # noqa: E402
 from planner.serving import workloads as wl  # noqa: E402
@@ -206,6 +214,7 @@ def main() -> int:
     moe_l16 = ROOT / "calibration/data/h200-2026-12-03-heldout-moe"  # a fused-MoE model no term was fitted on
     fp8 = ROOT / "calibration/data/h200-2026-12-03-fp8-launch"  # Llama-3.1-8B bf16 and fp8 on one machine
     fp8_moe = ROOT / "calibration/data/h200-2026-12-03-fp8-moe-launch"  # Qwen3-30B-A3B, Mixtral: fp8 and bf16 pairs
+    again = ROOT / "calibration/data/h200-2026-12-04-stream-check"  # served-steps q, r, s again on another host
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
@@ -254,7 +263,10 @@ def main() -> int:
                                       (fp8_moe, "y/serve-qwen3-30b-a3b-fp8", "qwen3-30b-a3b", "pair"),
                                       (fp8_moe, "y/serve-qwen3-30b-a3b-bf16", "qwen3-30b-a3b", "pair"),
                                       (fp8_moe, "z/serve-mixtral-8x7b-fp8", "mixtral-8x7b", "held"),
-                                      (fp8_moe, "z/serve-mixtral-8x7b-bf16", "mixtral-8x7b", "held"))
+                                      (fp8_moe, "z/serve-mixtral-8x7b-bf16", "mixtral-8x7b", "held"),
+                                      (again, "q/serve-llama-steps", "llama-3.1-8b", "held"),
+                                      (again, "r/serve-qwen3-30b-a3b-steps", "qwen3-30b-a3b", "held"),
+                                      (again, "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", "held"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""
@@ -276,7 +288,9 @@ def main() -> int:
     own_floor_runs(prof, [(base / folder, model) for base, folder, model, role in traced_runs
                           if role in ("held", "piecewise", "cv")])
     served_step_runs(prof, [(base / folder, model) for base, folder, model, _ in traced_runs], missed)
-    spread_check(prof, [base / folder for base, folder, _, _ in traced_runs if base.name.startswith("h200-2026-12-03")])
+    spread_check(prof, [base / folder for base, folder, _, _ in traced_runs
+                        if base.name.startswith(("h200-2026-12-03", "h200-2026-12-04"))])
+    delivery_check(prof, [base / folder for base, folder, _, _ in traced_runs])
     # the same calibrate runs replayed with the floors their own +serve jobs traced on that machine (what `planner
     # calibrate` fits there): fitted on these runs, so reported, not checked
     print("  ... the same runs with the launch floors and compile their own +serve jobs traced (fitted on them: "
@@ -346,6 +360,28 @@ def spread_check(prof, folders) -> None:
     print(f"  launch spread p10-p90 {s.p10:.2f}-{s.p90:.2f}x (n {s.n}) on {len(r)} later runs of {len(folders)} "
           f"engines: {inside} inside, {sum(x < s.p10 for x in r)} below, {sum(x > s.p90 for x in r)} above, "
           f"median {np.median(r):.2f}x")
+
+
+def delivery_check(prof, folders) -> None:
+    """The OpenAI server's output handling per running request (the profile's ``stream_output_overhead_s``, fitted on
+    calibration.refit.STREAM_OUTPUT_FIT) on the other traced runs: each run's median first-token delivery after the
+    engine took it (calibration.trace_points.Delivery) against the fitted line at the run's median running requests,
+    and against the fit runs' mean delivery for every load (a constant, as the simulator had before) (reported)."""
+    fit = {(DATA / f).resolve() for f in STREAM_OUTPUT_FIT}
+    slope, intercept, n = stream_output_slope(sorted(fit))
+    const = np.mean([d.median_delivery_s for f in sorted(fit) for d in first_token_deliveries(f)])
+    line_err, const_err = [], []
+    for folder in folders:
+        if folder.resolve() in fit:
+            continue
+        for d in first_token_deliveries(folder):
+            line_err.append(abs(intercept + prof.stream_output_overhead_s * d.median_running - d.median_delivery_s))
+            const_err.append(abs(const - d.median_delivery_s))
+    b_us, line_ms, const_ms = 1e6 * prof.stream_output_overhead_s, 1e3 * np.asarray(line_err), 1e3 * np.asarray(const_err)
+    print(f"  first tokens' delivery after the engine took them: {b_us:.0f} us per running request + "
+          f"{1e3 * intercept:.1f} ms (fitted on {n} runs; slope refitted {1e6 * slope:.0f} us); on {len(line_ms)} other "
+          f"traced runs median |error| {np.median(line_ms):.1f} ms, p90 {np.percentile(line_ms, 90):.1f} ms (one "
+          f"constant for every load: {np.median(const_ms):.1f} / {np.percentile(const_ms, 90):.1f} ms)")
 
 
 def own_floor_runs(prof, runs) -> None:

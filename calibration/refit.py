@@ -50,6 +50,7 @@ from calibration.trace_points import (
     piecewise_launch_s,
     run_call_spread,
     shape_compiles,
+    stream_output_slope,
 )
 from planner.io import catalog
 from planner.validate import write_measurements
@@ -114,6 +115,11 @@ FP8_LAUNCH_PAIR = tuple(f"h200-2026-12-03-fp8-moe-launch/y/serve-qwen3-30b-a3b-{
 #: of theirs compiled.  Per MoE layer, as the MXFP4 one: held out on Mixtral (32 layers) -25 %, Moonlight (26) -9 %; a constant
 #: per stall would give +12 % and +68 % (calibration/data/README.md)
 FUSED_COMPILE_FIT = ("h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")
+#: the traced engines the OpenAI server's output handling per running request is fitted on (the first tokens' delivery
+#: after the engine took them, calibration.trace_points.stream_output_slope): the floor traces above, one Llama-3.1-8B
+#: and six Qwen3-30B-A3B engines, 13 runs at 10-191 running; every other traced run holds it out
+#: (benchmarks/serving_accuracy.py prints both)
+STREAM_OUTPUT_FIT = (*TRACES, *(f for f, _ in FUSED_FLOOR_FIT))
 #: serving runs whose idle-engine requests give held-out points (serve_bench records + vllm bench serve JSON)
 SERVING = {f"{CAMPAIGN}/serve-mixtral-8x7b": "mixtral-8x7b"}
 #: the light-load HTTP run the OpenAI server's per-request overhead is fitted on (the other runs validate it)
@@ -205,6 +211,8 @@ def refit(comparison_out: Path | None = None):
     # the OpenAI server's per-request overhead is what the first token takes beyond the simulated engine, so it is
     # fitted on the engine as finally simulated: with the served launch floors above (fitted before them, it took
     # 5.97 ms where the final engine leaves -3.3 ms on the same run: clamped at 0)
+    slope, _, _ = stream_output_slope([DATA / f for f in STREAM_OUTPUT_FIT])
+    prof = prof.model_copy(update={"stream_output_overhead_s": max(0.0, slope)})
     folder, model_id, run = FRONTEND_FIT
     prof = prof.model_copy(update={"http_frontend_overhead_s": fit_http_frontend(DATA / folder, model_id, prof, run)})
     # the fit transferred to every GPU of calibration/data/public

@@ -32,6 +32,7 @@ from calibration.trace_points import (
     piecewise_launch_s,
     range_period_s,
     shape_compiles,
+    stream_output_slope,
 )
 from calibration.variants import probe_model
 from planner.io.jsonl import read_jsonl
@@ -218,7 +219,9 @@ def traced_engines(out_dir: Path, log=print) -> list[tuple[Path, str]]:
 def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], log=print) -> CalibrationProfile:
     """:func:`served_terms` of the traces that can give them: a floor where the runs hold eager and graph steps, a
     compile where a MoE engine's eager steps had new and compiled step-size keys (the others are said in ``log``);
-    then the OpenAI server's per-request overhead (:func:`calibration.serving_points.fit_http_frontend`: the first
+    then the OpenAI server's output handling per running request (:func:`calibration.trace_points.stream_output_slope`,
+    where the traces hold three runs at two loads or more) and its per-request overhead
+    (:func:`calibration.serving_points.fit_http_frontend`: the first
     token's delay beyond the simulated engine's at the TTFT median of the ``chat`` run), the median over the dense
     engines' traces: that is the host's CPU too (Llama-3.1-8B: 0 on the committed profile's host once fitted after its
     served floors, 6.0 ms before, and 0 on the two calibrate-serve hosts of 2026-12-02).  With the host's own
@@ -241,6 +244,12 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
     prof = served_terms(prof, floors, compiles, piecewise=piecewise, log=log)
     if floors and prof.launch_run_spread is not None:  # the host's own floor: what is left is run to run
         prof = prof.model_copy(update={"launch_call_spread": prof.launch_run_spread})
+    try:  # the OpenAI server's output handling on this host (its share of the first token's delay grows with the load)
+        slope, _, runs = stream_output_slope([f for f, _ in traces], min_runs=3)
+        prof = prof.model_copy(update={"stream_output_overhead_s": max(0.0, slope)})
+        log(f"  the OpenAI server's output handling: {slope * 1e6:.0f} us per running request ({runs} runs)")
+    except (OSError, ValueError, KeyError) as err:
+        log(f"  the OpenAI server's output handling: the profile's kept ({err})")
     run = f"bench-{SERVE_RUNS[-1].split(':', 1)[0]}"
     fronts = []
     for f in dense:

@@ -114,7 +114,8 @@ def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     bs = int(boot.get("block_size", Deployment.default("block_size_tokens")))
     fe = profile.http_frontend_overhead_s if frontend_overhead_s is None else frontend_overhead_s
     cfg = EngineConfig((int(boot["num_gpu_blocks"]) - 1) * bs, dep.max_num_seqs, dep.max_num_batched_tokens, bs,
-                       "--enable-prefix-caching" in argv, frontend_overhead_s=fe, cold_step_shapes=True)
+                       "--enable-prefix-caching" in argv, frontend_overhead_s=fe, cold_step_shapes=True,
+                       stream_output_overhead_s=profile.stream_output_overhead_s)
     return StepCost.from_specs(model, gpu, dep, profile), cfg
 
 

@@ -249,6 +249,66 @@ def client_lags(folder: Path) -> list[ClientLag]:
     return out
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """A traced run's first tokens on their way out: per request (matched to the step that scheduled its prompt
+    first-come first-served, as :func:`client_lags`), its first token's arrival at the client (send + TTFT, both
+    ``perf_counter`` on one machine) less the start of the step two after that step, which the engine core schedules
+    once it has taken that step's outputs (vLLM 0.26's asynchronous scheduling: step n's outputs are taken after step
+    n+1's launch); with the requests running in the scheduling step.  What is left is the OpenAI server's output
+    handling (detokenising and streaming every running request's token of each step) and the client's reading."""
+
+    run: str
+    running: list[int]
+    delivery_s: list[float]
+
+    @property
+    def median_running(self) -> float:
+        return float(np.median(self.running))
+
+    @property
+    def median_delivery_s(self) -> float:
+        return float(np.median(self.delivery_s))
+
+
+def first_token_deliveries(folder: Path) -> list[Delivery]:
+    """:class:`Delivery` of every non-warm-up ``bench`` run of a traced folder.  Traced on 2026-12-02/03: the median
+    grows with the requests running, about 0.1 ms each, on dense and MoE engines alike (2.7 ms at 10 running, 8 ms at
+    78 on Llama-3.1-8B; 3.3 -> 11 ms at 11 -> 95 on Moonlight-16B-A3B); a second OpenAI server process took a third
+    off it (calibration/data/README.md, 'First tokens wait behind the other streams')."""
+    t = _trace(folder)
+    out = []
+    for r in t.benches:
+        if r["run"] in WARM_UP_RUNS:
+            continue
+        bench = json.loads((Path(folder) / r["file"]).read_text(encoding="utf-8"))
+        sent = np.asarray(bench["start_times"], dtype=float)
+        order = np.argsort(sent, kind="stable")
+        first = (sent + np.asarray(bench["ttfts"], dtype=float))[order]
+        index = {id(s): i for i, s in enumerate(t.steps)}
+        sched = [index[id(s)] for s in _run_steps(t, r) for _ in range(s["new"])]
+        running, delivery = [], []
+        for k, f in zip(sched, first):
+            if k + 2 < len(t.steps):
+                running.append(int(t.steps[k]["run"]))
+                delivery.append(float(f - t.steps[k + 2]["t0"]))
+        if delivery:
+            out.append(Delivery(r["run"], running, delivery))
+    return out
+
+
+def stream_output_slope(folders, min_runs: int = 2) -> tuple[float, float, int]:
+    """(seconds per running request, intercept s, runs): the least-squares line through each traced run's
+    (median running, median :class:`Delivery`) over ``folders``' runs (at least ``min_runs`` at two loads)."""
+    pts = [(d.median_running, d.median_delivery_s) for f in folders for d in first_token_deliveries(f)]
+    if len(pts) < max(2, min_runs) or len({x for x, _ in pts}) < 2:
+        raise ValueError(f"the first tokens' delivery needs {max(2, min_runs)} traced runs at different loads, "
+                         f"got {len(pts)}")
+    x, y = np.asarray(pts).T
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(slope), float(intercept), len(pts)
+
+
 def run_eager_calls(folder: Path, min_steps: int = 10) -> dict[str, float]:
     """The median ``execute_model`` call of each non-warm-up ``bench`` run's eager steps (stalls left out; runs with at
     least ``min_steps`` of them): how far one engine's launch moves from run to run.  Traced on 2026-12-02 (38 runs of

@@ -271,6 +271,9 @@ class CalibrationProfile(FrozenSpec):
     http_frontend_overhead_s: Overhead = Field(
         0.0, description="what vLLM's OpenAI server adds per request on top of the engine (tokenise, HTTP, stream "
         "the first token), fitted on light-load serving runs")
+    stream_output_overhead_s: Overhead = Field(0.0, description=(
+        "vLLM's OpenAI server streams every running request's token of a step: a first or last token reaches its "
+        "client this much later per request running (calibration.trace_points.stream_output_slope on served traces)"))
     # --- interconnect (tensor parallel)
     allreduce_latency_s: Overhead | None = None
     allreduce_bandwidth_efficiency: Efficiency = 1.0

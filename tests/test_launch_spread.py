@@ -44,27 +44,28 @@ def test_scaling_the_launch_scales_every_eager_cpu_term_and_nothing_else():
 
 def test_a_launch_bound_plan_shows_its_tails_across_the_spread():
     """Qwen3-30B-A3B at 40 req/s (1,024 + 128 tokens): its eager steps launch for ~76 ms (48 layers x (0.749 +
-    0.830) ms), so the p99 TPOT at the operating rate moves 40.4-63.7 ms over 0.79-1.24x of the launch (50.8 ms at the
-    profile's own; the target 60 ms)."""
+    0.830) ms), so the p99 TPOT at the operating rate moves 40.4-64.4 ms over 0.79-1.24x of the launch (50.8 ms at the
+    profile's own; the target 60 ms; 63.7 ms at 1.24x before the OpenAI server's output handling delayed first and
+    last tokens by 0.11 ms per running request)."""
     fp = plan_from_flags(PlanFlags(model="qwen3-30b-a3b", gpu="h200-sxm", prompt_tokens=1024, output_tokens=128,
                                    rate=40, ttft_slo_ms=1000, tpot_slo_ms=60))
     lr, k = fp.fleet.launch_range, fp.fleet.best.knee
     assert lr.factors == (PROF.launch_call_spread.p10, PROF.launch_call_spread.p90)
     assert lr.tpot_tail_s[0] < k.tpot_tail_s < lr.tpot_tail_s[1]
     assert 1e3 * lr.tpot_tail_s[0] == pytest.approx(40.4, abs=0.1) and 1e3 * lr.tpot_tail_s[1] == pytest.approx(
-        63.7, abs=0.1)
+        64.4, abs=0.1)
     pr = plan_report(fp.model, fp.gpu, fp.report, fp.fleet, fp.profile)
     notes = {q: n for _, q, _, _, n in pr.rows}
-    assert notes["TPOT p99"] == (fp.report.bands["tpot"].text() + "; 40.4-63.7 ms with the CPU launch of the steps "
+    assert notes["TPOT p99"] == (fp.report.bands["tpot"].text() + "; 40.4-64.4 ms with the CPU launch of the steps "
                                  "above the CUDA graphs at 0.79-1.24× the profile's, as measured on other hosts and "
                                  "runs")
     assert fp.fleet.as_dict()["launch_range"]["tpot_tail_s"] == list(lr.tpot_tail_s)
     from planner.dashboard.headline import best_fleet_metrics  # the dashboard's headline says it in the replicas' help
 
     replicas_help = next(h for label, _, h in best_fleet_metrics(fp.fleet) if label == "Replicas")
-    assert replicas_help.endswith("p99 TTFT 220-325 ms, TPOT 40.4-63.7 ms")
+    assert replicas_help.endswith("p99 TTFT 226-336 ms, TPOT 40.4-64.4 ms")
     size_note = ("  note: with the CPU launch of the steps above the CUDA graphs at 0.79-1.24× the profile's (as "
-                 "measured on other hosts and runs) p99 TTFT 220-325 ms, TPOT 40.4-63.7 ms")
+                 "measured on other hosts and runs) p99 TTFT 226-336 ms, TPOT 40.4-64.4 ms")
     assert size_note in fp.fleet.lines()  # `planner size`
 
 
@@ -100,3 +101,19 @@ def test_the_spread_holds_on_later_runs_it_was_not_taken_from():
     assert len(r) == 18
     assert (sum(s.p10 <= x <= s.p90 for x in r), sum(x < s.p10 for x in r), sum(x > s.p90 for x in r)) == (15, 2, 1)
     assert min(r) == pytest.approx(0.503, abs=0.005) and max(r) == pytest.approx(1.383, abs=0.005)
+
+
+def test_a_fresh_host_of_2026_12_04_falls_below_the_spread():
+    """calibration/data/h200-2026-12-04-stream-check: the served-steps commands on another host.  Its ten runs against
+    the committed profile: 5 inside 0.79-1.24x, 4 below (Llama-3.1-8B chat20 / chat28 at 0.52 / 0.53x: its chat10 ran
+    at 0.95x, the same engine minutes apart; Qwen3-30B-A3B chat20 0.69x), 1 just above (Moonlight chat30 1.244x);
+    median 0.83x.  A host and its runs can sit outside the band the plan shows (calibration/data/README.md)."""
+    from calibration.refit import DATA
+    from calibration.trace_points import launch_call_ratios
+
+    base = DATA / "h200-2026-12-04-stream-check"
+    r = launch_call_ratios([base / "q/serve-llama-steps", base / "r/serve-qwen3-30b-a3b-steps",
+                            base / "s/serve-moonlight-16b-a3b-steps"], PROF)
+    s = PROF.launch_call_spread
+    assert [round(x, 2) for x in r] == [0.95, 0.52, 0.53, 0.66, 1.01, 0.86, 0.69, 0.81, 0.86, 1.24]
+    assert (sum(s.p10 <= x <= s.p90 for x in r), sum(x < s.p10 for x in r), sum(x > s.p90 for x in r)) == (5, 4, 1)

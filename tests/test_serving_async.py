@@ -88,3 +88,35 @@ def test_a_finished_requests_next_turn_leaves_from_when_its_client_heard(llama):
     assert res.ttft_s == pytest.approx([d_a + llama.request_overhead_s] * 3, rel=1e-9)
     gaps = np.diff(res.arrival_s)
     assert gaps == pytest.approx([d_a + llama.request_overhead_s] * 2, rel=1e-9)
+
+
+def test_the_openai_servers_output_handling_delays_first_and_last_tokens_by_the_requests_served(llama):
+    """``stream_output_overhead_s``: the server streams every request's token of a step before a first or last token
+    reaches its client.  Four 100-token prompts at t = 0 share one step (inside the CUDA graphs: no launch call, sent
+    at once); served = 4 running, so each first token is 4 x 1 ms later; their 3rd (last) tokens finish together two
+    steps on, served = 0 running + 4 finished: 4 ms later too, so TPOT does not move.  0 (in-process) changes
+    nothing."""
+    wl = make_requests(100, 3, [0.0] * 4)
+    base = simulate(wl, llama, EngineConfig(200_000))
+    slow = simulate(wl, llama, EngineConfig(200_000, stream_output_overhead_s=0.001))
+    assert np.asarray(slow.first_token_s) - np.asarray(base.first_token_s) == pytest.approx([0.004] * 4, abs=1e-12)
+    assert np.asarray(slow.finish_s) - np.asarray(base.finish_s) == pytest.approx([0.004] * 4, abs=1e-12)
+    assert simulate(wl, llama, EngineConfig(200_000, stream_output_overhead_s=0.0)).first_token_s == \
+        pytest.approx(base.first_token_s, rel=0, abs=0)
+
+
+@pytest.mark.parametrize("bad", [-1e-6, 60.0, "1"])
+def test_stream_output_overhead_must_be_seconds(bad):
+    with pytest.raises(ValueError, match="stream_output_overhead_s"):
+        EngineConfig(200_000, stream_output_overhead_s=bad)
+
+
+def test_engine_setup_takes_the_output_handling_only_behind_the_http_server():
+    from planner.serving import engine_setup
+
+    g, m = catalog.gpu("h200-sxm"), catalog.model("llama-3.1-8b")
+    prof = catalog.profile_for("h200-sxm", "0.26.0")
+    assert prof.stream_output_overhead_s == pytest.approx(110.1e-6, abs=0.2e-6)
+    _, http = engine_setup(m, g, Deployment.for_gpu(g), prof)
+    _, inproc = engine_setup(m, g, Deployment.for_gpu(g), prof, http_frontend=False)
+    assert http.stream_output_overhead_s == prof.stream_output_overhead_s and inproc.stream_output_overhead_s == 0.0

@@ -93,7 +93,8 @@ def replay_cmd(
             cap = check.kv_capacity_tokens
         cfg = EngineConfig(int(cap), dep.max_num_seqs, dep.max_num_batched_tokens, dep.block_size_tokens,
                            prefix_caching if "prefix_caching" not in hints else hints["prefix_caching"],
-                           frontend_overhead_s=prof.http_frontend_overhead_s if http else 0.0, cold_step_shapes=cold)
+                           frontend_overhead_s=prof.http_frontend_overhead_s if http else 0.0, cold_step_shapes=cold,
+                           stream_output_overhead_s=prof.stream_output_overhead_s if http else 0.0)
         cost = StepCost.from_specs(m, g, dep, prof)
         engine = f.resolve().parent if hints else f.resolve()  # a serve_bench folder is one engine
         for t in tests:

@@ -21,7 +21,9 @@ What it models, step by step, the way vLLM V1 does — one module per part, as v
 * :mod:`~planner.serving.step_cost` — **step time** of each mixed batch: the one step formula
   (:func:`planner.roofline.step_parts`'s terms) on floats by :class:`StepCost`, equal to ``step_time``'s
   bit for bit.  A calibrated :class:`~planner.specs.CalibrationProfile` enters through
-  :func:`planner.roofline.hw_coeffs`; ``request_overhead_s`` is added to each request's TTFT and E2E.
+  :func:`planner.roofline.hw_coeffs`; ``request_overhead_s`` is added to each request's TTFT and E2E, and behind
+  the HTTP server a first or last token reaches its client ``stream_output_overhead_s`` later per request its step
+  served (the OpenAI server streams every running request's token).
 * :mod:`~planner.serving.engine` (vLLM ``v1/engine/core.py``) — the loop, and the closed-form
   **fast-forward** over runs of pure decode steps (10,000 chat requests in well under a second,
   ``benchmarks/simulate_speed.py``); ``debug=True`` re-checks the block accounting after every event.

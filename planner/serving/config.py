@@ -104,6 +104,9 @@ class EngineConfig:
     # the OpenAI HTTP server's own time per request (tokenise, HTTP, first-token streaming) on top of the
     # engine's; 0 for an in-process engine (vLLM's AsyncLLM or LLM)
     frontend_overhead_s: float = 0.0
+    # ... and its output handling: a first or last token reaches its client this much later per request running (the
+    # server streams every running request's token of each step); 0 in-process
+    stream_output_overhead_s: float = 0.0
     # the engine as vllm serve started it: its Triton MoE has compiled no step size above the CUDA graphs but the
     # start-up run's, so a step with a new compile key stalls (StepCost.shape_compile_s, planner.compile_keys) —
     # what a replayed recorded run saw; False (plans): an engine past them
@@ -116,8 +119,10 @@ class EngineConfig:
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
-        if not (isinstance(self.frontend_overhead_s, (int, float)) and 0 <= self.frontend_overhead_s < 60):
-            raise ValueError(f"frontend_overhead_s: must be a number of seconds in [0, 60), got {self.frontend_overhead_s!r}")
+        for name in ("frontend_overhead_s", "stream_output_overhead_s"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and 0 <= v < 60):
+                raise ValueError(f"{name}: must be a number of seconds in [0, 60), got {v!r}")
         if self.kv_capacity_tokens < self.block_size:
             raise ValueError(f"kv_capacity_tokens: {self.kv_capacity_tokens} holds no {self.block_size}-token block "
                              "(the model does not fit)")
@@ -140,5 +145,6 @@ def engine_setup(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile
         kv_capacity_tokens = mb.kv_capacity_tokens
     cfg = EngineConfig(int(kv_capacity_tokens), deployment.max_num_seqs, deployment.max_num_batched_tokens,
                        deployment.block_size_tokens, enable_prefix_caching, spec,
-                       frontend_overhead_s=profile.http_frontend_overhead_s if http_frontend else 0.0)
+                       frontend_overhead_s=profile.http_frontend_overhead_s if http_frontend else 0.0,
+                       stream_output_overhead_s=profile.stream_output_overhead_s if http_frontend else 0.0)
     return StepCost.from_specs(model, gpu, deployment, profile), cfg

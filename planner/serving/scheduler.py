@@ -57,6 +57,7 @@ class Scheduler:
         self.max_num_batched_tokens = config.max_num_batched_tokens
         self.prefix_caching = config.enable_prefix_caching
         self.async_scheduling = config.async_scheduling
+        self.stream_output_overhead_s = config.stream_output_overhead_s
         # requests whose first or last token the step that just ended produced: sent to their clients when the next
         # step's launch call returns (Engine.send_outputs)
         self.emitted: list[Request] = []
@@ -151,11 +152,16 @@ class Scheduler:
             emitted.append(req)
 
     def send_outputs(self, done_s: float, sent_s: float) -> None:
-        """The outputs of the step that ended at ``done_s`` reach their clients at ``sent_s``: first and last tokens
-        move there, and a finished request's client sends its next request (closed loop, next turn) from then."""
+        """The outputs of the step that ended at ``done_s`` leave the engine at ``sent_s`` and reach their clients
+        after the OpenAI server has streamed the running requests' tokens (``stream_output_overhead_s`` each): first
+        and last tokens move there, and a finished request's client sends its next request (closed loop, next turn)
+        from then."""
         emitted = self.emitted
         if not emitted:
             return
+        if self.stream_output_overhead_s:  # the step's requests: those still running and those it finished
+            served = self.batch.num_running_seqs + len(self.prefilling) + sum(r.state == DONE for r in emitted)
+            sent_s += self.stream_output_overhead_s * served
         for req in emitted:
             if req.first_token_s == done_s:
                 req.first_token_s = sent_s
