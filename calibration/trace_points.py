@@ -277,6 +277,7 @@ def first_token_deliveries(folder: Path) -> list[Delivery]:
     78 on Llama-3.1-8B; 3.3 -> 11 ms at 11 -> 95 on Moonlight-16B-A3B); a second OpenAI server process took a third
     off it (calibration/data/README.md, 'First tokens wait behind the other streams')."""
     t = _trace(folder)
+    index = {id(s): i for i, s in enumerate(t.steps)}
     out = []
     for r in t.benches:
         if r["run"] in WARM_UP_RUNS:
@@ -284,12 +285,11 @@ def first_token_deliveries(folder: Path) -> list[Delivery]:
         bench = json.loads((Path(folder) / r["file"]).read_text(encoding="utf-8"))
         sent = np.asarray(bench["start_times"], dtype=float)
         order = np.argsort(sent, kind="stable")
-        first = (sent + np.asarray(bench["ttfts"], dtype=float))[order]
-        index = {id(s): i for i, s in enumerate(t.steps)}
+        first = (sent + np.asarray(bench["ttfts"], dtype=float))[order]  # a failed request's TTFT: NaN, left out
         sched = [index[id(s)] for s in _run_steps(t, r) for _ in range(s["new"])]
         running, delivery = [], []
         for k, f in zip(sched, first):
-            if k + 2 < len(t.steps):
+            if k + 2 < len(t.steps) and np.isfinite(f):
                 running.append(int(t.steps[k]["run"]))
                 delivery.append(float(f - t.steps[k + 2]["t0"]))
         if delivery:
