@@ -27,7 +27,7 @@ from calibration.variants import probe_model
 from planner.compile_keys import keys_at_start, step_compile_key
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
-from planner.kernel_families import cudagraph_max_tokens, moe_variant
+from planner.kernel_families import cudagraph_max_tokens
 from planner.profile import Spread
 from planner.specs import Deployment
 
