@@ -50,8 +50,9 @@ lengths, multi-turn parents and engine settings:
   8/16/24 req/s, traced, with bf16 (v) and fp8 (w: online W8A8, the fp8 fused MoE) weights: checked (no term is
   fitted on it); calibration/data/h200-2026-12-03-fp8-launch (h200-serve-steps.sh x): Llama-3.1-8B with bf16 and
   with fp8 weights on one machine, chat 10 req/s, traced: checked; calibration/data/h200-2026-12-04-stream-check: the
-  served-steps runs q, r, s again (the same commands) on another host, 2026-12-04: checked.  The five Qwen3-30B-A3B hosts of the fused MoE's
-  launch median (calibration.refit.FUSED_FLOOR_FIT; b/ is the compile's fit host, reported) are checked against the
+  served-steps runs q, r, s again (the same commands) on another host, 2026-12-04, and h200-2026-12-04-mode-check:
+  Qwen3-30B-A3B and Llama-3.1-8B chat 10 req/s served beside the probes' mode on one host: checked.  The five
+  Qwen3-30B-A3B hosts of the fused MoE's launch median (calibration.refit.FUSED_FLOOR_FIT; b/ is the compile's fit host, reported) are checked against the
   median of the other five.
 * Every held-out traced run again with its own host's eager launch floor, traced in that run (what ``planner
   calibrate +serve`` measures on a host; reported, with the share of runs within each target): the committed profile
@@ -215,6 +216,7 @@ def main() -> int:
     fp8 = ROOT / "calibration/data/h200-2026-12-03-fp8-launch"  # Llama-3.1-8B bf16 and fp8 on one machine
     fp8_moe = ROOT / "calibration/data/h200-2026-12-03-fp8-moe-launch"  # Qwen3-30B-A3B, Mixtral: fp8 and bf16 pairs
     again = ROOT / "calibration/data/h200-2026-12-04-stream-check"  # served-steps q, r, s again on another host
+    mode = ROOT / "calibration/data/h200-2026-12-04-mode-check"  # served beside the probes' mode on one host
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
@@ -266,7 +268,9 @@ def main() -> int:
                                       (fp8_moe, "z/serve-mixtral-8x7b-bf16", "mixtral-8x7b", "held"),
                                       (again, "q/serve-llama-steps", "llama-3.1-8b", "held"),
                                       (again, "r/serve-qwen3-30b-a3b-steps", "qwen3-30b-a3b", "held"),
-                                      (again, "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", "held"))
+                                      (again, "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", "held"),
+                                      (mode, "qwen3/serve-qwen3-30b-a3b-bf16", "qwen3-30b-a3b", "held"),
+                                      (mode, "llama/serve-llama-3.1-8b-bf16", "llama-3.1-8b", "held"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""
@@ -377,7 +381,8 @@ def delivery_check(prof, folders) -> None:
         for d in first_token_deliveries(folder):
             line_err.append(abs(intercept + prof.stream_output_overhead_s * d.median_running - d.median_delivery_s))
             const_err.append(abs(const - d.median_delivery_s))
-    b_us, line_ms, const_ms = 1e6 * prof.stream_output_overhead_s, 1e3 * np.asarray(line_err), 1e3 * np.asarray(const_err)
+    b_us = 1e6 * prof.stream_output_overhead_s
+    line_ms, const_ms = 1e3 * np.asarray(line_err), 1e3 * np.asarray(const_err)
     print(f"  first tokens' delivery after the engine took them: {b_us:.0f} us per running request + "
           f"{1e3 * intercept:.1f} ms (fitted on {n} runs; slope refitted {1e6 * slope:.0f} us); on {len(line_ms)} other "
           f"traced runs median |error| {np.median(line_ms):.1f} ms, p90 {np.percentile(line_ms, 90):.1f} ms (one "

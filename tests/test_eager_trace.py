@@ -84,3 +84,32 @@ def test_served_floor_two_depths_one_host():
     slope = (deep.seconds - half.seconds) / 24
     assert slope * 1e3 == pytest.approx(1.18, abs=0.005)
     assert (half.seconds - 24 * slope) * 1e3 == pytest.approx(4.1, abs=0.05)
+
+
+def test_one_host_probes_mode_against_served_mode():
+    """calibration/data/h200-2026-12-04-mode-check (COMMAND.md): on one machine, Qwen3-30B-A3B's lone prompts in the
+    probes' mode took 54.4 / 53.9 ms at 1,536 / 2,048 tokens (the whole step) where its served eager steps kept the
+    launch call 82.4 ms (floor 80.3 + graph call 2.1): 1.5x, the serving mode's and not the host's.  The profile's
+    served floor predicts this engine's call 80.7 ms; its chat10 replays within target, TPOT +7.2 %."""
+    from calibration.serving_points import recorded_deployment, replay_folder
+    from calibration.trace_points import _read, launch_floor
+    from calibration.variants import probe_model
+    from planner.io import catalog
+    from planner.serving import StepCost
+
+    root = DATA.parent / "h200-2026-12-04-mode-check"
+    walls = json.loads((root / "qwen3/et/mp/qwen3-30b-a3b.trace.json").read_text())["walls_s"]
+    med = {p: 1e3 * sorted(walls[p]["wall_s"])[1] for p in ("1536", "2048")}
+    assert med == pytest.approx({"1536": 54.41, "2048": 53.89}, abs=0.01)
+    folder = root / "qwen3/serve-qwen3-30b-a3b-bf16"
+    served = launch_floor(folder, "qwen3-30b-a3b")
+    assert 1e3 * served.seconds == pytest.approx(80.3, abs=0.05)
+    assert 1e3 * served.eager_call_s == pytest.approx(82.4, abs=0.05)
+    assert served.eager_call_s / (med["2048"] / 1e3) == pytest.approx(1.53, abs=0.01)
+    prof, g = catalog.profile_for("h200-sxm", "0.26.0"), catalog.gpu("h200-sxm")
+    deploy = next(r for r in _read(str(folder.resolve()))[0] if r["type"] == "deploy")
+    cost = StepCost.from_specs(probe_model("qwen3-30b-a3b"), g, recorded_deployment(deploy), prof)
+    assert 1e3 * cost.cpu_s(2048, 1, True) == pytest.approx(80.7, abs=0.05)
+    (c,) = replay_folder(folder, "qwen3-30b-a3b", prof)
+    assert c.error_pct("ttft_p50_s") == pytest.approx(2.2, abs=0.3)
+    assert c.error_pct("tpot_p50_s") == pytest.approx(7.2, abs=0.3)
