@@ -86,11 +86,11 @@ from calibration.served_steps import served_runs  # noqa: E402
 from calibration.serving_points import replay_folder  # noqa: E402
 from calibration.trace_points import (  # noqa: E402
     STALL_S,
+    delivery_line,
     first_token_deliveries,
     launch_call_ratios,
     launch_floor,
     stalls,
-    stream_output_slope,
 )
 from calibration.variants import probe_model
 from planner.io import catalog  # noqa: E402
@@ -372,8 +372,9 @@ def delivery_check(prof, folders) -> None:
     engine took it (calibration.trace_points.Delivery) against the fitted line at the run's median running requests,
     and against the fit runs' mean delivery for every load (a constant, as the simulator had before) (reported)."""
     fit = {(DATA / f).resolve() for f in STREAM_OUTPUT_FIT}
-    slope, intercept, n = stream_output_slope(sorted(fit))
-    const = np.mean([d.median_delivery_s for f in sorted(fit) for d in first_token_deliveries(f)])
+    fit_runs = [d for f in sorted(fit) for d in first_token_deliveries(f)]
+    slope, intercept, n = delivery_line(fit_runs)
+    const = np.mean([d.median_delivery_s for d in fit_runs])
     line_err, const_err = [], []
     for folder in folders:
         if folder.resolve() in fit:

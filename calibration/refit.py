@@ -208,11 +208,12 @@ def refit(comparison_out: Path | None = None):
     # terms) on top, each from its own engine of the 2026-12-01 campaign: calibration/family_fit.py
     family_points = load_points(excluded)
     prof = with_serve_floors(fit_new_families(prof, family_points), points, extra, family_points)
-    # the OpenAI server's per-request overhead is what the first token takes beyond the simulated engine, so it is
-    # fitted on the engine as finally simulated: with the served launch floors above (fitted before them, it took
-    # 5.97 ms where the final engine leaves -3.3 ms on the same run: clamped at 0)
+    # the OpenAI server's output handling per running request (the first tokens' delivery in the floor traces), then
     slope, _, _ = stream_output_slope([DATA / f for f in STREAM_OUTPUT_FIT])
     prof = prof.model_copy(update={"stream_output_overhead_s": max(0.0, slope)})
+    # its per-request overhead: what the first token takes beyond the simulated engine, so it is
+    # fitted on the engine as finally simulated: with the served launch floors above (fitted before them, it took
+    # 5.97 ms where the final engine leaves -3.3 ms on the same run: clamped at 0)
     folder, model_id, run = FRONTEND_FIT
     prof = prof.model_copy(update={"http_frontend_overhead_s": fit_http_frontend(DATA / folder, model_id, prof, run)})
     # the fit transferred to every GPU of calibration/data/public

@@ -185,9 +185,14 @@ def context_stalls(folder: Path, model_id: str) -> list[tuple[int, float]]:
 STALL_S = 0.3
 
 
+def _run_indices(t: _Trace, bench: dict) -> list[int]:
+    """The indices in ``t.steps`` of the traced steps scheduled within one ``bench`` run's wall-clock window."""
+    return [i for i, s in enumerate(t.steps) if bench["wall_start"] <= s["wall"] <= bench["wall_end"]]
+
+
 def _run_steps(t: _Trace, bench: dict) -> list[dict]:
     """The traced steps scheduled within one ``bench`` run's wall-clock window."""
-    return [s for s in t.steps if bench["wall_start"] <= s["wall"] <= bench["wall_end"]]
+    return [t.steps[i] for i in _run_indices(t, bench)]
 
 
 def bench_steps(folder: Path) -> list[tuple[dict, list[dict]]]:
@@ -231,6 +236,16 @@ class ClientLag:
         return float(np.percentile(self.lags_s, q))
 
 
+def _requests_by_step(folder: Path, t: _Trace, bench: dict) -> tuple[dict, np.ndarray, list[int], list[dict]]:
+    """One ``bench`` run's requests matched to the traced steps that scheduled them, first-come first-served: (its
+    ``vllm bench serve`` JSON, the request indices in send order, the index in ``t.steps`` of the step that scheduled
+    each, in the same order, and the run's steps)."""
+    data = json.loads((Path(folder) / bench["file"]).read_text(encoding="utf-8"))
+    order = np.argsort(np.asarray(data["start_times"], dtype=float), kind="stable")
+    idx = _run_indices(t, bench)
+    return data, order, [i for i in idx for _ in range(t.steps[i]["new"])], [t.steps[i] for i in idx]
+
+
 def client_lags(folder: Path) -> list[ClientLag]:
     """:class:`ClientLag` of every ``bench`` run of a traced folder.  Traced on 2026-12-02 (calibration/data/README.md,
     'Requests held back before the engine'): at 3,600 streamed tokens per second the lag's p90 was 150-280 ms while the
@@ -238,10 +253,9 @@ def client_lags(folder: Path) -> list[ClientLag]:
     t = _trace(folder)
     out = []
     for r in t.benches:
-        bench = json.loads((Path(folder) / r["file"]).read_text(encoding="utf-8"))
-        sent = np.sort(np.asarray(bench["start_times"], dtype=float))
-        run = _run_steps(t, r)
-        scheduled = np.asarray([s["t0"] for s in run for _ in range(s["new"])], dtype=float)
+        bench, order, steps, run = _requests_by_step(folder, t, r)
+        sent = np.asarray(bench["start_times"], dtype=float)[order]
+        scheduled = np.asarray([t.steps[k]["t0"] for k in steps], dtype=float)
         n = min(len(sent), len(scheduled))
         decode = [s for s in run if not s["chunks"] and s["tok"] > 0]
         out.append(ClientLag(r["run"], (scheduled[:n] - sent[:n]).tolist(), sum(s["wait"] > 0 for s in decode),
@@ -277,18 +291,14 @@ def first_token_deliveries(folder: Path) -> list[Delivery]:
     78 on Llama-3.1-8B; 3.3 -> 11 ms at 11 -> 95 on Moonlight-16B-A3B); a second OpenAI server process took a third
     off it (calibration/data/README.md, 'First tokens wait behind the other streams')."""
     t = _trace(folder)
-    index = {id(s): i for i, s in enumerate(t.steps)}
     out = []
     for r in t.benches:
         if r["run"] in WARM_UP_RUNS:
             continue
-        bench = json.loads((Path(folder) / r["file"]).read_text(encoding="utf-8"))
-        sent = np.asarray(bench["start_times"], dtype=float)
-        order = np.argsort(sent, kind="stable")
-        first = (sent + np.asarray(bench["ttfts"], dtype=float))[order]  # a failed request's TTFT: NaN, left out
-        sched = [index[id(s)] for s in _run_steps(t, r) for _ in range(s["new"])]
+        bench, order, steps, _ = _requests_by_step(folder, t, r)
+        first = (np.asarray(bench["start_times"], dtype=float) + np.asarray(bench["ttfts"], dtype=float))[order]
         running, delivery = [], []
-        for k, f in zip(sched, first):
+        for k, f in zip(steps, first):  # a failed request's TTFT is NaN: left out
             if k + 2 < len(t.steps) and np.isfinite(f):
                 running.append(int(t.steps[k]["run"]))
                 delivery.append(float(f - t.steps[k + 2]["t0"]))
@@ -298,9 +308,14 @@ def first_token_deliveries(folder: Path) -> list[Delivery]:
 
 
 def stream_output_slope(folders, min_runs: int = 2) -> tuple[float, float, int]:
-    """(seconds per running request, intercept s, runs): the least-squares line through each traced run's
-    (median running, median :class:`Delivery`) over ``folders``' runs (at least ``min_runs`` at two loads)."""
-    pts = [(d.median_running, d.median_delivery_s) for f in folders for d in first_token_deliveries(f)]
+    """(seconds per running request, intercept s, runs): :func:`delivery_line` over ``folders``' runs."""
+    return delivery_line([d for f in folders for d in first_token_deliveries(f)], min_runs)
+
+
+def delivery_line(deliveries: list[Delivery], min_runs: int = 2) -> tuple[float, float, int]:
+    """(seconds per running request, intercept s, runs): the least-squares line through each run's (median running,
+    median delivery) (at least ``min_runs`` runs at two loads)."""
+    pts = [(d.median_running, d.median_delivery_s) for d in deliveries]
     if len(pts) < max(2, min_runs) or len({x for x, _ in pts}) < 2:
         raise ValueError(f"the first tokens' delivery needs {max(2, min_runs)} traced runs at different loads, "
                          f"got {len(pts)}")
