@@ -22,10 +22,11 @@ def llama_cost():
 
 
 def test_a_graph_step_costs_what_the_simulator_charges(llama_cost):
-    # 40 decodes at 1,000 tokens computed each + a 300-token chunk at 0: the same terms StepCost.step_s adds (a step
-    # inside the CUDA graphs has no launch floor): 32 layers x 40 x 1,001 attended by the decodes
+    # 40 decodes at 1,000 tokens computed each + a fresh 300-token chunk: the same terms StepCost.step_s adds (a step
+    # inside the CUDA graphs has no launch floor): 32 layers x 40 x 1,001 attended by the decodes.  The trace reads
+    # the contexts after vLLM's schedule() advanced them by the step (decodes 40 x 1,001, the chunk 0 + 300)
     c = llama_cost
-    step = {"tok": 340, "dec": 40, "dctx": 40_000, "chunks": [300], "ctx": [0]}
+    step = {"tok": 340, "dec": 40, "dctx": 40_040, "chunks": [300], "ctx": [300]}
     attended = 32 * 40 * 1001.0
     want = c.step_s(340, 41, c.attended_prefill(0, 300), attended, attended + c.prefill_kv_read(0))
     assert gpu_step_s(c, step, None) == pytest.approx(want, rel=1e-12)
@@ -35,7 +36,7 @@ def test_a_graph_step_costs_what_the_simulator_charges(llama_cost):
 
 def test_an_eager_step_is_its_gpu_work_not_its_launch_floor(llama_cost):
     c = llama_cost
-    step = {"tok": 2048, "dec": 0, "chunks": [2048], "ctx": [0]}
+    step = {"tok": 2048, "dec": 0, "chunks": [2048], "ctx": [2048]}
     assert c.launch_s(2048, 1, True) > 0  # above the graphs: step_s would take max(GPU, launch)
     const, ac, am = c.parts(2048, 1, c.attended_prefill(0, 2048), 0.0, 0.0)
     assert gpu_step_s(c, step, None) == pytest.approx(const + max(ac, am), rel=1e-12)
@@ -70,11 +71,12 @@ def test_mean_decode_context_from_lengths(tmp_path):
 
 def test_recorded_llama_runs_on_a_held_out_host():
     # Llama-3.1-8B chat on the 2026-12-02 timeline host: the formula's steps fill the spans (GPU-bound), and their
-    # spans come out within 3.5 % (+1.9 % at 10 req/s, +3.3 % at 24, -1.4 % at 36 over capacity, +1.5 % shared prefix;
-    # +0.8 / +1.3 / -2.5 / -0.9 % before the per-layer step term)
+    # spans come out within 3.5 % (+0.8 % at 10 req/s, +1.1 % at 24, -3.2 % at 36 over capacity, +1.4 % shared prefix;
+    # +1.9 / +3.3 / -1.4 / +1.5 % while the chunks' contexts were read as their starts, +0.8 / +1.3 / -2.5 / -0.9 %
+    # before the per-layer step term)
     runs = {r.run: r for r in served_runs(LLAMA, "llama-3.1-8b", PROFILE)}
     assert set(runs) == {"bench-chat10", "bench-chat24", "bench-chat36", "bench-prefix20"}
-    want = {"bench-chat10": 1.9, "bench-chat24": 3.3, "bench-chat36": -1.4, "bench-prefix20": 1.5}
+    want = {"bench-chat10": 0.8, "bench-chat24": 1.1, "bench-chat36": -3.2, "bench-prefix20": 1.4}
     for name, err in want.items():
         r = runs[name]
         assert r.error_pct == pytest.approx(err, abs=0.1)
@@ -96,14 +98,25 @@ def test_error_and_share_are_ratios():
 
 def test_runs_traced_with_their_decode_contexts():
     # 2026-12-02's fourth campaign traced every step's decode contexts (dctx): Llama-3.1-8B chat 10/20/28 and a
-    # shared prefix, GPU-bound (the formula fills >= 97 % of each span): +2.1 / +2.7 / +0.2 / +0.8 % (+0.8 / +0.7 / -1.7 /
-    # -2.4 % before the per-layer step term); Moonlight at 30 req/s +13.1 % (its mixed steps; +11.3 % before the layer
-    # term, +10.7 % before the fused-MoE kernel law)
+    # shared prefix, GPU-bound (the formula fills >= 97 % of each span): +0.9 / +0.6 / -1.7 / +0.7 % (+2.1 / +2.7 / +0.2 /
+    # +0.8 % while the chunks' contexts after the step were read as their starts; +0.8 / +0.7 / -1.7 / -2.4 % before the
+    # per-layer step term); Moonlight at 30 req/s +11.8 % (its mixed steps; +13.1 % with the chunks' ends as starts,
+    # +11.3 % before the layer term, +10.7 % before the fused-MoE kernel law)
     served = DATA / "h200-2026-12-02-served-steps"
     runs = {r.run: r for r in served_runs(served / "q/serve-llama-steps", "llama-3.1-8b", PROFILE)}
-    want = {"bench-chat10": 2.1, "bench-chat20": 2.7, "bench-chat28": 0.2, "bench-prefix20": 0.8}
+    want = {"bench-chat10": 0.9, "bench-chat20": 0.6, "bench-chat28": -1.7, "bench-prefix20": 0.7}
     for name, err in want.items():
         assert runs[name].exact_contexts and runs[name].formula_share > 0.95
         assert runs[name].error_pct == pytest.approx(err, abs=0.1)
     moon = {r.run: r for r in served_runs(served / "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", PROFILE)}
-    assert moon["bench-chat30"].error_pct == pytest.approx(13.1, abs=0.1)
+    assert moon["bench-chat30"].error_pct == pytest.approx(11.8, abs=0.1)
+
+
+def test_a_chunk_with_context_starts_where_its_computed_tokens_were_before_the_step(llama_cost):
+    # a 512-token chunk traced with 2,560 computed tokens (after schedule()): it attends positions 2,048..2,559 and
+    # reads the 2,048 tokens' KV before it, as the simulator prices a chunk starting at 2,048
+    c = llama_cost
+    step = {"tok": 512, "dec": 0, "chunks": [512], "ctx": [2560]}
+    const, ac, am = c.parts(512, 1, c.attended_prefill(2048, 512), 0.0, c.prefill_kv_read(2048))
+    assert gpu_step_s(c, step, None) == pytest.approx(const + max(ac, am), rel=1e-12)
+    assert gpu_step_s(c, step, None) < gpu_step_s(c, {**step, "ctx": [3072]}, None)

@@ -7,7 +7,8 @@ that environment (the API server, the engine core) patches, when vLLM imports th
 * ``Scheduler.schedule`` -> one record per call: wall and ``perf_counter`` time at entry and exit, the tokens
   scheduled, the requests by kind (new, decoding = 1 token, prefill chunks = their sizes and computed contexts),
   the decoding requests' computed contexts summed (``dctx``, from 2026-12-02's fourth campaign on), running and
-  waiting;
+  waiting.  The contexts are read when ``schedule`` returns, which has already advanced them by the step's tokens
+  (vLLM 0.26 ``_update_after_schedule``): a chunk's ``ctx`` is where it ends, a decode's its context and itself;
 * ``Scheduler.update_from_output`` -> its entry/exit ``perf_counter`` (the step's output back on the CPU);
 * ``UniProcExecutor.execute_model`` / ``sample_tokens`` -> their call durations (the CPU launching the step).
 
