@@ -10,6 +10,7 @@ layers in the server's process layout; calibration/data/README.md.)
 
     python3 calibration/campaigns/eager_trace.py MODEL WEIGHTS OUTDIR [LEN,...] [TRACED_LEN,...]
 
+``EAGER_TRACE_ENGINE`` (JSON) sets engine arguments over the probes' (``calibration.probes.engine_kwargs_for``).
 Writes OUTDIR/<model>.trace.json: per length the wall times (3 repeats after 2 warm-ups) with the main thread's and
 the process's CPU time, again with the garbage collector frozen and off, and per traced length the step's wall time,
 the union of CUDA kernel intervals (busy), their span, the largest GPU idle gaps with the CPU ops running in them, the
@@ -106,7 +107,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     model = probe_model(model_id)
     mdir = write_hf_config(model, Path(os.environ.get("TMPDIR", "/tmp")) / "eager_trace" / model.id, weights)
-    kw = engine_kwargs_for({"weight_dtype": weights})
+    # EAGER_TRACE_ENGINE: engine settings over the probes' (JSON), e.g. vllm serve's {"max_num_batched_tokens": 8192}
+    kw = {**engine_kwargs_for({"weight_dtype": weights}), **json.loads(os.environ.get("EAGER_TRACE_ENGINE") or "{}")}
     t0 = time.perf_counter()
     llm = LLM(model=str(mdir), **kw)
     res = {"model": model_id, "weights": weights, "startup_s": time.perf_counter() - t0, "engine_kwargs": kw,
