@@ -1,9 +1,11 @@
 """Turn a Hugging Face ``config.json`` into a models/<id>.yaml entry (``planner import-hf``).
 
 Handles the key spellings of llama / mistral / qwen2 / qwen3 / qwen2_moe / qwen3_moe / mixtral /
-deepseek_v2 / deepseek_v3 / gpt_oss / gemma2 / gemma3 (``text_config`` nesting) / phi3 configs.
+deepseek_v2 / deepseek_v3 / gpt_oss / gemma2 / gemma3 (``text_config`` nesting) / phi3 / llama4 (dense and MoE
+layers interleaved, chunked local attention) / qwen3_next and qwen3.5 (Gated DeltaNet linear attention) configs.
 Keys a config omits fall back to the defaults of the matching transformers config class (the
-gemma-3 configs on the hub, for instance, leave ``vocab_size`` and ``rope_theta`` out).
+gemma-3 configs on the hub, for instance, leave ``vocab_size`` and ``rope_theta`` out).  Layer patterns the
+planner's spec cannot hold (Nemotron-H, MiMo, Gemma-4, ...) are refused (:mod:`planner.io.hf_layers`).
 
 Every problem is a :class:`planner.io.catalog.SpecError` with a one-line message that names the
 config key, never a KeyError or a pydantic traceback.
@@ -20,6 +22,10 @@ from typing import Any
 import yaml
 
 from planner.io.catalog import SpecError, parse_spec
+from planner.io.hf_layers import dense_layer_count, layer_layout, linear_state_bytes, refuse_unsupported
+from planner.io.hf_layers import find as _find
+from planner.io.hf_layers import native_dtype as _native_dtype
+from planner.io.hf_layers import read_int as _int
 from planner.quoting import control_char_problem
 from planner.specs import AttentionSpec, ModelSpec, MoeSpec, count_params
 
@@ -30,8 +36,11 @@ IMPORT_NOTE = "imported by planner import-hf"
 #: transformers config-class defaults for keys that published configs leave out, per model_type.
 #: Only keys that change what the planner computes are listed.
 _MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
-    # transformers Gemma3TextConfig
+    # transformers Gemma3TextConfig (gemma-3-4b/12b-it leave the head counts and head_dim to these)
     "gemma3_text": {
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
         "vocab_size": 262_208,
         "max_position_embeddings": 131_072,
         "rope_theta": 1_000_000.0,
@@ -55,51 +64,7 @@ _MODEL_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
 #: models whose MLP is a plain two-matrix MLP (everything else here is SwiGLU/GeGLU)
 _UNGATED_MODEL_TYPES = {"gpt2", "gpt_neox", "gptj", "opt", "falcon", "gpt_bigcode", "phi", "starcoder2", "bloom"}
 
-#: layer_types entries that are linear attention / state-space layers (constant per-request state)
-_LINEAR_LAYER_TYPES = {"linear_attention", "mamba", "mamba2", "recurrent"}
-
-_ALIASES: dict[str, tuple[str, ...]] = {
-    "hidden_size": ("hidden_size", "n_embd", "d_model", "dim"),
-    "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
-    "num_attention_heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
-    "num_key_value_heads": ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num"),
-    "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
-    "vocab_size": ("vocab_size", "padded_vocab_size"),
-    "max_position_embeddings": ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"),
-    "num_experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
-    "num_experts_per_tok": ("num_experts_per_tok", "experts_per_token", "moe_top_k", "num_experts_per_token"),
-}
-
-
 # ------------------------------------------------------------------------------------------ helpers
-
-
-def _find(cfg: dict[str, Any], canonical: str) -> tuple[str, Any] | None:
-    """(key actually present, value) for the first alias of ``canonical`` with a non-null value."""
-    for key in _ALIASES.get(canonical, (canonical,)):
-        if cfg.get(key) is not None:
-            return key, cfg[key]
-    return None
-
-
-def _int(cfg: dict[str, Any], canonical: str, *, required: bool = True, default: int | None = None,
-         allow_zero: bool = False) -> int | None:
-    found = _find(cfg, canonical)
-    if found is None:
-        if required and default is None:
-            aliases = _ALIASES.get(canonical, (canonical,))
-            also = f" (also looked for {', '.join(aliases[1:])})" if len(aliases) > 1 else ""
-            raise SpecError(f"config.json: missing '{canonical}'{also}")
-        return default
-    key, value = found
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-        isinstance(value, float) and not value.is_integer()
-    ):
-        raise SpecError(f"config.json: '{key}' must be an integer, got {value!r}")
-    value = int(value)
-    if value < 0 or (value == 0 and not allow_zero):
-        raise SpecError(f"config.json: '{key}' must be {'>= 0' if allow_zero else '> 0'}, got {value}")
-    return value
 
 
 def _positive_float(cfg: dict[str, Any], key: str, default: float) -> float:
@@ -163,60 +128,7 @@ def _flatten(config: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return merged, model_type
 
 
-def _native_dtype(cfg: dict[str, Any]) -> str:
-    q = cfg.get("quantization_config")
-    if isinstance(q, dict):
-        method = str(q.get("quant_method", "")).lower()
-        bits = q.get("bits") or q.get("w_bit")
-        if method in ("fp8", "fbgemm_fp8") or "fp8" in method:
-            return "fp8"
-        if method == "mxfp4":
-            return "mxfp4"
-        if method in ("gptq", "awq", "marlin") and bits == 4:
-            return "int4"
-        if method == "bitsandbytes":
-            return "nf4" if q.get("load_in_4bit") else "int8"
-        if method in ("gptq", "awq") and bits == 8:
-            return "int8"
-    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16").lower()
-    return "fp16" if dtype in ("float16", "fp16", "half") else "bf16"
-
-
-def _sliding(cfg: dict[str, Any], num_layers: int, max_ctx: int) -> tuple[int | None, int, int]:
-    """(sliding_window_tokens, num_sliding_layers, num_linear_layers)."""
-    window = cfg.get("sliding_window")
-    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
-        raise SpecError(f"config.json: 'sliding_window' must be a positive integer or null, got {window!r}")
-    layer_types = cfg.get("layer_types")
-    if layer_types is not None:
-        if not isinstance(layer_types, list) or not all(isinstance(t, str) for t in layer_types):
-            raise SpecError("config.json: 'layer_types' must be a list of strings")
-        if len(layer_types) != num_layers:
-            raise SpecError(
-                f"config.json: 'layer_types' has {len(layer_types)} entries but num_hidden_layers is {num_layers}"
-            )
-        n_linear = sum(1 for t in layer_types if t in _LINEAR_LAYER_TYPES)
-        n_sliding = sum(1 for t in layer_types if "sliding" in t or t == "chunked_attention")
-        if n_sliding and not window:
-            raise SpecError("config.json: 'layer_types' has sliding layers but 'sliding_window' is missing")
-        return (window if n_sliding else None), n_sliding, n_linear
-    if window is None or cfg.get("use_sliding_window") is False or window >= max_ctx:
-        return None, 0, 0
-    pattern = cfg.get("sliding_window_pattern")
-    if pattern is not None:
-        if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern <= 0:
-            raise SpecError(f"config.json: 'sliding_window_pattern' must be a positive integer, got {pattern!r}")
-        # layer i is global when (i + 1) % pattern == 0 (gemma2/gemma3)
-        return window, num_layers - num_layers // pattern, 0
-    if cfg.get("use_sliding_window") and cfg.get("max_window_layers") is not None:
-        # qwen2: layers with index >= max_window_layers use the window
-        mwl = _int(cfg, "max_window_layers", allow_zero=True)
-        n = max(0, num_layers - mwl)
-        return (window if n else None), n, 0
-    return window, num_layers, 0  # mistral v0.1 / phi3 style: every layer slides
-
-
-def _moe(cfg: dict[str, Any], num_layers: int) -> tuple[dict[str, Any] | None, int | None]:
+def _moe(cfg: dict[str, Any], num_layers: int, model_type: str) -> tuple[dict[str, Any] | None, int | None]:
     """(moe dict or None, intermediate_size to use for the dense FFN)."""
     found = _find(cfg, "num_experts")
     if found is None or found[1] in (0, None):
@@ -240,18 +152,17 @@ def _moe(cfg: dict[str, Any], num_layers: int) -> tuple[dict[str, Any] | None, i
     if shared_size:  # qwen2_moe: one gated shared expert
         moe["num_shared_experts"] = moe.get("num_shared_experts", 0) or 1
         moe["shared_expert_intermediate_size"] = shared_size
-    dense = _int(cfg, "first_k_dense_replace", required=False, default=0, allow_zero=True)
-    if not dense:
-        mlp_only = cfg.get("mlp_only_layers") or []
-        if not isinstance(mlp_only, list):
-            raise SpecError("config.json: 'mlp_only_layers' must be a list of layer indices")
-        step = _int(cfg, "decoder_sparse_step", required=False, default=1)
-        dense = sum(1 for i in range(num_layers) if i in mlp_only or (i + 1) % step != 0)
+    llama4 = model_type in ("llama4", "llama4_text")
+    if llama4:  # every MoE layer has one shared expert as wide as a routed one
+        moe["num_shared_experts"], moe["shared_expert_intermediate_size"] = 1, expert_size
+    dense = dense_layer_count(cfg, num_layers)
     if dense:
         if dense >= num_layers:
             raise SpecError(f"config.json: every layer is dense ({dense} of {num_layers}); not a MoE model")
         moe["num_dense_layers"] = dense
-        return moe, _int(cfg, "intermediate_size")
+        # llama4: the dense layers' FFN is intermediate_size_mlp wide (intermediate_size is the experts')
+        dense_width = "intermediate_size_mlp" if llama4 and "intermediate_size_mlp" in cfg else "intermediate_size"
+        return moe, _int(cfg, dense_width)
     return moe, 0
 
 
@@ -325,6 +236,7 @@ def hf_config_to_model_dict(
     if not isinstance(config, dict):
         raise SpecError(f"config.json: expected a JSON object, got {type(config).__name__}")
     cfg, model_type = _flatten(config)
+    refuse_unsupported(cfg, model_type)
 
     hidden = _int(cfg, "hidden_size")
     num_layers = _int(cfg, "num_hidden_layers")
@@ -336,8 +248,9 @@ def hf_config_to_model_dict(
         raise SpecError(f"config.json: 'tie_word_embeddings' must be true or false, got {tie!r}")
 
     attention = _attention(cfg, hidden, heads)
-    moe, intermediate = _moe(cfg, num_layers)
-    window, n_sliding, n_linear = _sliding(cfg, num_layers, max_ctx)
+    moe, intermediate = _moe(cfg, num_layers, model_type)
+    window, n_sliding, n_linear = layer_layout(cfg, model_type, num_layers, max_ctx)
+    state = linear_state_bytes(cfg, n_linear)
 
     architectures = config.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else ""
@@ -368,6 +281,8 @@ def hf_config_to_model_dict(
         d["num_sliding_layers"] = n_sliding
     if n_linear:
         d["num_linear_layers"] = n_linear
+    if state:
+        d["linear_state_bytes_per_layer"] = state
     if moe:
         d["moe"] = moe
     d["native_dtype"] = _native_dtype(cfg)
@@ -384,9 +299,9 @@ def hf_config_to_model_dict(
 
     params_note = IMPORT_NOTE
     if published_total_params is None:
-        d["published_total_params"] = int(round(counted.total))
+        d["published_total_params"] = round(counted.total)
         if moe:
-            d["published_active_params"] = int(round(counted.active))
+            d["published_active_params"] = round(counted.active)
         params_note += (
             "; no published count was given, so published_total_params"
             + (" and published_active_params are" if moe else " is")
