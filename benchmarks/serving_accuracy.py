@@ -88,6 +88,7 @@ from calibration.trace_points import (  # noqa: E402
     STALL_S,
     delivery_line,
     first_token_deliveries,
+    frontend_token_slope,
     launch_call_ratios,
     launch_floor,
     stalls,
@@ -217,6 +218,7 @@ def main() -> int:
     fp8_moe = ROOT / "calibration/data/h200-2026-12-03-fp8-moe-launch"  # Qwen3-30B-A3B, Mixtral: fp8 and bf16 pairs
     again = ROOT / "calibration/data/h200-2026-12-04-stream-check"  # served-steps q, r, s again on another host
     mode = ROOT / "calibration/data/h200-2026-12-04-mode-check"  # served beside the probes' mode on one host
+    budget = ROOT / "calibration/data/h200-2026-12-04-budget-check"  # two step budgets on one host; long prompts
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
@@ -270,7 +272,10 @@ def main() -> int:
                                       (again, "r/serve-qwen3-30b-a3b-steps", "qwen3-30b-a3b", "held"),
                                       (again, "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", "held"),
                                       (mode, "qwen3/serve-qwen3-30b-a3b-bf16", "qwen3-30b-a3b", "held"),
-                                      (mode, "llama/serve-llama-3.1-8b-bf16", "llama-3.1-8b", "held"))
+                                      (mode, "llama/serve-llama-3.1-8b-bf16", "llama-3.1-8b", "held"),
+                                      (budget, "a/serve-qwen3-16384", "qwen3-30b-a3b", "held"),
+                                      (budget, "b/serve-qwen3-8192", "qwen3-30b-a3b", "held"),
+                                      (budget, "b/serve-llama-long", "llama-3.1-8b", "held"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""
@@ -295,6 +300,7 @@ def main() -> int:
     spread_check(prof, [base / folder for base, folder, _, _ in traced_runs
                         if base.name.startswith(("h200-2026-12-03", "h200-2026-12-04"))])
     delivery_check(prof, [base / folder for base, folder, _, _ in traced_runs])
+    prompt_token_check(prof, [base / folder for base, folder, _, _ in traced_runs])
     # the same calibrate runs replayed with the floors their own +serve jobs traced on that machine (what `planner
     # calibrate` fits there): fitted on these runs, so reported, not checked
     print("  ... the same runs with the launch floors and compile their own +serve jobs traced (fitted on them: "
@@ -388,6 +394,24 @@ def delivery_check(prof, folders) -> None:
           f"{1e3 * intercept:.1f} ms (fitted on {n} runs; slope refitted {1e6 * slope:.0f} us); on {len(line_ms)} other "
           f"traced runs median |error| {np.median(line_ms):.1f} ms, p90 {np.percentile(line_ms, 90):.1f} ms (one "
           f"constant for every load: {np.median(const_ms):.1f} / {np.percentile(const_ms, 90):.1f} ms)")
+
+
+def prompt_token_check(prof, folders) -> None:
+    """The OpenAI server's time per prompt token before the engine (the profile's ``http_frontend_token_s``, fitted on
+    calibration.refit.STREAM_OUTPUT_FIT) against each other traced engine's own (its runs' client lags over their
+    prompt lengths, calibration.trace_points.frontend_token_slope) (reported)."""
+    fit = {(DATA / f).resolve() for f in STREAM_OUTPUT_FIT}
+    own = []
+    for folder in folders:
+        if folder.resolve() not in fit:
+            try:
+                own.append(frontend_token_slope([folder])[0])
+            except ValueError:  # no run of unqueued requests of different lengths
+                continue
+    us = 1e6 * np.asarray(own)
+    print(f"  prompt tokens before the engine: {1e6 * prof.http_frontend_token_s:.2f} us each (fitted on "
+          f"{len(fit)} engines); {len(us)} other traced engines' own: median {np.median(us):.2f} us, p10-p90 "
+          f"{np.percentile(us, 10):.2f}-{np.percentile(us, 90):.2f} us")
 
 
 def own_floor_runs(prof, runs) -> None:

@@ -6,7 +6,7 @@ graph) is launched layer by layer from Python, so its floor is the host's CPU: Q
 (82-85 against 78-79 ms; calibration/data/README.md).  :func:`served_terms` puts the floors of traced engines
 (:func:`calibration.trace_points.launch_floor`) in place of the in-process stage's eager terms, and the Triton MoE's
 compile of a new step-size key (:func:`calibration.trace_points.shape_compiles`); :func:`with_traces` adds the OpenAI
-server's per-request overhead, host CPU work as well.
+server's per-request, per-prompt-token and per-running-request times, host CPU work as well.
 
 Used by :mod:`calibration.refit` (the committed H200 profile, from the traces it names) and by ``planner calibrate``
 (``MODEL+serve`` jobs: the engine served and traced on the calibrating machine, so the floor is that host's).
@@ -28,6 +28,7 @@ from calibration.serving_points import fit_http_frontend
 from calibration.trace_points import (
     LaunchFloor,
     ShapeCompiles,
+    frontend_token_slope,
     launch_floor,
     piecewise_launch_s,
     range_period_s,
@@ -220,7 +221,9 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
     """:func:`served_terms` of the traces that can give them: a floor where the runs hold eager and graph steps, a
     compile where a MoE engine's eager steps had new and compiled step-size keys (the others are said in ``log``);
     then the OpenAI server's output handling per running request (:func:`calibration.trace_points.stream_output_slope`,
-    where the traces hold three runs at two loads or more) and its per-request overhead
+    where the traces hold three runs at two loads or more), its time per prompt token
+    (:func:`calibration.trace_points.frontend_token_slope`, where a run holds 20 unqueued requests of different
+    lengths) and its per-request overhead
     (:func:`calibration.serving_points.fit_http_frontend`: the first
     token's delay beyond the simulated engine's at the TTFT median of the ``chat`` run), the median over the dense
     engines' traces: that is the host's CPU too (Llama-3.1-8B: 0 on the committed profile's host once fitted after its
@@ -250,6 +253,12 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
         log(f"  the OpenAI server's output handling: {slope * 1e6:.0f} us per running request ({runs} runs)")
     except (OSError, ValueError, KeyError) as err:
         log(f"  the OpenAI server's output handling: the profile's kept ({err})")
+    try:  # ... and its time per prompt token before the engine (tokenising: the host's CPU and the model's tokenizer)
+        per_token, runs = frontend_token_slope([f for f, _ in traces])
+        prof = prof.model_copy(update={"http_frontend_token_s": min(1e-4, max(0.0, per_token))})
+        log(f"  the OpenAI server's time per prompt token: {per_token * 1e6:.2f} us ({runs} runs)")
+    except (OSError, ValueError, KeyError) as err:
+        log(f"  the OpenAI server's time per prompt token: the profile's kept ({err})")
     run = f"bench-{SERVE_RUNS[-1].split(':', 1)[0]}"
     fronts = []
     for f in dense:

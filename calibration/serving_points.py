@@ -104,6 +104,7 @@ def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     overhead unless ``frontend_overhead_s`` is given.  ``records``/``role``: another record file
     (``pd_bench.jsonl`` of calibration/disagg_bench.py) and the engine of that role ('prefill', 'decode')."""
     from planner.serving import EngineConfig, StepCost
+    from planner.serving.config import http_terms
 
     recs = read_jsonl(Path(folder) / records)
     deploy = next(r for r in recs if r.get("type") == "deploy" and r.get("role") == role)
@@ -112,10 +113,11 @@ def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     gpu, model = catalog.gpu(deploy.get("gpu", "h200-sxm")), probe_model(model_id)
     dep = recorded_deployment(deploy)
     bs = int(boot.get("block_size", Deployment.default("block_size_tokens")))
-    fe = profile.http_frontend_overhead_s if frontend_overhead_s is None else frontend_overhead_s
+    http = http_terms(profile)
+    if frontend_overhead_s is not None:
+        http["frontend_overhead_s"] = frontend_overhead_s
     cfg = EngineConfig((int(boot["num_gpu_blocks"]) - 1) * bs, dep.max_num_seqs, dep.max_num_batched_tokens, bs,
-                       "--enable-prefix-caching" in argv, frontend_overhead_s=fe, cold_step_shapes=True,
-                       stream_output_overhead_s=profile.stream_output_overhead_s)
+                       "--enable-prefix-caching" in argv, cold_step_shapes=True, **http)
     return StepCost.from_specs(model, gpu, dep, profile), cfg
 
 

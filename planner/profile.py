@@ -271,6 +271,9 @@ class CalibrationProfile(FrozenSpec):
     http_frontend_overhead_s: Overhead = Field(
         0.0, description="what vLLM's OpenAI server adds per request on top of the engine (tokenise, HTTP, stream "
         "the first token), fitted on light-load serving runs")
+    http_frontend_token_s: Annotated[float, Field(ge=0, le=1e-3)] = Field(0.0, description=(
+        "... and per prompt token: vLLM's OpenAI server tokenises the text prompt (and the engine hashes its blocks) "
+        "before the engine schedules the request (calibration.trace_points.frontend_token_slope on served traces)"))
     stream_output_overhead_s: Overhead = Field(0.0, description=(
         "vLLM's OpenAI server streams every running request's token of a step: a first or last token reaches its "
         "client this much later per request running (calibration.trace_points.stream_output_slope on served traces)"))

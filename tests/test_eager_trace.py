@@ -89,8 +89,9 @@ def test_served_floor_two_depths_one_host():
 def test_one_host_probes_mode_against_served_mode():
     """calibration/data/h200-2026-12-04-mode-check (COMMAND.md): on one machine, Qwen3-30B-A3B's lone prompts in the
     probes' mode took 54.4 / 53.9 ms at 1,536 / 2,048 tokens (the whole step) where its served eager steps kept the
-    launch call 82.4 ms (floor 80.3 + graph call 2.1): 1.5x, the serving mode's and not the host's.  The profile's
-    served floor predicts this engine's call 80.7 ms; its chat10 replays within target, TPOT +7.2 %."""
+    launch call 82.4 ms (floor 80.3 + graph call 2.1): 1.5x there.  The profile's served floor predicts this engine's
+    call 80.7 ms; its chat10 replays TTFT p50 +3.2 % (+2.2 before the OpenAI server's time per prompt token), TPOT
+    +7.2 %.  Not reproduced on the next host (test below): the gap was that run's launch, not the mode."""
     from calibration.serving_points import recorded_deployment, replay_folder
     from calibration.trace_points import _read, launch_floor
     from calibration.variants import probe_model
@@ -111,5 +112,25 @@ def test_one_host_probes_mode_against_served_mode():
     cost = StepCost.from_specs(probe_model("qwen3-30b-a3b"), g, recorded_deployment(deploy), prof)
     assert 1e3 * cost.cpu_s(2048, 1, True) == pytest.approx(80.7, abs=0.05)
     (c,) = replay_folder(folder, "qwen3-30b-a3b", prof)
-    assert c.error_pct("ttft_p50_s") == pytest.approx(2.2, abs=0.3)
+    assert c.error_pct("ttft_p50_s") == pytest.approx(3.2, abs=0.3)
     assert c.error_pct("tpot_p50_s") == pytest.approx(7.2, abs=0.3)
+
+
+def test_the_mode_gap_is_not_the_step_budget_and_did_not_come_back_on_the_next_host():
+    """calibration/data/h200-2026-12-04-budget-check (COMMAND.md): one machine, minutes apart.  Qwen3-30B-A3B's lone
+    prompts in the probes' mode (16,384-token budget) 64.1 / 75.0 ms at 1,536 / 2,048 tokens; served with the probes'
+    budget the eager launch floor was 82.0 ms, with vllm serve's 8,192 (run after it) 61.8 ms: the budget does not
+    lengthen it (the longer one had the larger budget and ran first), and the probes' mode sits inside the served
+    runs' spread (0.85-1.12x), where the mode check's host had 1.5x.  The served lone 2,048-token prompts took 89.5 /
+    72.8 ms (the two budgets)."""
+    from calibration.trace_points import launch_floor
+
+    root = DATA.parent / "h200-2026-12-04-budget-check"
+    walls = json.loads((root / "a/et-16384/qwen3-30b-a3b.trace.json").read_text())["walls_s"]
+    med = {p: 1e3 * sorted(walls[p]["wall_s"])[1] for p in ("1536", "2048")}
+    assert med == pytest.approx({"1536": 64.14, "2048": 75.01}, abs=0.01)
+    floors = {b: launch_floor(root / f"{r}/serve-qwen3-{b}", "qwen3-30b-a3b") for r, b in (("a", 16384), ("b", 8192))}
+    assert {b: round(1e3 * f.seconds, 1) for b, f in floors.items()} == {16384: 82.0, 8192: 61.8}
+    # the served eager calls (63.7 and 84.3 ms) against the lone 2,048-token step in the probes' mode: 0.85x and 1.12x
+    ratio = {b: f.eager_call_s / (med["2048"] / 1e3) for b, f in floors.items()}
+    assert ratio == pytest.approx({8192: 0.85, 16384: 1.12}, abs=0.01)

@@ -86,15 +86,16 @@ def test_only_an_engine_with_a_quantised_router_pays_it():
 
 
 def test_the_pair_replayed():
-    """Reported, not checked (the extra is fitted on them): the fp8 run's TTFT p50 +14.3 %, TPOT p50 +8.4 % (TTFT +13.0
-    before the OpenAI server's output handling, stream_output_overhead_s; TPOT -1.6 before
+    """Reported, not checked (the extra is fitted on them): the fp8 run's TTFT p50 +15.2 %, TPOT p50 +8.4 % (TTFT +14.3
+    before the OpenAI server's time per prompt token, +13.0 before its output handling, stream_output_overhead_s;
+    TPOT -1.6 before
     the per-layer step term, whose layer costs make the 48-layer model's steps longer; +5.6 before
     the dense linear kernel law put CUTLASS fp8's token-count steps into its attention GEMMs, -1.8 before the fused-MoE
     kernel law; the profile's fp8 floor, 48 x (0.749 + 1.345) = 100.5 ms, against this host's 92.8); the
-    bf16 run's +42.5 / +19.0 % (+39.8 / +18.9 before the output handling, +38.4 / +16.3 before the layer term; profile
+    bf16 run's +43.9 / +19.0 % (+42.5 before the time per prompt token, +39.8 / +18.9 before the output handling, +38.4 / +16.3 before the layer term; profile
     75.8 ms, host 68.1).  The step formula on
     their served steps: -2.4 / -4.4 % of the spans (-2.3 / -4.1 before)."""
-    for folder, ttft, tpot, span in ((FP8, 14.3, 8.4, -2.4), (BF16, 42.5, 19.0, -4.4)):
+    for folder, ttft, tpot, span in ((FP8, 15.2, 8.4, -2.4), (BF16, 43.9, 19.0, -4.4)):
         (c,) = replay_folder(folder, MODEL, PROF)
         assert c.error_pct("ttft_p50_s") == pytest.approx(ttft, abs=0.5)
         assert c.error_pct("tpot_p50_s") == pytest.approx(tpot, abs=0.5)
@@ -107,8 +108,8 @@ def test_a_bf16_router_engine_launches_as_bf16_held_out():
     """Mixtral-8x7B fp8 (43.78 GiB loaded) and bf16 (87.0 GiB) on one machine, each after the plan's warm-up (10 and 5
     requests), chat 4 req/s: floors 52.50 and 52.18 ms, 0.01 ms a MoE layer apart, where Qwen3-30B-A3B's differed by
     0.515.  The profile gives it the bf16 launch, 32 x (0.749 + 0.830) = 50.5 ms, and its fp8 run (held out): TTFT p50
-    +2.5 %, p99 -11.3 %, TPOT p50 -7.9 % (0.9 over the target), throughput +1.1 % (TTFT +1.6 / -11.9 % before the OpenAI
-    server's output handling; +4.7, -12.0, -3.9, +0.5 % before the
+    +4.8 %, p99 -9.9 %, TPOT p50 -7.9 % (0.9 over the target), throughput +1.1 % (TTFT +2.5 / -11.3 % before the OpenAI
+    server's time per prompt token, +1.6 / -11.9 % before its output handling; +4.7, -12.0, -3.9, +0.5 % before the
     per-layer step term; +4.4, -8.4, -3.2, +0.5 % before the dense linear kernel law; +4.2, +4.5, -3.2, +0.4 % before the fused-MoE kernel law)."""
     fp8_dir, bf16_dir = MIXTRAL / "serve-mixtral-8x7b-fp8", MIXTRAL / "serve-mixtral-8x7b-bf16"
     for folder, gib in ((fp8_dir, "43.78"), (bf16_dir, "87.0")):
@@ -120,7 +121,7 @@ def test_a_bf16_router_engine_launches_as_bf16_held_out():
     assert abs(fp8.seconds - bf16.seconds) / 32 < 0.05 * PROF.moe_variants["fp8"].eager_layer_launch_extra_s
     assert all(v["stalls"] == 0 for f in (fp8_dir, bf16_dir) for v in stalls(f).values())
     (c,) = replay_folder(fp8_dir, "mixtral-8x7b", PROF)
-    for key, err in (("ttft_p50_s", 2.5), ("ttft_p99_s", -11.3), ("tpot_p50_s", -7.9), ("output_tokens_per_s", 1.1)):
+    for key, err in (("ttft_p50_s", 4.8), ("ttft_p99_s", -9.9), ("tpot_p50_s", -7.9), ("output_tokens_per_s", 1.1)):
         assert c.error_pct(key) == pytest.approx(err, abs=0.3)
 
 

@@ -63,9 +63,9 @@ def test_a_launch_bound_plan_shows_its_tails_across_the_spread():
     from planner.dashboard.headline import best_fleet_metrics  # the dashboard's headline says it in the replicas' help
 
     replicas_help = next(h for label, _, h in best_fleet_metrics(fp.fleet) if label == "Replicas")
-    assert replicas_help.endswith("p99 TTFT 226-336 ms, TPOT 40.4-64.4 ms")
+    assert replicas_help.endswith("p99 TTFT 228-337 ms, TPOT 40.4-64.4 ms")
     size_note = ("  note: with the CPU launch of the steps above the CUDA graphs at 0.79-1.24× the profile's (as "
-                 "measured on other hosts and runs) p99 TTFT 226-336 ms, TPOT 40.4-64.4 ms")
+                 "measured on other hosts and runs) p99 TTFT 228-337 ms, TPOT 40.4-64.4 ms")
     assert size_note in fp.fleet.lines()  # `planner size`
 
 

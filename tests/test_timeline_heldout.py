@@ -47,29 +47,30 @@ def own_floor_errors(model_id: str) -> dict:
 
 
 def test_served_mla_ttft_with_the_hosts_floor():
-    """Moonlight (MLA, held out of every fit) with this host's floor: TTFT p50 chat10 +1.4 %, chat20 +2.8 % (+0.4 and
-    -0.1 % before the OpenAI server's output handling, stream_output_overhead_s; +0.6 and -0.7 % before the per-layer
+    """Moonlight (MLA, held out of every fit) with this host's floor: TTFT p50 chat10 +2.6 %, chat20 +3.5 % (+1.4 and
+    +2.8 % before the OpenAI server's time per prompt token; +0.4 and -0.1 % before its output handling, stream_output_overhead_s; +0.6 and -0.7 % before the per-layer
     step term; +2.9 and +0.3 % before the fused-MoE kernel law; +4.1 and +2.0 % with the HTTP overhead fitted before the served floors,
     6.0 ms instead of 0; −32.2 and −25.3 % when the simulator sent tokens at their step's end and scheduled the next
     step at the last one's start)."""
     runs = own_floor_errors("moonlight-16b-a3b")
-    assert runs["bench-chat10"].error_pct("ttft_p50_s") == pytest.approx(1.4, abs=0.5)
-    assert runs["bench-chat20"].error_pct("ttft_p50_s") == pytest.approx(2.8, abs=0.5)
+    assert runs["bench-chat10"].error_pct("ttft_p50_s") == pytest.approx(2.6, abs=0.5)
+    assert runs["bench-chat20"].error_pct("ttft_p50_s") == pytest.approx(3.5, abs=0.5)
     assert all(abs(c.error_pct("output_tokens_per_s")) < 2 for c in runs.values())
 
 
 def test_dense_chat_with_the_hosts_floor_at_light_load():
     """Llama-3.1-8B with this host's floor and the committed HTTP overhead, now fitted on the engine as finally
-    simulated (0: bench-r12 leaves −3.3 ms): TTFT p50 chat10 −0.5 %, chat24 +13.6 % (−2.2 / +6.8 % before the OpenAI
-    server's output handling, stream_output_overhead_s, which adds 4-5 ms at chat24's 40 running; −2.0 / +4.8 % before
+    simulated (0: bench-r12 leaves −3.3 ms): TTFT p50 chat10 +3.0 %, chat24 +15.9 % (−0.5 / +13.6 % before the OpenAI
+    server's time per prompt token; −2.2 / +6.8 % before its output handling, stream_output_overhead_s, which adds 4-5 ms at chat24's 40 running; −2.0 / +4.8 % before
     the per-layer step term, +9.4 / +10.6 % with the 6.0 ms fitted before the served floors).  TPOT p50 +1.2 / +4.5 %
     (+4.4 before the output handling; within 1.5 % on
     both before the layer term: its eager steps' per-layer cost rose 0.078 -> 0.103 ms).  Its shared-prefix run (256
-    new tokens after a cached 2,048) is under-predicted instead, −19.4 % (−22.5 before the output handling, −22.9 %
+    new tokens after a cached 2,048) is under-predicted instead, −8.5 % (−19.4 % before the server's time per prompt
+    token, which its 2,304-token prompts pay twice chat's; −22.5 before the output handling, −22.9 %
     before the layer term, −23.8 % before the piecewise prompt steps' launch, scaled here
     with the host's eager floor, 0.89x the profile's): the first token's fixed cost is not one number."""
     runs = own_floor_errors("llama-3.1-8b")
-    assert runs["bench-chat10"].error_pct("ttft_p50_s") == pytest.approx(-0.5, abs=0.5)
-    assert runs["bench-chat24"].error_pct("ttft_p50_s") == pytest.approx(13.6, abs=0.5)
-    assert runs["bench-prefix20"].error_pct("ttft_p50_s") == pytest.approx(-19.4, abs=0.5)
+    assert runs["bench-chat10"].error_pct("ttft_p50_s") == pytest.approx(3.0, abs=0.5)
+    assert runs["bench-chat24"].error_pct("ttft_p50_s") == pytest.approx(15.9, abs=0.5)
+    assert runs["bench-prefix20"].error_pct("ttft_p50_s") == pytest.approx(-8.5, abs=0.5)
     assert [round(runs[r].error_pct("tpot_p50_s"), 1) for r in ("bench-chat10", "bench-chat24")] == [1.2, 4.5]

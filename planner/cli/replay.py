@@ -61,6 +61,7 @@ def replay_cmd(
     every command, :mod:`planner.startup`) exits 1 with one line `error: infeasible: <flag or file>: <reason>`."""
     from planner.io import catalog
     from planner.serving import EngineConfig, StepCost
+    from planner.serving.config import http_terms
     from planner.serving.loadtests import engine_hints, read_load_test, replay_load_test, with_shared_prefix
     from planner.specs import Deployment
     from planner.startup import startup_check
@@ -93,8 +94,7 @@ def replay_cmd(
             cap = check.kv_capacity_tokens
         cfg = EngineConfig(int(cap), dep.max_num_seqs, dep.max_num_batched_tokens, dep.block_size_tokens,
                            prefix_caching if "prefix_caching" not in hints else hints["prefix_caching"],
-                           frontend_overhead_s=prof.http_frontend_overhead_s if http else 0.0, cold_step_shapes=cold,
-                           stream_output_overhead_s=prof.stream_output_overhead_s if http else 0.0)
+                           cold_step_shapes=cold, **http_terms(prof, http))
         cost = StepCost.from_specs(m, g, dep, prof)
         engine = f.resolve().parent if hints else f.resolve()  # a serve_bench folder is one engine
         for t in tests:

@@ -104,6 +104,8 @@ class EngineConfig:
     # the OpenAI HTTP server's own time per request (tokenise, HTTP, first-token streaming) on top of the
     # engine's; 0 for an in-process engine (vLLM's AsyncLLM or LLM)
     frontend_overhead_s: float = 0.0
+    # ... and its time per prompt token (tokenising the text prompt) before the engine sees the request; 0 in-process
+    frontend_token_overhead_s: float = 0.0
     # ... and its output handling: a first or last token reaches its client this much later per request running (the
     # server streams every running request's token of each step); 0 in-process
     stream_output_overhead_s: float = 0.0
@@ -119,10 +121,11 @@ class EngineConfig:
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{name}: must be an integer >= 1, got {v!r}")
-        for name in ("frontend_overhead_s", "stream_output_overhead_s"):
+        for name, top in (("frontend_overhead_s", 60), ("stream_output_overhead_s", 60),
+                          ("frontend_token_overhead_s", 1e-3)):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and 0 <= v < 60):
-                raise ValueError(f"{name}: must be a number of seconds in [0, 60), got {v!r}")
+            if not (isinstance(v, (int, float)) and 0 <= v < top):
+                raise ValueError(f"{name}: must be a number of seconds in [0, {top:g}), got {v!r}")
         if self.kv_capacity_tokens < self.block_size:
             raise ValueError(f"kv_capacity_tokens: {self.kv_capacity_tokens} holds no {self.block_size}-token block "
                              "(the model does not fit)")
@@ -144,7 +147,13 @@ def engine_setup(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile
             raise ValueError(f"gpu: {model.id} on {gpu.id}: {mb.explain()}")
         kv_capacity_tokens = mb.kv_capacity_tokens
     cfg = EngineConfig(int(kv_capacity_tokens), deployment.max_num_seqs, deployment.max_num_batched_tokens,
-                       deployment.block_size_tokens, enable_prefix_caching, spec,
-                       frontend_overhead_s=profile.http_frontend_overhead_s if http_frontend else 0.0,
-                       stream_output_overhead_s=profile.stream_output_overhead_s if http_frontend else 0.0)
+                       deployment.block_size_tokens, enable_prefix_caching, spec, **http_terms(profile, http_frontend))
     return StepCost.from_specs(model, gpu, deployment, profile), cfg
+
+
+def http_terms(profile: CalibrationProfile, http_frontend: bool = True) -> dict[str, float]:
+    """The EngineConfig fields of vLLM's OpenAI server from ``profile`` (its per-request and per-prompt-token time
+    before the engine, its output streaming per running request); all 0 for an in-process engine."""
+    return {"frontend_overhead_s": profile.http_frontend_overhead_s if http_frontend else 0.0,
+            "frontend_token_overhead_s": profile.http_frontend_token_s if http_frontend else 0.0,
+            "stream_output_overhead_s": profile.stream_output_overhead_s if http_frontend else 0.0}

@@ -299,6 +299,7 @@ class Engine:
             kv_capacity_tokens=pool.num_blocks * pool.block_size, config=self.config,
             mode=mode, sequential=sequential, wall_s=wall_s, num_compile_stalls=self.num_compile_stalls,
             compiled_step_keys=frozenset(self.compiled_keys or ()),
+            request_overhead_per_prompt_token_s=self.config.frontend_token_overhead_s,
         )
 
 

@@ -114,6 +114,14 @@ class SimResult:
     wall_s: float = 0.0
     num_compile_stalls: int = 0  # steps that paid StepCost.shape_compile_s (EngineConfig.cold_step_shapes)
     compiled_step_keys: frozenset = frozenset()  # the compile keys the engine had at the end (ditto)
+    # the OpenAI server's time per prompt token before the engine (EngineConfig.frontend_token_overhead_s): each
+    # request's latencies carry it for its own prompt, on top of request_overhead_s
+    request_overhead_per_prompt_token_s: float = 0.0
+
+    @property
+    def request_overhead_each_s(self) -> np.ndarray:
+        """Each request's time outside the simulated engine: the per-request overhead and its prompt's share."""
+        return self.request_overhead_s + self.request_overhead_per_prompt_token_s * self.prompt_tokens
 
     @property
     def completed(self) -> np.ndarray:
@@ -125,11 +133,11 @@ class SimResult:
 
     @property
     def ttft_s(self) -> np.ndarray:
-        return self.first_token_s - self.arrival_s + self.request_overhead_s
+        return self.first_token_s - self.arrival_s + self.request_overhead_each_s
 
     @property
     def e2e_s(self) -> np.ndarray:
-        return self.finish_s - self.arrival_s + self.request_overhead_s
+        return self.finish_s - self.arrival_s + self.request_overhead_each_s
 
     @property
     def tpot_s(self) -> np.ndarray:
