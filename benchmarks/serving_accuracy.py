@@ -275,7 +275,8 @@ def main() -> int:
                                       (mode, "llama/serve-llama-3.1-8b-bf16", "llama-3.1-8b", "held"),
                                       (budget, "a/serve-qwen3-16384", "qwen3-30b-a3b", "held"),
                                       (budget, "b/serve-qwen3-8192", "qwen3-30b-a3b", "held"),
-                                      (budget, "b/serve-llama-long", "llama-3.1-8b", "held"))
+                                      (budget, "b/serve-llama-long", "llama-3.1-8b", "held"),
+                                      (budget, "c/serve-qwen3-long", "qwen3-30b-a3b", "held"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""

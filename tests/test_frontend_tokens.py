@@ -78,3 +78,23 @@ def test_only_behind_the_http_server():
 def test_a_bad_per_token_time_names_the_field(bad):
     with pytest.raises(ValueError, match="frontend_token_overhead_s"):
         EngineConfig(160_000, frontend_token_overhead_s=bad)
+
+
+def test_long_prompts_served_held_out():
+    """calibration/data/h200-2026-12-04-budget-check (COMMAND.md): 80 prompts of 838-15,160 tokens at 1 req/s, every
+    step traced, two engines on fresh hosts.  Llama-3.1-8B: TTFT p50 -0.5 % (303 ms measured), p99 +1.1 %, TPOT p50
+    +5.6 %, throughput +0.0 % (TTFT p50 -5.5 % without the server's time per prompt token); Qwen3-30B-A3B, a cold
+    engine: TTFT p50 -3.9 %, p99 -19.0 %, TPOT p50 -12.0 %, its 3 compile stalls predicted.  Each run's own slope:
+    2.16 and 2.71 us a token (the profile's 1.50)."""
+    from calibration.serving_points import replay_folder
+
+    root = DATA / "h200-2026-12-04-budget-check"
+    for folder, model, want, slope in (("b/serve-llama-long", "llama-3.1-8b", (-0.5, 1.1, 5.6), 2.16e-6),
+                                       ("c/serve-qwen3-long", "qwen3-30b-a3b", (-3.9, -19.0, -12.0), 2.71e-6)):
+        (c,) = replay_folder(root / folder, model, PROF)
+        got = tuple(c.error_pct(k) for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s"))
+        assert got == pytest.approx(want, abs=0.3) and abs(c.error_pct("output_tokens_per_s")) < 0.5
+        assert frontend_token_slope([root / folder])[0] == pytest.approx(slope, abs=0.01e-6)
+    (bare,) = replay_folder(root / "b/serve-llama-long", "llama-3.1-8b", PROF.model_copy(
+        update={"http_frontend_token_s": 0.0}))
+    assert bare.error_pct("ttft_p50_s") == pytest.approx(-5.5, abs=0.3)
