@@ -145,9 +145,7 @@ class AttentionSpec(FrozenSpec):
     @model_validator(mode="after")
     def _consistent(self) -> AttentionSpec:
         if self.num_heads % self.num_kv_heads:
-            raise ValueError(
-                f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})"
-            )
+            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
         if self.kind == "mha" and self.num_kv_heads != self.num_heads:
             raise ValueError("kind 'mha' needs num_kv_heads == num_heads")
         if self.kind == "mqa" and self.num_kv_heads != 1:
@@ -208,6 +206,7 @@ class ModelSpec(FrozenSpec):
     num_sliding_layers: NonNegInt = Field(0, description="layers that attend only to the last window tokens")
     num_linear_layers: NonNegInt = Field(0, description="linear-attention / Mamba layers: constant state, no KV growth")
     linear_state_bytes_per_layer: NonNegInt = Field(0, description="recurrent state per request per layer")
+    linear_layer_params: NonNegInt = Field(0, description="parameters of one linear-attention layer (0: 4 x hidden^2)")
     moe: MoeSpec | None = None
     native_dtype: WeightDtype = Field("bf16", description="dtype of the published checkpoint")
     published_total_params: Annotated[float, Field(ge=1e3, le=1e14)] = Field(
@@ -328,8 +327,8 @@ def count_params(m: ModelSpec) -> ParamCount:
         o = a.num_heads * a.value_dim * h
         attn_layer = q + kv + o
     attention = attn_layer * m.num_attention_layers
-    # linear-attention layers: counted like attention projections (q, k, v, o of width hidden)
-    attention += m.num_linear_layers * 4 * h * h
+    # linear-attention layers: their own count where the config gives one (Gated DeltaNet), else q, k, v, o of width h
+    attention += m.num_linear_layers * (m.linear_layer_params or 4 * h * h)
     embedding = m.vocab_size * h
     lm_head = 0 if m.tie_word_embeddings else m.vocab_size * h
     norms = (2 * m.num_layers + 1) * h

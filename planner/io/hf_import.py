@@ -22,7 +22,13 @@ from typing import Any
 import yaml
 
 from planner.io.catalog import SpecError, parse_spec
-from planner.io.hf_layers import dense_layer_count, layer_layout, linear_state_bytes, refuse_unsupported
+from planner.io.hf_layers import (
+    dense_layer_count,
+    layer_layout,
+    linear_layer_params,
+    linear_state_bytes,
+    refuse_unsupported,
+)
 from planner.io.hf_layers import find as _find
 from planner.io.hf_layers import native_dtype as _native_dtype
 from planner.io.hf_layers import read_int as _int
@@ -250,7 +256,7 @@ def hf_config_to_model_dict(
     attention = _attention(cfg, hidden, heads)
     moe, intermediate = _moe(cfg, num_layers, model_type)
     window, n_sliding, n_linear = layer_layout(cfg, model_type, num_layers, max_ctx)
-    state = linear_state_bytes(cfg, n_linear)
+    state, linear_params = linear_state_bytes(cfg, n_linear), linear_layer_params(cfg, hidden, n_linear)
 
     architectures = config.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else ""
@@ -283,6 +289,8 @@ def hf_config_to_model_dict(
         d["num_linear_layers"] = n_linear
     if state:
         d["linear_state_bytes_per_layer"] = state
+    if linear_params:
+        d["linear_layer_params"] = linear_params
     if moe:
         d["moe"] = moe
     d["native_dtype"] = _native_dtype(cfg)

@@ -202,6 +202,19 @@ def linear_state_bytes(cfg: dict[str, Any], num_linear: int) -> int:
     return (state + conv) * 2
 
 
+def linear_layer_params(cfg: dict[str, Any], hidden: int, num_linear: int) -> int:
+    """Parameters of one Gated DeltaNet layer (Qwen3-Next, Qwen3.5; transformers Qwen3NextGatedDeltaNet): the q, k, v
+    and gate projections from the hidden state, the beta and decay projections (one per value head each), the
+    depthwise causal conv over q, k and v, the per-head decay terms, the gated norm and the output projection.  0 where
+    the config has no such keys (the parameter count then takes 4 x hidden^2 a layer)."""
+    if not num_linear or all(cfg.get(k) is None for k in _GDN_KEYS):
+        return 0
+    v_heads, k_dim, v_dim, k_heads, kernel = (read_int(cfg, k) for k in _GDN_KEYS)
+    key, value = k_heads * k_dim, v_heads * v_dim
+    return (hidden * (2 * key + 2 * value) + hidden * 2 * v_heads + (2 * key + value) * kernel + 2 * v_heads + v_dim
+            + value * hidden)
+
+
 def dense_layer_count(cfg: dict[str, Any], num_layers: int) -> int:
     """Layers whose FFN is dense rather than experts, from whichever placement keys the config has: an explicit
     ``moe_layers`` list (Llama-4) or ``moe_layer_freq`` flags, else layer i holds experts when it is past
