@@ -42,10 +42,9 @@ from calibration.moe_kernel_fit import KERNEL_DATA
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
-from calibration.serve_floor import served_terms, with_launch_extra
+from calibration.serve_floor import served_terms, with_launch_extra, with_prompt_token_time
 from calibration.serving_points import fit_http_frontend, serving_points
 from calibration.trace_points import (
-    frontend_token_slope,
     launch_call_spread,
     launch_floor,
     piecewise_launch_s,
@@ -213,8 +212,7 @@ def refit(comparison_out: Path | None = None):
     slope, _, _ = stream_output_slope([DATA / f for f in STREAM_OUTPUT_FIT])
     prof = prof.model_copy(update={"stream_output_overhead_s": max(0.0, slope)})
     # ... its time per prompt token before the engine (tokenising), from the same runs' client lags, then
-    per_token, _ = frontend_token_slope([DATA / f for f in STREAM_OUTPUT_FIT])
-    prof = prof.model_copy(update={"http_frontend_token_s": min(1e-4, max(0.0, per_token))})
+    prof, _, _ = with_prompt_token_time(prof, [DATA / f for f in STREAM_OUTPUT_FIT])
     # its per-request overhead: what the first token takes beyond the simulated engine, so it is
     # fitted on the engine as finally simulated: with the served launch floors above (fitted before them, it took
     # 5.97 ms where the final engine leaves -3.3 ms on the same run: clamped at 0)

@@ -254,8 +254,7 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
     except (OSError, ValueError, KeyError) as err:
         log(f"  the OpenAI server's output handling: the profile's kept ({err})")
     try:  # ... and its time per prompt token before the engine (tokenising: the host's CPU and the model's tokenizer)
-        per_token, runs = frontend_token_slope([f for f, _ in traces])
-        prof = prof.model_copy(update={"http_frontend_token_s": min(1e-4, max(0.0, per_token))})
+        prof, per_token, runs = with_prompt_token_time(prof, [f for f, _ in traces])
         log(f"  the OpenAI server's time per prompt token: {per_token * 1e6:.2f} us ({runs} runs)")
     except (OSError, ValueError, KeyError) as err:
         log(f"  the OpenAI server's time per prompt token: the profile's kept ({err})")
@@ -269,6 +268,19 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
             except (OSError, ValueError, KeyError, StopIteration) as err:
                 log(f"  {folder.name}: no HTTP server overhead ({err})")
     return prof.model_copy(update={"http_frontend_overhead_s": float(np.median(fronts))}) if fronts else prof
+
+
+#: the most a prompt token may take in the OpenAI server before the engine (a fitted slope is held below it)
+MAX_PROMPT_TOKEN_S = 1e-4
+
+
+def with_prompt_token_time(prof: CalibrationProfile, folders) -> tuple[CalibrationProfile, float, int]:
+    """(``prof`` with its ``http_frontend_token_s`` fitted on ``folders``' traced runs, held in [0,
+    :data:`MAX_PROMPT_TOKEN_S`], the slope as fitted, the runs it came from):
+    :func:`calibration.trace_points.frontend_token_slope`, which raises ValueError where no run can give it."""
+    per_token, runs = frontend_token_slope(folders)
+    clamped = min(MAX_PROMPT_TOKEN_S, max(0.0, per_token))
+    return prof.model_copy(update={"http_frontend_token_s": clamped}), per_token, runs
 
 
 def serve_trace(job: dict, out_dir: Path, raw: Path, *, gpu_id: str, tensor_parallel: int, run, env: dict) -> None:

@@ -141,7 +141,8 @@ def _window(cfg: dict[str, Any], key: str, default: int | None = None) -> int | 
 
 def layer_layout(cfg: dict[str, Any], model_type: str, num_layers: int, max_ctx: int) -> tuple[int | None, int, int]:
     """(sliding_window_tokens, num_sliding_layers, num_linear_layers).  Chunked local attention (Llama-4) is
-    held as sliding-window layers whose window is attention_chunk_size: both keep at most that many tokens."""
+    held as sliding-window layers whose window is attention_chunk_size: both keep at most that many tokens.  For a
+    config :func:`refuse_unsupported` has passed."""
     window = _window(cfg, "sliding_window")
     layer_types = cfg.get("layer_types")
     if layer_types is None:
@@ -186,17 +187,27 @@ def layer_layout(cfg: dict[str, Any], model_type: str, num_layers: int, max_ctx:
         mwl = read_int(cfg, "max_window_layers", allow_zero=True)
         n = max(0, num_layers - mwl)
         return (window if n else None), n, 0
-    refuse_unsupported(cfg, model_type)  # never "every layer slides" for a layer pattern it cannot read
-    return window, num_layers, 0  # mistral v0.1 / phi3 style: every layer slides
+    # mistral v0.1 / phi3 style: every layer slides (a layer pattern it cannot read was refused before, by the
+    # importer's refuse_unsupported)
+    return window, num_layers, 0
+
+
+def _gdn_dims(cfg: dict[str, Any], num_linear: int) -> tuple[int, ...] | None:
+    """(value heads, key dim, value dim, key heads, conv kernel) of the config's Gated DeltaNet layers; None where it
+    has linear layers without such keys, or none."""
+    if not num_linear or all(cfg.get(k) is None for k in _GDN_KEYS):
+        return None
+    return tuple(read_int(cfg, k) for k in _GDN_KEYS)
 
 
 def linear_state_bytes(cfg: dict[str, Any], num_linear: int) -> int:
     """Recurrent state one request holds in one Gated DeltaNet layer (Qwen3-Next, Qwen3.5), 2-byte (bf16) numbers:
     the delta-rule state (value heads × key dim × value dim) and the causal conv's last kernel − 1 inputs of the
     q, k and v channels.  0 where the config has no such keys (Mamba layers are not sized here)."""
-    if not num_linear or all(cfg.get(k) is None for k in _GDN_KEYS):
+    dims = _gdn_dims(cfg, num_linear)
+    if dims is None:
         return 0
-    v_heads, k_dim, v_dim, k_heads, kernel = (read_int(cfg, k) for k in _GDN_KEYS)
+    v_heads, k_dim, v_dim, k_heads, kernel = dims
     state = v_heads * k_dim * v_dim
     conv = (2 * k_heads * k_dim + v_heads * v_dim) * (kernel - 1)
     return (state + conv) * 2
@@ -207,9 +218,10 @@ def linear_layer_params(cfg: dict[str, Any], hidden: int, num_linear: int) -> in
     and gate projections from the hidden state, the beta and decay projections (one per value head each), the
     depthwise causal conv over q, k and v, the per-head decay terms, the gated norm and the output projection.  0 where
     the config has no such keys (the parameter count then takes 4 x hidden^2 a layer)."""
-    if not num_linear or all(cfg.get(k) is None for k in _GDN_KEYS):
+    dims = _gdn_dims(cfg, num_linear)
+    if dims is None:
         return 0
-    v_heads, k_dim, v_dim, k_heads, kernel = (read_int(cfg, k) for k in _GDN_KEYS)
+    v_heads, k_dim, v_dim, k_heads, kernel = dims
     key, value = k_heads * k_dim, v_heads * v_dim
     return (hidden * (2 * key + 2 * value) + hidden * 2 * v_heads + (2 * key + value) * kernel + 2 * v_heads + v_dim
             + value * hidden)
