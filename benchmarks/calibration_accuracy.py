@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from calibration.families import family_of, regime_of  # noqa: E402
-from calibration.family_fit import fit_new_families, load_points, print_table, table, warm  # noqa: E402
+from calibration.family_fit import load_points, print_table, table, warm  # noqa: E402
 from calibration.fit import fit_profile, points_from_records  # noqa: E402
 from calibration.records import read_records  # noqa: E402
-from calibration.refit import DATA, inputs, with_serve_floors  # noqa: E402
+from calibration.refit import DATA, inputs, with_families  # noqa: E402
 from planner.profile import IDEAL_PROFILE  # noqa: E402
 from planner.validate import error_pct, predict  # noqa: E402
 
@@ -43,7 +43,7 @@ def main() -> int:
     records, points, extra = inputs()
     prof, points = fit_profile(records, points=points, extra_validation=extra)
     fam_points = load_points()  # issue #21's families and the V1 runner's memory terms on top (as calibration.refit)
-    prof = with_serve_floors(fit_new_families(prof, fam_points), points, extra, fam_points)  # as calibration.refit
+    prof = with_families(prof, points, extra, fam_points)  # as calibration.refit
     # + the bf16 fused-MoE engines of the families campaigns (held out of every stage: the kernel law's check)
     held = [p for p in points if p.role != "fit"] + list(extra) + [p for p in fam_points
                                                                    if p.role != "fit" and family_of(p) == "moe"]

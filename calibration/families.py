@@ -55,8 +55,8 @@ MOE = [
 #: stage fitted before issue #21's mixed steps.  On Qwen3-30B-A3B's probes + mixed steps it fits about as well
 #: (soft-L1 objective 0.146 vs 0.151 for the floor) but misses the 4,096-token prefill by +39 % (floor +6 %) and the
 #: held-out Mixtral-8x7B's idle prefill by +39 % (floor +17 %), so MOE uses the floor (calibration/data/README.md).
-#: The MoE variants (calibration/family_fit.py) keep it: with the floor the MXFP4 stage had two minima (soft-L1
-#: 0.069 and 0.188) that data scaled by 1 ± 1e-12 switched between.
+#: The MoE variants (calibration/family_fit.py) keep it but MLA's (family_fit.FLOOR_VARIANTS): with the floor the
+#: MXFP4 stage had two minima (soft-L1 0.069 and 0.188) that data scaled by 1 ± 1e-12 switched between.
 MOE_EAGER_ADDITIVE = FitParam("moe.eager_layer_overhead_s", 0.0, 3e-3, 5e-4)
 MOE_VARIANT = [p for p in MOE if p.path != "moe.eager_layer_launch_s"] + [MOE_EAGER_ADDITIVE]
 #: what a MoE stage does not fit where the profile has a fused-MoE kernel law (planner.profile.MoeKernelLaw): the

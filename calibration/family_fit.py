@@ -37,8 +37,16 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.families import (LAW_SET, MOE_VARIANT, error_bands, family_of, fit_stage, regime_of,
-                                 without_law_terms)
+from calibration.families import (
+    LAW_SET,
+    MOE,
+    MOE_VARIANT,
+    error_bands,
+    family_of,
+    fit_stage,
+    regime_of,
+    without_law_terms,
+)
 from calibration.fit import points_from_records, profile_to_yaml
 from calibration.probes import PROBE_MAX_NUM_BATCHED_TOKENS, PROBE_MAX_NUM_SEQS
 from calibration.records import parse_engine_log, read_records, sha256_file
@@ -92,6 +100,14 @@ HELD_FROM_BF16 = {"fp8": ("weight_bandwidth_efficiency", "matmul_half_tokens", "
                           "eager_layer_overhead_s"), "mla": ("weight_bandwidth_efficiency",)}
 #: variants whose per-step cost per MoE layer is fitted (held at 0 for the others: not identified on their engines)
 FIT_LAYER_OVERHEAD = ("fp8",)
+#: variants that fit their eager MoE step as a launch floor (calibration.families.MOE: the GPU work runs under the
+#: launches) instead of an additive per-layer cost (MOE_VARIANT).  MLA: DeepSeek-V2-Lite's and Moonlight's lone
+#: prompts cost 60-82 ms from 544 to 4,096 tokens and 86 ms at 6,000 (the launch), where the additive cost put the
+#: GEMMs on top (Moonlight's 6,000: 116 ms), and their served 2,000-6,000-token steps took 60-68 ms that it priced at
+#: 75-92 ms of GPU work (the served-steps check's Moonlight chat30 span +11.8 -> -0.7 %).  The MXFP4 stage keeps the
+#: additive cost (two minima with the floor, calibration.families.MOE_EAGER_ADDITIVE), replaced by its served floor;
+#: fp8 takes the bf16 kernel's
+FLOOR_VARIANTS = ("mla",)
 
 
 def warm(rec: dict) -> dict:
@@ -185,7 +201,8 @@ def fit_new_families(profile: CalibrationProfile, points) -> CalibrationProfile:
             # 1 + 1e-12 moved it from 7.6e-6 to its bound): held at 0
             params = [p._replace(path=f"moe_variants.{v}.{p.path[4:]}") if p.path != "moe.prefill_layer_overhead_s"
                       else FitParam(f"moe_variants.{v}.prefill_expert_overhead_s", 0.0, 2e-5, 1e-6)
-                      for p in MOE_VARIANT if (p.path != "moe.layer_overhead_s" or v in FIT_LAYER_OVERHEAD)
+                      for p in (MOE if v in FLOOR_VARIANTS else MOE_VARIANT)
+                      if (p.path != "moe.layer_overhead_s" or v in FIT_LAYER_OVERHEAD)
                       and p.path[4:] not in HELD_FROM_BF16.get(v, ())]
             if v in FUSED_MOE_VARIANTS and data.get("moe_kernel") is not None:
                 data["moe_variants"][v].update(LAW_SET)

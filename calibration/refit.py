@@ -104,7 +104,9 @@ SHAPE_COMPILE_FIT = ("h200-2026-12-02-serve-mxfp4/g/serve-gpt-oss-120b-trace", "
 #: the traced engine each MoE variant's served eager launch floor is fitted on, beyond the dense layers' (the bf16
 #: default's is in TRACES, the fp8 one keeps it).  Not MLA: DeepSeek-V2-Lite's traced floor (n/, 88.7 ms) put held-out
 #: Moonlight's eager steps at +17..+34 % (its own floor: 75.6 and 66.0 ms on two machines of one day, l/ and o/), where
-#: the in-process stage's terms give +4..+14 %, and its chat TPOT went +1..+71 -> +28..+191 % (calibration/data/README)
+#: the in-process stage's terms give +4..+14 %, and its chat TPOT went +1..+71 -> +28..+191 % (calibration/data/README);
+#: MLA's floor is its in-process stage's (family_fit.FLOOR_VARIANTS: 68.0 ms for a 27-layer engine, its hosts' served
+#: 61-89 ms)
 VARIANT_FLOOR_FIT = {"mxfp4": SHAPE_COMPILE_FIT}
 #: the fp8 W8A8 fused MoE's launch beyond the bf16 kernel's (its eager_layer_launch_extra_s): the fp8 family's fit model
 #: served in fp8 and then bf16 on one host (Qwen3-30B-A3B's floors 92.8 and 68.1 ms); held out on Qwen3-235B-A22B-l16
@@ -183,6 +185,17 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
                           [p for p in points + family_points if p.role != "fit"] + list(extra))
 
 
+def with_families(prof, points: list, extra: list, family_points: list):
+    """``prof`` (the stages of :func:`calibration.fit.fit_profile`) with issue #21's family stages
+    (:func:`calibration.family_fit.fit_new_families`) and the served eager-step terms (:func:`with_serve_floors`).
+    The family stages see the served dense launch floor (:data:`TRACES`) they will be simulated with: a variant
+    fitting its eager MoE launch on in-process probes (MLA, :data:`calibration.family_fit.FLOOR_VARIANTS`) fits the
+    floor above the dense layers' launch, not in place of it."""
+    dense = served_terms(prof, [launch_floor(DATA / folder, model) for folder, model in TRACES.items()],
+                         log=lambda _: None)
+    return with_serve_floors(fit_new_families(dense, family_points), points, extra, family_points)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="python -m calibration.refit", description="Refit the committed H200 profile from the committed raw "
@@ -207,7 +220,7 @@ def refit(comparison_out: Path | None = None):
     # issue #21's families (MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrids, the V1 runner's memory
     # terms) on top, each from its own engine of the 2026-12-01 campaign: calibration/family_fit.py
     family_points = load_points(excluded)
-    prof = with_serve_floors(fit_new_families(prof, family_points), points, extra, family_points)
+    prof = with_families(prof, points, extra, family_points)
     # the OpenAI server's output handling per running request (the first tokens' delivery in the floor traces), then
     slope, _, _ = stream_output_slope([DATA / f for f in STREAM_OUTPUT_FIT])
     prof = prof.model_copy(update={"stream_output_overhead_s": max(0.0, slope)})

@@ -122,13 +122,13 @@ def mistral():
 def fitted():
     """(profile, points, serving points) of one refit of the committed raw records (calibration/refit.py's
     inputs), shared by the calibration tests of a worker."""
-    from calibration.family_fit import fit_new_families, load_points
+    from calibration.family_fit import load_points
     from calibration.fit import fit_profile
-    from calibration.refit import inputs, with_serve_floors
+    from calibration.refit import inputs, with_families
 
     records, points, extra = inputs()
     prof, points = fit_profile(records, points=points, extra_validation=extra)
     # issue #21's families on top, then the eager launch floors traced under vllm serve, as calibration/refit.py does
     family = load_points()
-    return with_serve_floors(fit_new_families(prof, family), points, extra, family), points, extra
+    return with_families(prof, points, extra, family), points, extra
 

@@ -17,7 +17,7 @@ import pytest
 
 from calibration import families
 from calibration.families import DENSE, KV_FP8, MOE, TP, format_params
-from calibration.family_fit import fit_new_families, load_points
+from calibration.family_fit import load_points
 from calibration.fit import fit_profile
 from calibration.solve import FitParam, pick, pinned_threads, smooth_roofs, solve
 from planner.io import catalog
@@ -129,14 +129,14 @@ def test_the_fit_runs_blas_on_one_thread():
 def test_refit_is_the_same_on_data_scaled_by_one_plus_minus_1e12(fitted, scale):
     """Before: 1 + 1e-12 moved matmul_half_tokens 61.9 -> 4e-7, the custom all-reduce efficiency 0.73 -> 0.93
     and the per-sequence overhead by +60 % (the dense stage's start 1 went to another end)."""
-    from calibration.refit import inputs, with_serve_floors
+    from calibration.refit import inputs, with_families
 
     prof, points, extra = fitted
     records, _, _ = inputs()
     scaled = [dataclasses.replace(p, measured=p.measured * scale) if p.role == "fit" else p for p in points]
     other, _ = fit_profile(records, points=scaled, extra_validation=extra)
     family = [dataclasses.replace(p, measured=p.measured * scale) if p.role == "fit" else p for p in load_points()]
-    other = with_serve_floors(fit_new_families(other, family), scaled, extra, family)  # as the fixture and refit do
+    other = with_families(other, scaled, extra, family)  # as the fixture and refit do
     for p in all_params():
         assert abs(value(other, p.path) - value(prof, p.path)) <= PERTURBED_PARAM_TOL * (p.hi - p.lo), p.path
     pts = points + extra

@@ -108,7 +108,8 @@ def test_a_bf16_router_engine_launches_as_bf16_held_out():
     """Mixtral-8x7B fp8 (43.78 GiB loaded) and bf16 (87.0 GiB) on one machine, each after the plan's warm-up (10 and 5
     requests), chat 4 req/s: floors 52.50 and 52.18 ms, 0.01 ms a MoE layer apart, where Qwen3-30B-A3B's differed by
     0.515.  The profile gives it the bf16 launch, 32 x (0.749 + 0.830) = 50.5 ms, and its fp8 run (held out): TTFT p50
-    +4.8 %, p99 -9.9 %, TPOT p50 -7.9 % (0.9 over the target), throughput +1.1 % (TTFT +2.5 / -11.3 % before the OpenAI
+    +3.5 %, p99 -8.1 %, TPOT p50 -8.1 % (1.1 over the target), throughput +1.0 % (+4.8, -9.9, -7.9, +1.1 % before the
+    family stages were fitted with the served dense launch, which moved the fp8 stage's per-layer cost; TTFT +2.5 / -11.3 % before the OpenAI
     server's time per prompt token, +1.6 / -11.9 % before its output handling; +4.7, -12.0, -3.9, +0.5 % before the
     per-layer step term; +4.4, -8.4, -3.2, +0.5 % before the dense linear kernel law; +4.2, +4.5, -3.2, +0.4 % before the fused-MoE kernel law)."""
     fp8_dir, bf16_dir = MIXTRAL / "serve-mixtral-8x7b-fp8", MIXTRAL / "serve-mixtral-8x7b-bf16"
@@ -121,7 +122,7 @@ def test_a_bf16_router_engine_launches_as_bf16_held_out():
     assert abs(fp8.seconds - bf16.seconds) / 32 < 0.05 * PROF.moe_variants["fp8"].eager_layer_launch_extra_s
     assert all(v["stalls"] == 0 for f in (fp8_dir, bf16_dir) for v in stalls(f).values())
     (c,) = replay_folder(fp8_dir, "mixtral-8x7b", PROF)
-    for key, err in (("ttft_p50_s", 4.8), ("ttft_p99_s", -9.9), ("tpot_p50_s", -7.9), ("output_tokens_per_s", 1.1)):
+    for key, err in (("ttft_p50_s", 3.5), ("ttft_p99_s", -8.1), ("tpot_p50_s", -8.1), ("output_tokens_per_s", 1.0)):
         assert c.error_pct(key) == pytest.approx(err, abs=0.3)
 
 

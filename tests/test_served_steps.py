@@ -100,8 +100,10 @@ def test_runs_traced_with_their_decode_contexts():
     # 2026-12-02's fourth campaign traced every step's decode contexts (dctx): Llama-3.1-8B chat 10/20/28 and a
     # shared prefix, GPU-bound (the formula fills >= 97 % of each span): +0.9 / +0.6 / -1.7 / +0.7 % (+2.1 / +2.7 / +0.2 /
     # +0.8 % while the chunks' contexts after the step were read as their starts; +0.8 / +0.7 / -1.7 / -2.4 % before the
-    # per-layer step term); Moonlight at 30 req/s +11.8 % (its mixed steps; +13.1 % with the chunks' ends as starts,
-    # +11.3 % before the layer term, +10.7 % before the fused-MoE kernel law)
+    # per-layer step term); Moonlight at 30 req/s -0.7 %, its eager mixed steps launch-bound (the formula's GPU work 52 %
+    # of the span): +11.8 % while the MLA variant's eager MoE launch was an additive GPU cost, 2,000-6,000-token steps
+    # priced 75-92 ms over the launch where the engine took 60-68 ms (+13.1 % with the chunks' ends as starts, +11.3 %
+    # before the layer term, +10.7 % before the fused-MoE kernel law)
     served = DATA / "h200-2026-12-02-served-steps"
     runs = {r.run: r for r in served_runs(served / "q/serve-llama-steps", "llama-3.1-8b", PROFILE)}
     want = {"bench-chat10": 0.9, "bench-chat20": 0.6, "bench-chat28": -1.7, "bench-prefix20": 0.7}
@@ -109,7 +111,7 @@ def test_runs_traced_with_their_decode_contexts():
         assert runs[name].exact_contexts and runs[name].formula_share > 0.95
         assert runs[name].error_pct == pytest.approx(err, abs=0.1)
     moon = {r.run: r for r in served_runs(served / "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", PROFILE)}
-    assert moon["bench-chat30"].error_pct == pytest.approx(11.8, abs=0.1)
+    assert moon["bench-chat30"].error_pct == pytest.approx(-0.7, abs=0.1) and moon["bench-chat30"].formula_share < 0.6
 
 
 def test_a_chunk_with_context_starts_where_its_computed_tokens_were_before_the_step(llama_cost):

@@ -257,7 +257,8 @@ def test_after_a_sweep_of_one_size_per_bucket_only_the_multiples_of_16_still_com
     """j/: gpt-oss-20b at 8,192 tokens per step after one request of each of 1,041, 1,073, ..., 8,177 tokens (224
     sweep steps, every one a new key: 224 stalls, latency median 0.96 s), then chat at 30 req/s: 7 of its 150 eager
     steps stalled, each a multiple of 16 (2,304, 2,448, 1,328, ...: the key's other half, which the sweep's odd sizes
-    did not compile), none of the rest.  Replayed with the sweep's keys compiled, the simulator predicts 7 (5 before
+    did not compile), none of the rest.  Replayed with the sweep's keys compiled, the simulator predicts 5 (7 before
+    the family stages were fitted with the served dense launch, which moved the MXFP4 stage's GEMM terms; 5 before
     the per-layer step term, 6 before the piecewise prompt steps' launch: the steps it forms, and so their sizes, move
     with every step's time)."""
     from calibration.serving_points import replay_folder
@@ -273,7 +274,7 @@ def test_after_a_sweep_of_one_size_per_bucket_only_the_multiples_of_16_still_com
     sweep = next(r for r in read_jsonl(j / "serve_bench.jsonl") if r["type"] == "size_sweep")
     assert len(sweep["prompt_tokens"]) == 224 and not sweep["errors"] and min(sweep["latency_s"]) > 0.7
     (chat30,) = replay_folder(j, "gpt-oss-20b", catalog.profile_for("h200-sxm", "0.26.0"))
-    assert chat30.predicted["compile_stalls"] == 7
+    assert chat30.predicted["compile_stalls"] == 5
 
 
 def test_the_plans_full_warm_up_leaves_no_stall():

@@ -15,7 +15,8 @@ def eager_cpu_s(mc: ModelCosts, hw: HwCoeffs, tokens: float, launch_s: float) ->
     """How long a step keeps the engine's CPU in its ``execute_model`` call beyond a full CUDA graph's: its launch
     floor (``launch_s``, :func:`planner.roofline.token_parts`: a piecewise prompt step's inside the graphs, 0 for a
     full graph) and, above the largest CUDA graph (eager), the per-layer eager costs the in-process stages fit
-    additively (the overhead of token_parts: a MoE variant whose served floor is not traced keeps them, MLA).  With
+    additively (the overhead of token_parts: a stage fitted on in-process probes that keeps them; the committed H200
+    profile's every MoE variant launches as a floor instead).  With
     async scheduling vLLM 0.26 schedules the next step when this call returns and sends the last step's tokens only
     after it (:meth:`planner.serving.engine.Engine.send_outputs`)."""
     if tokens <= mc.cudagraph_max_tokens:
