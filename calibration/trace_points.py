@@ -402,7 +402,7 @@ def launch_call_spread(folders, profile) -> Spread:
 def launch_call_ratios(folders, profile) -> list[float]:
     """Each served run's launch floor (its :func:`run_eager_calls` less its engine's median CUDA-graph call) over the
     profile's floor of that engine (an eager step's CPU call less the dense per-layer eager overhead the in-process
-    stages fit: its launch floor, or an MLA engine's additive eager terms), over ``folders`` in order."""
+    stages fit: its launch floor), over ``folders`` in order."""
     from planner.serving import StepCost
 
     ratios = []
