@@ -1,6 +1,7 @@
 """planner import-hf on the 2025-26 config layouts: Gemma-3 configs that leave the head counts to
 Gemma3TextConfig, Llama-4 (interleaved dense / MoE layers, a shared expert, chunked local attention),
-Qwen3-Next / Qwen3.5 (Gated DeltaNet linear-attention layers and their recurrent state), layer patterns the
+Qwen3-Next / Qwen3.5 (Gated DeltaNet linear-attention layers and their recurrent state), Granite-4.0-H (Mamba-2
+layers, their state and parameters, the shared MLP), layer patterns the
 planner cannot hold (refused, naming the key), and compressed-tensors checkpoints.
 
 Each config is built inline from the keys of the published config.json that the importer reads."""
@@ -211,6 +212,55 @@ def test_linear_layers_without_gated_deltanet_keys_keep_no_state():
                                  "linear_num_key_heads": 16, "linear_conv_kernel_dim": 4}, "x")
 
 
+# -------------------------------------------------------------------------------- Granite-4.0-H (Mamba-2)
+
+GRANITE_LAYERS = ["mamba"] * 5 + ["attention"] + (["mamba"] * 9 + ["attention"]) * 3 + ["mamba"] * 4
+# ibm-granite/granite-4.0-h-small: 36 Mamba-2 layers and 4 attention layers, every one with 72 experts (top 10) and a
+# gated shared MLP of shared_intermediate_size
+GRANITE_H_SMALL = {
+    "architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid", "hidden_size": 4096,
+    "intermediate_size": 768, "layer_types": GRANITE_LAYERS, "mamba_conv_bias": True, "mamba_d_conv": 4,
+    "mamba_d_head": 64, "mamba_d_state": 128, "mamba_expand": 2, "mamba_n_groups": 1, "mamba_n_heads": 128,
+    "mamba_proj_bias": False, "max_position_embeddings": 131072, "num_attention_heads": 32, "num_experts_per_tok": 10,
+    "num_hidden_layers": 40, "num_key_value_heads": 8, "num_local_experts": 72, "position_embedding_type": "nope",
+    "shared_intermediate_size": 1536, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "vocab_size": 100352,
+}
+# one Mamba-2 layer's state, 2-byte numbers: the SSM state 128 heads x 64 x 128, and the conv's last 4 - 1 inputs of
+# x (128 x 64 channels), B and C (1 group x 128 each)
+MAMBA2_STATE = (128 * 64 * 128 + (128 * 64 + 2 * 128) * (4 - 1)) * 2
+
+
+def test_granite_h_small_mamba_layers_hold_their_state_and_parameters():
+    m = _model(GRANITE_H_SMALL)
+    assert (m.num_linear_layers, m.num_full_attention_layers) == (36, 4)
+    assert m.linear_state_bytes_per_layer == MAMBA2_STATE == 2_147_840
+    # 36 layers x 2.15 MB = 77.3 MB a request whatever its context, more than its 4 attention layers' KV at 4,096
+    # tokens (4 x K, V x 8 heads x 128 x 2 bytes x 4,096 = 67.1 MB); none of it was counted before
+    kv = kv_bytes_per_request(m, "bf16", 4096)
+    assert kv.state_bytes == 36 * 2_147_840 and kv.full_bytes == 4 * 2 * 8 * 128 * 2 * 4096
+    # in_proj 4096 -> z, x (8,192 each), B, C (128 each), dt (128 heads); the conv over x, B, C (8,448 channels x 4,
+    # + bias); dt bias, A, D per head; the gated norm; out_proj 8,192 -> 4,096
+    assert m.linear_layer_params == (4096 * (2 * 8192 + 2 * 128 + 128) + 8448 * (4 + 1) + 3 * 128 + 8192
+                                     + 8192 * 4096) == 102_286_976
+    assert (m.moe.num_shared_experts, m.moe.shared_expert_intermediate_size) == (1, 1536)
+    # 32.21B, IBM's 32B (30.19B, -5.7 %, with 4 x hidden^2 a Mamba layer and no shared MLP); active 8.8B (IBM: 9B,
+    # 6.8B before)
+    assert count_params(m).total == pytest.approx(32.207e9, rel=1e-4)
+
+
+def test_granite_h_dense_runs_its_shared_mlp_and_an_attention_only_granite_has_no_state():
+    # ibm-granite/granite-4.0-h-1b: no experts; its one FFN is the shared MLP (shared_intermediate_size)
+    cfg = {**GRANITE_H_SMALL, "hidden_size": 1536, "num_attention_heads": 12, "num_key_value_heads": 4,
+           "num_local_experts": 0, "num_experts_per_tok": 0, "intermediate_size": 4096,
+           "shared_intermediate_size": 4096, "mamba_n_heads": 48}
+    m = _model(cfg)
+    assert m.moe is None and m.intermediate_size == 4096 and m.num_linear_layers == 36
+    assert m.linear_state_bytes_per_layer == (48 * 64 * 128 + (48 * 64 + 2 * 128) * 3) * 2
+    # granite-4.0-micro: the same model type and mamba_* keys, every layer attention
+    micro = _model({**cfg, "layer_types": ["attention"] * 40})
+    assert (micro.num_linear_layers, micro.linear_state_bytes_per_layer, micro.linear_layer_params) == (0, 0, 0)
+
+
 # ------------------------------------------------------------------------------------------ refusals
 
 NEMOTRON_H = {  # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 (M = Mamba-2, E = MoE, * = attention)
@@ -246,6 +296,10 @@ GEMMA4_26B = {  # google/gemma-4-26B-A4B
     ({**QWEN3_NEXT_80B, "attn_layer_period": 8, "attn_layer_offset": 4}, "attn_layer_period"),  # Jamba style
     ({**QWEN3_NEXT_80B, "full_attention_interval": None,  # LFM2 style: short-conv layers
       "layer_types": ["conv", "conv", "full_attention"] * 16}, "layer_types"),
+    ({**GRANITE_H_SMALL, "model_type": "falcon_h1", "layer_types": None}, "model_type"),  # attention + Mamba-2 a layer
+    ({**GRANITE_H_SMALL, "layer_types": None}, "mamba_n_heads"),  # which layers are Mamba: not said
+    ({"architectures": ["Mamba2ForCausalLM"], "model_type": "mamba2", "hidden_size": 2560, "num_heads": 80,
+      "num_hidden_layers": 64, "vocab_size": 50288, "max_position_embeddings": 2048}, "model_type"),  # no attention
 ])
 def test_layer_patterns_the_planner_cannot_hold_are_refused(config, key):
     with pytest.raises(SpecError) as e:

@@ -2,10 +2,12 @@
 
 Handles the key spellings of llama / mistral / qwen2 / qwen3 / qwen2_moe / qwen3_moe / mixtral /
 deepseek_v2 / deepseek_v3 / gpt_oss / gemma2 / gemma3 (``text_config`` nesting) / phi3 / llama4 (dense and MoE
-layers interleaved, chunked local attention) / qwen3_next and qwen3.5 (Gated DeltaNet linear attention) configs.
+layers interleaved, chunked local attention) / qwen3_next and qwen3.5 (Gated DeltaNet linear attention) /
+granitemoehybrid (Granite-4.0-H: Mamba-2 layers, a shared MLP beside the experts) configs.
 Keys a config omits fall back to the defaults of the matching transformers config class (the
 gemma-3 configs on the hub, for instance, leave ``vocab_size`` and ``rope_theta`` out).  Layer patterns the
-planner's spec cannot hold (Nemotron-H, MiMo, Gemma-4, ...) are refused (:mod:`planner.io.hf_layers`).
+planner's spec cannot hold (Nemotron-H, MiMo, Gemma-4, Falcon-H1, attention-free state-space models, ...) are
+refused (:mod:`planner.io.hf_layers`).
 
 Every problem is a :class:`planner.io.catalog.SpecError` with a one-line message that names the
 config key, never a KeyError or a pydantic traceback.
@@ -137,8 +139,12 @@ def _flatten(config: dict[str, Any]) -> tuple[dict[str, Any], str]:
 def _moe(cfg: dict[str, Any], num_layers: int, model_type: str) -> tuple[dict[str, Any] | None, int | None]:
     """(moe dict or None, intermediate_size to use for the dense FFN)."""
     found = _find(cfg, "num_experts")
+    # granitemoe(shared/hybrid): every layer has a gated MLP of shared_intermediate_size beside its experts, the only
+    # FFN where there are none (Granite-4.0-H-1B)
+    granite_shared = _int(cfg, "shared_intermediate_size", required=False, default=0, allow_zero=True) \
+        if model_type.startswith("granitemoe") else 0
     if found is None or found[1] in (0, None):
-        return None, _int(cfg, "intermediate_size")
+        return None, granite_shared or _int(cfg, "intermediate_size")
     n_experts = _int(cfg, "num_experts")
     top_k = _int(cfg, "num_experts_per_tok")
     if cfg.get("moe_intermediate_size") is not None:
@@ -158,6 +164,8 @@ def _moe(cfg: dict[str, Any], num_layers: int, model_type: str) -> tuple[dict[st
     if shared_size:  # qwen2_moe: one gated shared expert
         moe["num_shared_experts"] = moe.get("num_shared_experts", 0) or 1
         moe["shared_expert_intermediate_size"] = shared_size
+    if granite_shared:
+        moe["num_shared_experts"], moe["shared_expert_intermediate_size"] = 1, granite_shared
     llama4 = model_type in ("llama4", "llama4_text")
     if llama4:  # every MoE layer has one shared expert as wide as a routed one
         moe["num_shared_experts"], moe["shared_expert_intermediate_size"] = 1, expert_size

@@ -48,11 +48,18 @@ UNSUPPORTED_KEYS: dict[str, str] = {
     "linear_attn_config": "Kimi-Linear's per-layer linear / full attention pattern",
 }
 UNSUPPORTED_MODEL_TYPES = {"gemma4": "Gemma-4", "gemma4_text": "Gemma-4", "gemma3n": "Gemma-3n",
-                           "gemma3n_text": "Gemma-3n"}
+                           "gemma3n_text": "Gemma-3n",
+                           "falcon_h1": "Falcon-H1, attention and a Mamba-2 mixer side by side in every layer",
+                           "mamba": "a Mamba state-space model without attention layers",
+                           "mamba2": "a Mamba-2 state-space model without attention layers",
+                           "falcon_mamba": "a Mamba state-space model without attention layers"}
 
 #: Gated DeltaNet (Qwen3-Next, Qwen3.5) keys that size a linear-attention layer's recurrent state
 _GDN_KEYS = ("linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
              "linear_conv_kernel_dim")
+
+#: Mamba-2 mixer keys (GraniteMoeHybrid's "mamba" layers): heads, head dim, state size, groups, conv kernel
+_MAMBA2_KEYS = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv")
 
 #: compressed-tensors weights (num_bits, type) -> planner weight dtype
 _COMPRESSED_TENSORS_DTYPES = {(8, "float"): "fp8", (8, "int"): "int8", (4, "int"): "int4"}
@@ -108,6 +115,12 @@ def refuse_unsupported(cfg: dict[str, Any], model_type: str) -> None:
         if cfg.get(key) not in (None, 0, "", [], {}):
             raise SpecError(f"config.json: '{key}' ({what}) is not supported: the importer cannot lay out this "
                             "architecture's layers, and would count them wrong")
+    # Mamba-2 mixer keys need a layer_types list saying which layers are Mamba (Granite-4.0-H); one listing attention
+    # layers only (Granite-4.0-Micro, whose config keeps the mamba_* keys) has none
+    mamba_key = next((k for k in _MAMBA2_KEYS if cfg.get(k) is not None), None)
+    if mamba_key and cfg.get("layer_types") is None:
+        raise SpecError(f"config.json: '{mamba_key}' (Mamba-2 mixers) without a 'layer_types' list is not supported: "
+                        "the importer cannot tell which layers are Mamba and would count them as attention")
 
 
 # -------------------------------------------------------------------------------------- layer layout
@@ -200,31 +213,56 @@ def _gdn_dims(cfg: dict[str, Any], num_linear: int) -> tuple[int, ...] | None:
     return tuple(read_int(cfg, k) for k in _GDN_KEYS)
 
 
+def _mamba2_dims(cfg: dict[str, Any], num_linear: int) -> tuple[int, ...] | None:
+    """(heads, head dim, state size, groups, conv kernel) of the config's Mamba-2 layers; None where it has linear
+    layers without such keys, or none."""
+    if not num_linear or all(cfg.get(k) is None for k in _MAMBA2_KEYS):
+        return None
+    return tuple(read_int(cfg, k) for k in _MAMBA2_KEYS)
+
+
 def linear_state_bytes(cfg: dict[str, Any], num_linear: int) -> int:
-    """Recurrent state one request holds in one Gated DeltaNet layer (Qwen3-Next, Qwen3.5), 2-byte (bf16) numbers:
-    the delta-rule state (value heads × key dim × value dim) and the causal conv's last kernel − 1 inputs of the
-    q, k and v channels.  0 where the config has no such keys (Mamba layers are not sized here)."""
+    """Recurrent state one request holds in one linear layer, 2-byte (bf16) numbers.  A Gated DeltaNet layer
+    (Qwen3-Next, Qwen3.5): the delta-rule state (value heads × key dim × value dim) and the causal conv's last
+    kernel − 1 inputs of the q, k and v channels.  A Mamba-2 layer (Granite-4.0-H; vLLM's MambaMixer2 state): the
+    SSM state (heads × head dim × state size) and the conv's last kernel − 1 inputs of its x, B and C channels (heads
+    × head dim + 2 × groups × state size).  0 where the config has neither's keys."""
     dims = _gdn_dims(cfg, num_linear)
+    if dims is not None:
+        v_heads, k_dim, v_dim, k_heads, kernel = dims
+        state = v_heads * k_dim * v_dim
+        conv = (2 * k_heads * k_dim + v_heads * v_dim) * (kernel - 1)
+        return (state + conv) * 2
+    dims = _mamba2_dims(cfg, num_linear)
     if dims is None:
         return 0
-    v_heads, k_dim, v_dim, k_heads, kernel = dims
-    state = v_heads * k_dim * v_dim
-    conv = (2 * k_heads * k_dim + v_heads * v_dim) * (kernel - 1)
-    return (state + conv) * 2
+    heads, head_dim, d_state, groups, kernel = dims
+    return (heads * head_dim * d_state + (heads * head_dim + 2 * groups * d_state) * (kernel - 1)) * 2
 
 
 def linear_layer_params(cfg: dict[str, Any], hidden: int, num_linear: int) -> int:
-    """Parameters of one Gated DeltaNet layer (Qwen3-Next, Qwen3.5; transformers Qwen3NextGatedDeltaNet): the q, k, v
-    and gate projections from the hidden state, the beta and decay projections (one per value head each), the
-    depthwise causal conv over q, k and v, the per-head decay terms, the gated norm and the output projection.  0 where
-    the config has no such keys (the parameter count then takes 4 x hidden^2 a layer)."""
+    """Parameters of one linear layer's mixer.  A Gated DeltaNet layer (Qwen3-Next, Qwen3.5; transformers
+    Qwen3NextGatedDeltaNet): the q, k, v and gate projections from the hidden state, the beta and decay projections
+    (one per value head each), the depthwise causal conv over q, k and v, the per-head decay terms, the gated norm and
+    the output projection.  A Mamba-2 layer (transformers GraniteMoeHybridMambaLayer): the input projection to z, x, B,
+    C and dt (2 × inner + 2 × groups × state + heads; biased with ``mamba_proj_bias``), the depthwise conv over x, B and
+    C (its bias with ``mamba_conv_bias``, default on), dt bias, A and D per head, the gated norm and the output
+    projection.  0 where the config has neither's keys (the parameter count then takes 4 x hidden^2 a layer)."""
     dims = _gdn_dims(cfg, num_linear)
+    if dims is not None:
+        v_heads, k_dim, v_dim, k_heads, kernel = dims
+        key, value = k_heads * k_dim, v_heads * v_dim
+        return (hidden * (2 * key + 2 * value) + hidden * 2 * v_heads + (2 * key + value) * kernel + 2 * v_heads
+                + v_dim + value * hidden)
+    dims = _mamba2_dims(cfg, num_linear)
     if dims is None:
         return 0
-    v_heads, k_dim, v_dim, k_heads, kernel = dims
-    key, value = k_heads * k_dim, v_heads * v_dim
-    return (hidden * (2 * key + 2 * value) + hidden * 2 * v_heads + (2 * key + value) * kernel + 2 * v_heads + v_dim
-            + value * hidden)
+    heads, head_dim, d_state, groups, kernel = dims
+    inner, proj_bias = heads * head_dim, cfg.get("mamba_proj_bias") is True
+    conv = inner + 2 * groups * d_state  # x, B, C
+    in_proj = (hidden + proj_bias) * (inner + conv + heads)  # z, x, B, C, dt
+    conv_params = conv * (kernel + (cfg.get("mamba_conv_bias", True) is not False))
+    return in_proj + conv_params + 3 * heads + inner + (inner + proj_bias) * hidden
 
 
 def dense_layer_count(cfg: dict[str, Any], num_layers: int) -> int:
