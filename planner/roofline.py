@@ -8,7 +8,8 @@ A step is a sum of kernels, each limited by its own roof:
     moe       max(expert FLOPs / (peak × eff_moe(T)), touched expert bytes / (bandwidth × eff_w,moe))
               (a fused-MoE kernel law: its work, padded and per-tile stretched, at peak × its efficiency × eff_moe)
               + MoE layers × layer overhead                    (fused MoE: routing, align, grouped GEMM)
-    attention max(attention FLOPs / (peak × eff_a), KV bytes read / (bandwidth × eff_kv,dtype))
+    attention max(attention FLOPs / (peak × eff_a), (KV bytes read + linear layers' state, read and written back by
+              each sequence) / (bandwidth × eff_kv,dtype))
     comm      2 all-reduces per layer under tensor parallel: vLLM's custom all-reduce below 8 MiB, NCCL above
     overhead  step + per layer + per sequence + per token (launches, scheduling, sampling) + per layer outside graphs
     launch    a step above the largest CUDA graph (eager) launches every kernel from the CPU while the GPU runs them:
@@ -78,6 +79,7 @@ class ModelCosts:
     expert_params: float = 0.0  # one routed expert in one layer, per GPU (its FFN width split under TP)
     expert_width: float = 0.0  # a routed expert's FFN width per GPU (the down GEMM's inner dimension)
     hidden_size: float = 0.0  # the gate/up GEMM's inner dimension
+    state_bytes_per_seq: float = 0.0  # the linear layers' recurrent state of one sequence, per GPU and stage
 
 
 def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
@@ -128,7 +130,7 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
         expert_params=p.expert / tp,
         expert_width=model.moe.expert_intermediate_size / tp if model.moe else 0.0,
         hidden_size=float(model.hidden_size),
-    )
+        state_bytes_per_seq=model.linear_state_bytes_per_layer * model.num_linear_layers / (tp * pp))
 
 
 @dataclass(frozen=True)
@@ -398,12 +400,15 @@ def token_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, xp=np) -
                 launch_s=launch)
 
 
-def attention_parts(mc: ModelCosts, hw: HwCoeffs, tokens, prefill_attended, decode_attended, kv_read_tokens):
+def attention_parts(mc: ModelCosts, hw: HwCoeffs, tokens, prefill_attended, decode_attended, kv_read_tokens,
+                    seqs=0.0):
     """(compute s, memory s, flops, bytes) of a step's attention: the attended contexts' FLOPs, and the KV it
-    reads (``kv_read_tokens``, layer-weighted) plus the new tokens' K/V it writes.  Seconds are summed over the
-    pipeline stages, flops and bytes per stage.  Plain arithmetic: numpy arrays and floats alike."""
+    reads (``kv_read_tokens``, layer-weighted) plus the new tokens' K/V it writes, plus the recurrent state each of
+    its ``seqs`` sequences reads and writes back in the linear layers (a Gated DeltaNet / Mamba-2 step updates it in
+    place).  Seconds are summed over the pipeline stages, flops and bytes per stage.  Plain arithmetic."""
     att_flops = mc.attn_flops_per_ctx_prefill * prefill_attended + mc.attn_flops_per_ctx_decode * decode_attended
-    kv_bytes = mc.kv_bytes_per_ctx_layer * (kv_read_tokens + tokens * (mc.full_layers + mc.sliding_layers))
+    kv_bytes = (mc.kv_bytes_per_ctx_layer * (kv_read_tokens + tokens * (mc.full_layers + mc.sliding_layers))
+                + 2.0 * mc.state_bytes_per_seq * seqs)
     att_c = att_flops / (hw.attn_peak_flops_per_s * hw.attention_compute_efficiency)
     kv_eff = hw.kv_bandwidth_efficiency_fp8 if mc.kv_cache_dtype == "fp8" else hw.kv_bandwidth_efficiency
     att_m = kv_bytes / (hw.hbm_bandwidth_bytes_per_s * kv_eff)
@@ -421,7 +426,7 @@ def step_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, prefill_a
     (``xp=SCALAR``)."""
     parts = token_parts(mc, hw, tokens, sampled, prefill, xp)
     att_c, att_m, att_flops, kv_bytes = attention_parts(mc, hw, tokens, prefill_attended, decode_attended,
-                                                        kv_read_tokens)
+                                                        kv_read_tokens, sampled)
     flops, nbytes = parts["flops"] + att_flops, parts["bytes"] + kv_bytes
     if mc.pipeline_parallel > 1:
         flops, nbytes = flops * mc.pipeline_parallel, nbytes * mc.pipeline_parallel
@@ -431,16 +436,11 @@ def step_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, prefill_a
 
 def step_time(mc: ModelCosts, hw: HwCoeffs, *, prefill_tokens=0.0, prefill_attended=0.0, prefill_kv_read_tokens=0.0,
               decode_seqs=0.0, decode_attended=0.0, sampled_seqs=None) -> StepTime:
-    """One forward step over ``prefill_tokens`` new prompt tokens and ``decode_seqs`` decoding sequences
-    (:func:`step_parts` on numpy arrays).
-
-    ``prefill_attended`` / ``decode_attended`` are the layer-weighted attended contexts
-    (:func:`attended_prefill`, :func:`attended_decode`); ``prefill_kv_read_tokens`` the layer-weighted
-    cached tokens a prefill chunk reads (its prior context).  ``sampled_seqs`` defaults to the decode
-    sequences plus one per prefill (upper bound for the lm_head).
-    """
-    pt = np.asarray(prefill_tokens, dtype=float)
-    ds = np.asarray(decode_seqs, dtype=float)
+    """One step over ``prefill_tokens`` new prompt tokens and ``decode_seqs`` decoding sequences (:func:`step_parts`
+    on numpy arrays).  ``prefill_attended`` / ``decode_attended``: the layer-weighted attended contexts
+    (:func:`attended_prefill`, :func:`attended_decode`); ``prefill_kv_read_tokens`` the layer-weighted cached tokens a
+    prefill chunk reads.  ``sampled_seqs`` defaults to the decode sequences plus one per prefill (the lm_head's)."""
+    pt, ds = np.asarray(prefill_tokens, dtype=float), np.asarray(decode_seqs, dtype=float)
     tokens = pt + ds
     sampled = ds + (pt > 0) if sampled_seqs is None else np.asarray(sampled_seqs, dtype=float)
     decode_attended = np.asarray(decode_attended, dtype=float)

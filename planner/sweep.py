@@ -107,7 +107,8 @@ def _stack(objs: Sequence, names: Iterable[str]) -> dict[str, np.ndarray]:
 
 
 _MC_BLOCK_FIELDS = ("dense_weight_bytes", "linear_kernel_bytes", "expert_weight_bytes", "kv_bytes_per_ctx_layer",
-                    "cudagraph_max_tokens", "quantized_params_per_token", "expert_params", "expert_width")
+                    "cudagraph_max_tokens", "quantized_params_per_token", "expert_params", "expert_width",
+                    "state_bytes_per_seq")
 _HW_BLOCK_FIELDS = (
     "linear_peak_flops_per_s", "attn_peak_flops_per_s", "hbm_bandwidth_bytes_per_s", "matmul_efficiency_max",
     "matmul_half_tokens", "attention_compute_efficiency", "weight_bandwidth_efficiency",

@@ -91,6 +91,21 @@ def gemma_3_27b() -> ModelSpec:
     )
 
 
+def granite_4_h_small() -> ModelSpec:
+    """ibm-granite/granite-4.0-h-small config.json: hidden 4096, 40 layers (36 Mamba-2: 128 heads of 64, state 128,
+    1 group, conv 4; 4 attention: 32 heads, 8 KV heads, head_dim 128), 72 experts top-10 of width 768 + a shared MLP
+    of 1536, vocab 100352, tied embeddings (planner.io.hf_layers sizes the Mamba-2 layers)."""
+    return make_model(
+        id="granite-4.0-h-small", hidden_size=4096, num_layers=40, intermediate_size=0, vocab_size=100352,
+        max_context_tokens=131072, tie_word_embeddings=True,
+        attention=AttentionSpec(kind="gqa", num_heads=32, num_kv_heads=8, head_dim=128),
+        num_linear_layers=36, linear_state_bytes_per_layer=(128 * 64 * 128 + (128 * 64 + 2 * 128) * 3) * 2,
+        linear_layer_params=102_286_976,
+        moe=MoeSpec(num_experts=72, experts_per_token=10, expert_intermediate_size=768, num_shared_experts=1,
+                    shared_expert_intermediate_size=1536),
+    )
+
+
 def make_gpu(**over) -> GpuSpec:
     """An H100-SXM-like GPU: 80 GiB, 3.35 TB/s, 989 TFLOP/s bf16, 1979 fp8, NVLink 450 GB/s, $4/h."""
     d = {

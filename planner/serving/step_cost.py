@@ -99,7 +99,8 @@ class StepCost:
         if tokens <= 0:
             return 0.0, 0.0, 0.0
         const = self._token_terms(tokens, sampled, att_prefill > 0)[3]
-        ac, am, _, _ = attention_parts(self.model_costs, self.hw_coeffs, tokens, att_prefill, att_decode, kv_read)
+        ac, am, _, _ = attention_parts(self.model_costs, self.hw_coeffs, tokens, att_prefill, att_decode, kv_read,
+                                       sampled)
         return const, ac, am
 
     def step_s(self, tokens: float, sampled: float, att_prefill: float = 0.0, att_decode: float = 0.0,
@@ -108,7 +109,8 @@ class StepCost:
         if tokens <= 0:
             return 0.0
         linear, comm, overhead, _, launch, _ = self._token_terms(tokens, sampled, att_prefill > 0)
-        ac, am, _, _ = attention_parts(self.model_costs, self.hw_coeffs, tokens, att_prefill, att_decode, kv_read)
+        ac, am, _, _ = attention_parts(self.model_costs, self.hw_coeffs, tokens, att_prefill, att_decode, kv_read,
+                                       sampled)
         return step_total(linear, ac, am, comm, overhead, max, launch)
 
     def launch_s(self, tokens: float, sampled: float, prefill: bool = False) -> float:
