@@ -321,6 +321,19 @@ def request_kv_bytes_per_gpu(
     return kv.total_bytes * kv_shard_fraction(model, deployment.tensor_parallel, deployment.pipeline_parallel)
 
 
+def state_blocks_per_request(model: ModelSpec, deployment: Deployment) -> int:
+    """Blocks of the KV pool one running request's recurrent state takes (its linear-attention / Mamba layers' state,
+    per GPU, in blocks of ``block_size_tokens`` tokens of the attention layers' KV), for the simulator's block pool;
+    0 for an attention-only model.  Granite-4.0-H-Small, one GPU: 36 × 2,147,840 B = 77.3 MB in 262,144-byte blocks
+    (16 tokens × 16,384 B) = 295 blocks, the pool of 4,720 tokens."""
+    state = model.linear_state_bytes_per_layer * model.num_linear_layers
+    if not state:
+        return 0
+    frac = kv_shard_fraction(model, deployment.tensor_parallel, deployment.pipeline_parallel)
+    block = kv_bytes_per_token(model, deployment.kv_cache_dtype) * frac * deployment.block_size_tokens
+    return math.ceil(state * frac / block) if block > 0 else 0
+
+
 def kv_pool_concurrency(kv_pool_bytes, kv_bytes_per_request, fits=True):
     """Max concurrency: requests whose KV fits in the pool at once, ⌊pool ÷ KV per request⌋ (per GPU
     both), 0 where the model does not fit.  The one copy of the formula: :func:`max_concurrency`,

@@ -38,13 +38,17 @@ class CachedRun:
 
 class BlockPool:
     """``num_blocks`` KV blocks of ``block_size`` tokens: free uncached blocks, cached runs (their
-    referenced and evictable blocks) and the blocks requests hold outside the cache."""
+    referenced and evictable blocks) and the blocks requests hold outside the cache.  ``state_blocks``: the blocks
+    each admitted request's recurrent state takes besides its tokens' (linear-attention / Mamba layers: vLLM's
+    hybrid allocator gives every state layer group a page of the pool per running request), from :meth:`admit` to
+    :meth:`release`, never cached."""
 
     __slots__ = ("block_size", "eviction_queue", "num_blocks", "num_evictable", "num_free_uncached",
-                 "prefix_caching", "runs")
+                 "prefix_caching", "runs", "state_blocks")
 
-    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool):
+    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool, state_blocks: int = 0):
         self.block_size = block_size
+        self.state_blocks = state_blocks
         self.num_blocks = num_blocks
         self.prefix_caching = prefix_caching
         self.num_free_uncached = num_blocks
@@ -166,7 +170,7 @@ class BlockPool:
                     hi = min(run.cached_end, old_ref_end)
                     if hi > run.referenced_end:
                         queue.append([run, run.referenced_end, hi])
-        self.num_free_uncached += req.num_uncached_blocks
+        self.num_free_uncached += req.num_uncached_blocks + self.state_blocks
         req.cache_refs = []
         req.num_cached_blocks = 0
         req.num_uncached_blocks = 0
@@ -217,8 +221,10 @@ class BlockPool:
 
     def admit(self, req: Request, hit_blocks: int, new_tokens: int) -> None:
         """req (holding no blocks: new, or released when preempted) starts at its cached prefix of ``hit_blocks``
-        blocks (:meth:`lookup`), computed up to there, and takes the blocks of its first ``new_tokens`` tokens
-        beyond it."""
+        blocks (:meth:`lookup`), computed up to there, and takes its state's blocks and those of its first
+        ``new_tokens`` tokens beyond it."""
+        if self.state_blocks:
+            self.take(self.state_blocks)
         req.num_computed = hit_blocks * self.block_size
         req.cache_refs = []
         req.num_cached_blocks = 0

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.memory import memory_budget
+from planner.memory import memory_budget, state_blocks_per_request
 from planner.serving.step_cost import StepCost
 from planner.profile import CalibrationProfile, IDEAL_PROFILE
 from planner.specs import Deployment, GpuSpec, ModelSpec
@@ -115,6 +115,9 @@ class EngineConfig:
     cold_step_shapes: bool = False
     # ... and the compile keys it had compiled before this run besides (an earlier warm-up of step sizes)
     compiled_step_keys: frozenset = frozenset()
+    # blocks of the pool one running request's recurrent state holds besides its tokens' (a model's linear-attention
+    # / Mamba layers: planner.memory.state_blocks_per_request); 0 for attention-only models
+    state_blocks: int = 0
 
     def __post_init__(self):
         for name in ("kv_capacity_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):
@@ -126,6 +129,8 @@ class EngineConfig:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0 <= v < top):
                 raise ValueError(f"{name}: must be a number of seconds in [0, {top:g}), got {v!r}")
+        if not isinstance(self.state_blocks, (int, np.integer)) or self.state_blocks < 0:
+            raise ValueError(f"state_blocks: must be an integer >= 0, got {self.state_blocks!r}")
         if self.kv_capacity_tokens < self.block_size:
             raise ValueError(f"kv_capacity_tokens: {self.kv_capacity_tokens} holds no {self.block_size}-token block "
                              "(the model does not fit)")
@@ -147,7 +152,8 @@ def engine_setup(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile
             raise ValueError(f"gpu: {model.id} on {gpu.id}: {mb.explain()}")
         kv_capacity_tokens = mb.kv_capacity_tokens
     cfg = EngineConfig(int(kv_capacity_tokens), deployment.max_num_seqs, deployment.max_num_batched_tokens,
-                       deployment.block_size_tokens, enable_prefix_caching, spec, **http_terms(profile, http_frontend))
+                       deployment.block_size_tokens, enable_prefix_caching, spec, **http_terms(profile, http_frontend),
+                       state_blocks=state_blocks_per_request(model, deployment))
     return StepCost.from_specs(model, gpu, deployment, profile), cfg
 
 

@@ -291,7 +291,7 @@ class Scheduler:
             start = hit * bs
             num_tokens = req.num_tokens
             new = min(num_tokens - start, budget)
-            blocks = pool.blocks_for(req, start + new, hit)
+            blocks = pool.blocks_for(req, start + new, hit) + pool.state_blocks
             if blocks + evictable > pool.num_free():
                 break
             waiting.popleft()
