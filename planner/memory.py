@@ -115,14 +115,38 @@ def round_up(x: int, multiple: int) -> int:
     return int(math.ceil(x / multiple) * multiple)
 
 
+#: vLLM's attention kernel block alignment (FlashAttention): a hybrid model's attention block is a multiple of it
+HYBRID_BLOCK_ALIGN_TOKENS = 16
+
+
+def hybrid_block_tokens(model: ModelSpec, kv_dtype: str, block_size_tokens: int) -> int:
+    """The attention block vLLM 0.26 uses: for a model with recurrent-state layers its attention page (block tokens ×
+    one layer's KV per token) must hold one layer's state, so a smaller configured block is raised to 16 × ⌈state ÷
+    (16 × KV per token)⌉ tokens ("Setting attention block size to N tokens to ensure that attention page size is >=
+    mamba page size") and the state page padded to the attention page.  Granite-4.0-H-Small: 16 × ⌈2,147,840 ÷ (16 ×
+    4,096)⌉ = 528; Qwen3-Next-80B at fp8 KV: 16 × ⌈1,097,728 ÷ (16 × 1,024)⌉ = 1,072 (logged by vLLM, TP 2, both
+    halved).  Any other model: ``block_size_tokens``."""
+    per_tok = kv_bytes_per_token_per_layer(model, kv_dtype)
+    if not (model.linear_state_bytes_per_layer and model.num_linear_layers) or per_tok <= 0:
+        return block_size_tokens
+    a = HYBRID_BLOCK_ALIGN_TOKENS
+    return max(block_size_tokens, a * math.ceil(model.linear_state_bytes_per_layer / (a * per_tok)))
+
+
 def kv_bytes_per_request(
     model: ModelSpec, kv_dtype: str, context_tokens: int, block_size_tokens: int = 1
 ) -> KvPerRequest:
     """KV bytes of one request at ``context_tokens``; blocks of ``block_size_tokens`` are allocated
-    whole (vLLM: 16).  Sliding-window layers keep at most window (+ one block) tokens."""
+    whole (vLLM: 16; a recurrent-state hybrid's :func:`hybrid_block_tokens`, its state a page a layer).
+    Sliding-window layers keep at most window (+ one block) tokens."""
     if context_tokens < 0:
         raise ValueError(f"context_tokens must be >= 0, got {context_tokens}")
     per_layer = kv_bytes_per_token_per_layer(model, kv_dtype)
+    state = model.linear_state_bytes_per_layer
+    if block_size_tokens > 1:
+        block_size_tokens = hybrid_block_tokens(model, kv_dtype, block_size_tokens)
+        if state:
+            state = max(state, block_size_tokens * per_layer)
     full_tokens = round_up(context_tokens, block_size_tokens)
     slide_tokens = 0
     if model.num_sliding_layers:
@@ -134,7 +158,7 @@ def kv_bytes_per_request(
         slide_tokens,
         full_tokens * per_layer * model.num_full_attention_layers,
         slide_tokens * per_layer * model.num_sliding_layers,
-        float(model.linear_state_bytes_per_layer * model.num_linear_layers),
+        float(state * model.num_linear_layers),
     )
 
 
@@ -307,7 +331,7 @@ def memory_budget(
         graphs += profile.v1_cudagraph_estimate_bytes
     pool = usable - w - act - non_torch - graphs
     per_tok = model_kv_bytes_per_token * kv_shard_fraction(model, tp, pp)
-    bs = deployment.block_size_tokens
+    bs = hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens)
     tokens = int(pool // per_tok) // bs * bs if pool > 0 else 0
     return MemoryBudget(total, deployment.gpu_memory_utilization, usable, w, act, non_torch,
                         graphs, pool, per_tok, tokens, bs)
@@ -322,16 +346,15 @@ def request_kv_bytes_per_gpu(
 
 
 def state_blocks_per_request(model: ModelSpec, deployment: Deployment) -> int:
-    """Blocks of the KV pool one running request's recurrent state takes (its linear-attention / Mamba layers' state,
-    per GPU, in blocks of ``block_size_tokens`` tokens of the attention layers' KV), for the simulator's block pool;
-    0 for an attention-only model.  Granite-4.0-H-Small, one GPU: 36 × 2,147,840 B = 77.3 MB in 262,144-byte blocks
-    (16 tokens × 16,384 B) = 295 blocks, the pool of 4,720 tokens."""
-    state = model.linear_state_bytes_per_layer * model.num_linear_layers
-    if not state:
-        return 0
-    frac = kv_shard_fraction(model, deployment.tensor_parallel, deployment.pipeline_parallel)
-    block = kv_bytes_per_token(model, deployment.kv_cache_dtype) * frac * deployment.block_size_tokens
-    return math.ceil(state * frac / block) if block > 0 else 0
+    """Blocks of the KV pool one running request's recurrent state takes (its linear-attention / Mamba layers' state
+    pages, :func:`kv_bytes_per_request`, in blocks of :func:`hybrid_block_tokens` tokens of every attention layer's
+    KV), for the simulator's block pool; 0 for an attention-only model.  Granite-4.0-H-Small: 36 pages of 528 × 4,096 B
+    in blocks of its 4 attention layers' pages = 9 blocks (vLLM: 9 groups of 4 Mamba layers, a page each)."""
+    bs = deployment.block_size_tokens
+    state = kv_bytes_per_request(model, deployment.kv_cache_dtype, 0, bs).state_bytes
+    block = kv_bytes_per_token(model, deployment.kv_cache_dtype) * hybrid_block_tokens(
+        model, deployment.kv_cache_dtype, bs)
+    return math.ceil(state / block) if state and block > 0 else 0
 
 
 def kv_pool_concurrency(kv_pool_bytes, kv_bytes_per_request, fits=True):

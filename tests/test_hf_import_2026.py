@@ -248,6 +248,27 @@ def test_granite_h_small_mamba_layers_hold_their_state_and_parameters():
     assert count_params(m).total == pytest.approx(32.207e9, rel=1e-4)
 
 
+def test_vllm_raises_a_hybrids_attention_block_to_hold_a_state_page():
+    """vLLM 0.26 makes one attention layer's page (block tokens x its KV per token) hold one linear layer's state:
+    16 x ceil(state / (16 x KV per token)) tokens, the state padded to the page.  Qwen3-Next-80B with fp8 KV: 16 x
+    ceil(1,097,728 / (16 x 2 x 2 x 256 x 1)) = 1,072, the block vLLM logged serving it on TP 2 (state and KV halved
+    alike); Granite-4.0-H-Small: 528, so a 2,200-token request holds 5 blocks x 528 tokens x 4 layers x 4,096 B of KV
+    and 36 pages of 528 x 4,096 B of state (2,162,688 B each, 2,147,840 unpadded): 121.1 MB, where 16-token blocks and
+    the bare state gave 113.4 MB."""
+    from planner.memory import hybrid_block_tokens
+
+    assert hybrid_block_tokens(_model(QWEN3_NEXT_80B), "fp8", 16) == 1072
+    assert hybrid_block_tokens(_model(QWEN3_NEXT_80B), "bf16", 16) == 544
+    g = _model(GRANITE_H_SMALL)
+    assert hybrid_block_tokens(g, "bf16", 16) == 528 and hybrid_block_tokens(g, "bf16", 1024) == 1024
+    kv = kv_bytes_per_request(g, "bf16", 2200, 16)
+    assert (kv.full_layer_tokens, kv.full_bytes, kv.state_bytes) == (2640, 2640 * 4 * 4096, 36 * 528 * 4096)
+    assert kv.total_bytes == pytest.approx(121.1e6, rel=1e-3)
+    assert kv_bytes_per_request(g, "bf16", 2200).state_bytes == 36 * 2_147_840  # unrounded: the bare state
+    gemma = _model(GEMMA3_12B_IT)  # no linear layers: the configured block
+    assert hybrid_block_tokens(gemma, "bf16", 16) == 16
+
+
 def test_granite_h_dense_runs_its_shared_mlp_and_an_attention_only_granite_has_no_state():
     # ibm-granite/granite-4.0-h-1b: no experts; its one FFN is the shared MLP (shared_intermediate_size)
     cfg = {**GRANITE_H_SMALL, "hidden_size": 1536, "num_attention_heads": 12, "num_key_value_heads": 4,

@@ -60,7 +60,7 @@ def replay_cmd(
     A deployment vLLM would not start with max_model_len = the file's longest request (the start-up rule of
     every command, :mod:`planner.startup`) exits 1 with one line `error: infeasible: <flag or file>: <reason>`."""
     from planner.io import catalog
-    from planner.memory import state_blocks_per_request
+    from planner.memory import hybrid_block_tokens, state_blocks_per_request
     from planner.serving import EngineConfig, StepCost
     from planner.serving.config import http_terms
     from planner.serving.loadtests import engine_hints, read_load_test, replay_load_test, with_shared_prefix
@@ -93,7 +93,8 @@ def replay_cmd(
         refuse_unless_starts(check, {"max_model_len": str(f), "kv_capacity_tokens": "--kv-capacity-tokens"})
         if cap is None:
             cap = check.kv_capacity_tokens
-        cfg = EngineConfig(int(cap), dep.max_num_seqs, dep.max_num_batched_tokens, dep.block_size_tokens,
+        cfg = EngineConfig(int(cap), dep.max_num_seqs, dep.max_num_batched_tokens,
+                           hybrid_block_tokens(m, dep.kv_cache_dtype, dep.block_size_tokens),
                            prefix_caching if "prefix_caching" not in hints else hints["prefix_caching"],
                            cold_step_shapes=cold, **http_terms(prof, http),
                            state_blocks=state_blocks_per_request(m, dep))

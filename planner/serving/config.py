@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.memory import memory_budget, state_blocks_per_request
+from planner.memory import hybrid_block_tokens, memory_budget, state_blocks_per_request
 from planner.serving.step_cost import StepCost
 from planner.profile import CalibrationProfile, IDEAL_PROFILE
 from planner.specs import Deployment, GpuSpec, ModelSpec
@@ -152,7 +152,8 @@ def engine_setup(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile
             raise ValueError(f"gpu: {model.id} on {gpu.id}: {mb.explain()}")
         kv_capacity_tokens = mb.kv_capacity_tokens
     cfg = EngineConfig(int(kv_capacity_tokens), deployment.max_num_seqs, deployment.max_num_batched_tokens,
-                       deployment.block_size_tokens, enable_prefix_caching, spec, **http_terms(profile, http_frontend),
+                       hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens),
+                       enable_prefix_caching, spec, **http_terms(profile, http_frontend),
                        state_blocks=state_blocks_per_request(model, deployment))
     return StepCost.from_specs(model, gpu, deployment, profile), cfg
 
