@@ -136,3 +136,20 @@ def test_vllm_own_parser_accepts_every_generated_command():
         for argv in all_serve_argvs(b):
             ns = parser.parse_args(argv[2:])
             assert ns.max_model_len == b.max_model_len
+
+
+def test_a_recurrent_state_hybrid_says_vllm_raises_its_block():
+    """Granite-4.0-H-Small: vLLM raises the 16-token block to 528 (planner.memory.hybrid_block_tokens) whatever the
+    command says; the command keeps vLLM's flag and says so, and its pool and concurrency count the 528-token pages.
+    An attention-only model gets no such note."""
+    from conftest import granite_4_h_small, mistral_7b
+
+    gpu = catalog.gpu("h200-sxm")
+    prof = catalog.profile_for("h200-sxm", "0.26.0")
+    cmd = serve_command(granite_4_h_small(), gpu, Deployment.for_gpu(gpu), max_model_len=2200, profile=prof)
+    argv = list(cmd.argv)
+    assert argv[argv.index("--block-size") + 1] == "16"
+    assert any("raises --block-size to 528 tokens" in n for n in cmd.notes)
+    assert cmd.predicted_max_concurrency == 575  # (5 blocks of tokens + 9 of state) x 528 x 16,384 B a request
+    plain = serve_command(mistral_7b(), gpu, Deployment.for_gpu(gpu), max_model_len=2200, profile=prof)
+    assert not any("block-size" in n for n in plain.notes)

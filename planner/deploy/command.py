@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from planner.deploy.vendor import multi_gpu_env
 from planner.startup import StartupCheck, startup_check
-from planner.memory import request_kv_bytes_per_gpu
+from planner.memory import hybrid_block_tokens, request_kv_bytes_per_gpu
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.quoting import shell_line, visible
 from planner.specs import Deployment, GpuSpec, ModelSpec
@@ -94,6 +94,10 @@ def serve_command(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, *, max
     elif wd in PREQUANTIZED and model.native_dtype != wd:
         notes.append(f"weights {wd}: point the command at {PREQUANTIZED[wd]} of {model.name}; vLLM reads its "
                      f"quantization_config (no --quantization flag needed)")
+    block = hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens)
+    if block > deployment.block_size_tokens:
+        notes.append(f"vLLM raises --block-size to {block} tokens for this model: one attention layer's page must hold "
+                     f"one linear layer's recurrent state; the KV pool and concurrency here count it")
     argv.append("--enable-prefix-caching" if enable_prefix_caching else "--no-enable-prefix-caching")
     if speculative_config:
         argv += ["--speculative-config", json_arg(speculative_config)]
