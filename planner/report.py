@@ -320,6 +320,9 @@ def report_text(r: SizingReport, mode_line: str = "") -> str:
         f"  KV per token per GPU             {mem.kv_bytes_per_token:>10,.0f} B",
         (f"  KV per request ({w.context_tokens:,} tokens)     {fmt_gb(r.kv_per_request_bytes_per_gpu, 3)} "
          f"= {fmt_gib(r.kv_per_request_bytes_per_gpu, 3)} per GPU"),
+        *([f"    of it recurrent state            {fmt_gb(state, 3)} (its linear layers', whatever the context)"]
+          if (state := r.kv_per_request.state_bytes * r.kv_per_request_bytes_per_gpu
+              / (r.kv_per_request.total_bytes or 1.0)) else []),
         f"  KV capacity                      {mem.kv_capacity_tokens:>10,} tokens",
         f"  Max concurrency                  {r.max_concurrency:>10,} requests per replica  {_band(r, 'kv_capacity')}",
         "",

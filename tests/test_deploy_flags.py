@@ -153,3 +153,20 @@ def test_a_recurrent_state_hybrid_says_vllm_raises_its_block():
     assert cmd.predicted_max_concurrency == 575  # (5 blocks of tokens + 9 of state) x 528 x 16,384 B a request
     plain = serve_command(mistral_7b(), gpu, Deployment.for_gpu(gpu), max_model_len=2200, profile=prof)
     assert not any("block-size" in n for n in plain.notes)
+
+
+def test_the_sizing_table_says_how_much_of_a_request_is_recurrent_state():
+    """`planner size`'s memory table: Granite-4.0-H-Small's 121.1 MB a request at 2,200 tokens is 77.9 MB of state (36
+    pages of 528 x 4,096 B) whatever the context; an attention-only model's table has no such line."""
+    from conftest import granite_4_h_small, mistral_7b
+
+    from planner.plan import plan
+    from planner.report import report_text
+
+    gpu = catalog.gpu("h200-sxm")
+    prof = catalog.profile_for("h200-sxm", "0.26.0")
+    w = Workload(prompt_tokens=2000, output_tokens=200)
+    text = report_text(plan(granite_4_h_small(), gpu, Deployment.for_gpu(gpu), w, prof))
+    assert "KV per request (2,200 tokens)     0.121 GB" in text
+    assert "of it recurrent state            0.078 GB (its linear layers', whatever the context)" in text
+    assert "recurrent state" not in report_text(plan(mistral_7b(), gpu, Deployment.for_gpu(gpu), w, prof))
