@@ -350,10 +350,9 @@ def state_blocks_per_request(model: ModelSpec, deployment: Deployment) -> int:
     pages, :func:`kv_bytes_per_request`, in blocks of :func:`hybrid_block_tokens` tokens of every attention layer's
     KV), for the simulator's block pool; 0 for an attention-only model.  Granite-4.0-H-Small: 36 pages of 528 × 4,096 B
     in blocks of its 4 attention layers' pages = 9 blocks (vLLM: 9 groups of 4 Mamba layers, a page each)."""
-    bs = deployment.block_size_tokens
+    bs = hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens)
     state = kv_bytes_per_request(model, deployment.kv_cache_dtype, 0, bs).state_bytes
-    block = kv_bytes_per_token(model, deployment.kv_cache_dtype) * hybrid_block_tokens(
-        model, deployment.kv_cache_dtype, bs)
+    block = kv_bytes_per_token(model, deployment.kv_cache_dtype) * bs
     return math.ceil(state / block) if state and block > 0 else 0
 
 

@@ -60,9 +60,8 @@ def replay_cmd(
     A deployment vLLM would not start with max_model_len = the file's longest request (the start-up rule of
     every command, :mod:`planner.startup`) exits 1 with one line `error: infeasible: <flag or file>: <reason>`."""
     from planner.io import catalog
-    from planner.memory import hybrid_block_tokens, state_blocks_per_request
     from planner.serving import EngineConfig, StepCost
-    from planner.serving.config import http_terms
+    from planner.serving.config import http_terms, pool_terms
     from planner.serving.loadtests import engine_hints, read_load_test, replay_load_test, with_shared_prefix
     from planner.specs import Deployment
     from planner.startup import startup_check
@@ -94,10 +93,9 @@ def replay_cmd(
         if cap is None:
             cap = check.kv_capacity_tokens
         cfg = EngineConfig(int(cap), dep.max_num_seqs, dep.max_num_batched_tokens,
-                           hybrid_block_tokens(m, dep.kv_cache_dtype, dep.block_size_tokens),
-                           prefix_caching if "prefix_caching" not in hints else hints["prefix_caching"],
-                           cold_step_shapes=cold, **http_terms(prof, http),
-                           state_blocks=state_blocks_per_request(m, dep))
+                           enable_prefix_caching=prefix_caching if "prefix_caching" not in hints
+                           else hints["prefix_caching"], cold_step_shapes=cold, **http_terms(prof, http),
+                           **pool_terms(m, dep))
         cost = StepCost.from_specs(m, g, dep, prof)
         engine = f.resolve().parent if hints else f.resolve()  # a serve_bench folder is one engine
         for t in tests:

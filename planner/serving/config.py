@@ -152,10 +152,17 @@ def engine_setup(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile
             raise ValueError(f"gpu: {model.id} on {gpu.id}: {mb.explain()}")
         kv_capacity_tokens = mb.kv_capacity_tokens
     cfg = EngineConfig(int(kv_capacity_tokens), deployment.max_num_seqs, deployment.max_num_batched_tokens,
-                       hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens),
-                       enable_prefix_caching, spec, **http_terms(profile, http_frontend),
-                       state_blocks=state_blocks_per_request(model, deployment))
+                       enable_prefix_caching=enable_prefix_caching, spec=spec, **http_terms(profile, http_frontend),
+                       **pool_terms(model, deployment))
     return StepCost.from_specs(model, gpu, deployment, profile), cfg
+
+
+def pool_terms(model: ModelSpec, deployment: Deployment) -> dict[str, int]:
+    """The EngineConfig fields of the block pool vLLM lays out for ``model``: its attention block
+    (:func:`planner.memory.hybrid_block_tokens`: the configured one, raised for a recurrent-state hybrid) and the blocks
+    a running request's state holds (:func:`planner.memory.state_blocks_per_request`, 0 without one)."""
+    return {"block_size": hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens),
+            "state_blocks": state_blocks_per_request(model, deployment)}
 
 
 def http_terms(profile: CalibrationProfile, http_frontend: bool = True) -> dict[str, float]:
