@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     # turned every prompt into 0-2 tokens in the first Qwen2.5-32B TP 2 runs); without one it reads tokenizer.json.
     tok_dir = write_tokenizer(work / "tokenizer", model.vocab_size)
     cmd = serve_command(model, gpu, dep, max_model_len=ns.max_model_len, profile=profile,
-                        enable_prefix_caching=not ns.no_prefix_caching, model_path=str(model_dir),
+                        enable_prefix_caching=False if ns.no_prefix_caching else None, model_path=str(model_dir),
                         served_model_name=model.id, port=ns.port,
                         extra_args=("--load-format", "dummy", "--seed", str(ns.seed), "--tokenizer", str(tok_dir),
                                     *(("--api-server-count", str(ns.api_server_count)) if ns.api_server_count > 1

@@ -94,7 +94,8 @@ class FleetQuestion(BaseModel):
     rank_by: Literal["expected", "pessimistic"] = "expected"
     profile: str = Field("auto", description="auto | none | a profile path (planner.io.catalog.resolve_profile)")
     seed: int = 0
-    enable_prefix_caching: bool = True
+    enable_prefix_caching: bool | None = Field(None, description="None: vLLM's default for the model (off for "
+                                               "Mamba / linear-attention hybrids: serving.config.prefix_caching_for)")
     max_model_len: int | None = Field(None, ge=1, description="vLLM's; None: prompt + output tokens")
     search_all: bool = Field(False, description="simulate every candidate's knee (no pruning; slo-search's table)")
 

@@ -65,7 +65,7 @@ class Setup:
     deployment: Deployment
     profile: object
     key: str
-    prefix_caching: bool = True
+    prefix_caching: bool | None = None  # None: vLLM's default for the model (serving.config.prefix_caching_for)
 
 
 @dataclass(frozen=True)

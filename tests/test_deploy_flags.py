@@ -170,3 +170,52 @@ def test_the_sizing_table_says_how_much_of_a_request_is_recurrent_state():
     assert "KV per request (2,200 tokens)     0.121 GB" in text
     assert "of it recurrent state            0.078 GB (its linear layers', whatever the context)" in text
     assert "recurrent state" not in report_text(plan(mistral_7b(), gpu, Deployment.for_gpu(gpu), w, prof))
+
+
+def test_prefix_caching_follows_vllms_default_for_the_model():
+    """vLLM 0.26 serve turns automatic prefix caching on by default, except for a model with Mamba / linear-attention
+    layers ("Hybrid models support prefix caching but keep it opt-in for now"): the command, the simulator's engine and
+    the helm router follow that default unless asked, and a hybrid's command says what the setting means there."""
+    from conftest import granite_4_h_small, mistral_7b
+
+    from planner.serving.config import engine_setup, prefix_caching_for
+
+    gpu = catalog.gpu("h200-sxm")
+    prof = catalog.profile_for("h200-sxm", "0.26.0")
+    dep = Deployment.for_gpu(gpu)
+    hybrid, plain = granite_4_h_small(), mistral_7b()
+    assert (prefix_caching_for(hybrid), prefix_caching_for(plain)) == (False, True)
+    assert (prefix_caching_for(hybrid, True), prefix_caching_for(plain, False)) == (True, False)
+    for model, asked, flag, note in ((hybrid, None, "--no-enable-prefix-caching", "keeps it opt-in"),
+                                     (hybrid, True, "--enable-prefix-caching", "an upper bound"),
+                                     (plain, None, "--enable-prefix-caching", None),
+                                     (plain, False, "--no-enable-prefix-caching", None)):
+        cmd = serve_command(model, gpu, dep, max_model_len=2200, profile=prof, enable_prefix_caching=asked)
+        assert flag in cmd.argv and ({"--enable-prefix-caching", "--no-enable-prefix-caching"} - {flag}).isdisjoint(
+            cmd.argv)
+        says = [n for n in cmd.notes if "prefix caching" in n]
+        assert (note is None and not says) or (len(says) == 1 and note in says[0]), says
+        _, cfg = engine_setup(model, gpu, dep, prof, enable_prefix_caching=asked)
+        assert cfg.enable_prefix_caching == ("--enable" in flag)
+    on = [n for n in serve_command(hybrid, gpu, dep, max_model_len=2200, profile=prof,
+                                   enable_prefix_caching=True).notes if "prefix caching" in n][0]
+    assert "528-token block" in on  # the raised block (hybrid_block_tokens) the hits are counted at
+
+
+def test_a_hybrids_bundle_routes_without_prefix_awareness_by_default():
+    """The deployment bundle of Granite-4.0-H-Small (prefix caching off: vLLM's default for a hybrid) routes round
+    robin and says why; asked to cache prefixes, it writes --enable-prefix-caching and routes prefix-aware."""
+    from conftest import granite_4_h_small
+
+    from planner.deploy.bundle import deployment_bundle
+
+    gpu = catalog.gpu("h200-sxm")
+    prof = catalog.profile_for("h200-sxm", "0.26.0")
+    w = Workload(prompt_tokens=2000, output_tokens=200)
+    for asked, routing, flag in ((None, "roundrobin", "--no-enable-prefix-caching"),
+                                 (True, "prefixaware", "--enable-prefix-caching")):
+        b = deployment_bundle(granite_4_h_small(), gpu, Deployment.for_gpu(gpu), w, profile=prof,
+                              enable_prefix_caching=asked)
+        assert f"routingLogic: {routing}" in b.files["helm-values-production-stack.yaml"]
+        assert f" {flag} " in b.files["serve.sh"] or f" {flag}\n" in b.files["serve.sh"]
+        assert sum("prefix caching" in n for n in b.notes) == 1

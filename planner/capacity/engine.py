@@ -116,7 +116,7 @@ class ReplicaKnee:
 def replica_knee(model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile, make_requests, ttft_slo_s: float,
                  tpot_slo_s: float, *, weight_dtype: str = "bf16", kv_cache_dtype: str = "bf16",
                  tensor_parallel: int | None = None, headroom: float = DEFAULT_HEADROOM,
-                 enable_prefix_caching: bool = True, max_model_len: int | None = None) -> ReplicaKnee:
+                 enable_prefix_caching: bool | None = None, max_model_len: int | None = None) -> ReplicaKnee:
     """The knee of one replica (the smallest TP that starts when ``tensor_parallel`` is None), from the
     simulator via :func:`planner.serving.load.fleet_candidates`.  ValueError naming the flag for a headroom
     outside [0, 0.9]; a replica that does not start, or meets the targets at no rate, is returned with

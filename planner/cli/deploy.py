@@ -16,7 +16,7 @@ import typer
 
 from planner.cli.common import FLAG_OF_FIELD, JsonOpt, build, cli_errors, emit_json, error_exit, finite
 from planner.cli.flags import plan_flags
-from planner.cli.options import make_dir
+from planner.cli.options import PrefixCachingOpt, make_dir
 from planner.cli.size import fleet_json
 from planner.units import GBIT_PER_S, MS, fmt_gb, fmt_gib, fmt_ms, fmt_usd
 
@@ -29,9 +29,7 @@ def deploy_cmd(
     flags,
     max_model_len: Annotated[int | None, typer.Option("--max-model-len", min=1, help="vLLM --max-model-len (default: "
                                                       "the workload's prompt + output tokens).")] = None,
-    prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching",
-                                                 help="vLLM automatic prefix caching (off: --no-enable-prefix-caching)."
-                                                 )] = True,
+    prefix_caching: PrefixCachingOpt = None,
     spec_preset: Annotated[str | None, typer.Option("--spec-preset", help="Speculative decoding: draft-model, eagle "
                                                     "or medusa (needs --spec-model).")] = None,
     spec_model: Annotated[str | None, typer.Option("--spec-model", help="Draft model / EAGLE or Medusa head to load "

@@ -132,6 +132,9 @@ MaxNumBatchedTokensOpt = Annotated[int | None, typer.Option("--max-num-batched-t
     "and on A100)."))]
 MaxNumSeqsOpt = Annotated[int | None, typer.Option("--max-num-seqs", min=1, help=(
     "Max sequences per step (default: vLLM serve's for the GPU: 1024, or 256)."))]
+PrefixCachingOpt = Annotated[bool | None, typer.Option("--prefix-caching/--no-prefix-caching", help=(
+    "vLLM automatic prefix caching (default: vLLM 0.26's for the model: on, off for a model with Mamba / "
+    "linear-attention layers, where vLLM keeps it opt-in)."))]
 ProfileOpt = Annotated[str, typer.Option("--profile", help=(
     "Latency model: 'auto' (the GPU's own committed calibration profile; a GPU without one borrows the newest "
     "profile's measured efficiencies on its own datasheet roofs, labelled 'transferred'; the ideal roofline "

@@ -19,6 +19,7 @@ from planner.cli.options import (
     MaxNumBatchedTokensOpt,
     MaxNumSeqsOpt,
     ModelOpt,
+    PrefixCachingOpt,
     ProfileOpt,
     TpOpt,
     WeightDtypeOpt,
@@ -44,7 +45,7 @@ def replay_cmd(
                                              "beside the file, else the memory model's)")] = None,
     max_num_seqs: MaxNumSeqsOpt = None,
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
-    prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching")] = True,
+    prefix_caching: PrefixCachingOpt = None,
     http: Annotated[bool, typer.Option("--http/--in-process", help="Requests went through vLLM's OpenAI server (its "
                                                                     "per-request overhead is added) or in-process")] = True,
     cold: Annotated[bool, typer.Option("--cold-engine/--warm-engine", help="The engine started as vllm serve starts "
@@ -61,7 +62,7 @@ def replay_cmd(
     every command, :mod:`planner.startup`) exits 1 with one line `error: infeasible: <flag or file>: <reason>`."""
     from planner.io import catalog
     from planner.serving import EngineConfig, StepCost
-    from planner.serving.config import http_terms, pool_terms
+    from planner.serving.config import http_terms, pool_terms, prefix_caching_for
     from planner.serving.loadtests import engine_hints, read_load_test, replay_load_test, with_shared_prefix
     from planner.specs import Deployment
     from planner.startup import startup_check
@@ -93,8 +94,9 @@ def replay_cmd(
         if cap is None:
             cap = check.kv_capacity_tokens
         cfg = EngineConfig(int(cap), dep.max_num_seqs, dep.max_num_batched_tokens,
-                           enable_prefix_caching=prefix_caching if "prefix_caching" not in hints
-                           else hints["prefix_caching"], cold_step_shapes=cold, **http_terms(prof, http),
+                           enable_prefix_caching=prefix_caching_for(
+                               m, hints.get("prefix_caching", prefix_caching)),
+                           cold_step_shapes=cold, **http_terms(prof, http),
                            **pool_terms(m, dep))
         cost = StepCost.from_specs(m, g, dep, prof)
         engine = f.resolve().parent if hints else f.resolve()  # a serve_bench folder is one engine

@@ -35,6 +35,7 @@ from planner.cli.options import (
     GpuOpt,
     KvDtypeOpt,
     ModelOpt,
+    PrefixCachingOpt,
     PriceBasisOpt,
     PriceProviderOpt,
     ProfileOpt,
@@ -158,8 +159,7 @@ def simulate_cmd(
     burstiness_cv: Annotated[float, typer.Option(
         "--burstiness-cv", callback=finite("--burstiness-cv"),
         help="Coefficient of variation of inter-arrival gaps (1 = Poisson, >1 bursty; gamma).")] = 1.0,
-    prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching",
-                                                 help="vLLM automatic prefix caching.")] = True,
+    prefix_caching: PrefixCachingOpt = None,
     max_num_seqs: Annotated[int | None, typer.Option(
         "--max-num-seqs", min=1, help="Max sequences per step (default: vLLM serve's for the GPU).")] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option(
@@ -191,6 +191,7 @@ def simulate_cmd(
     A deployment vLLM would not start with max_model_len = the longest request (TP beyond a node or not
     dividing the heads, a request beyond the model's context limit or the KV pool, weights that do not fit)
     is refused: exit 1, one line `error: <flag>: <reason>` (bad input exits 2)."""
+    from planner.deploy.command import prefix_caching_note
     from planner.io import catalog
     from planner.serving import engine_setup, simulate, simulate_sequential
     from planner.specs import Deployment
@@ -239,6 +240,8 @@ def simulate_cmd(
         "calibration_note": mode_line, "workload": {"name": reqs.name, **_jsonable(reqs.description)},
         "total_prompt_tokens": reqs.total_prompt_tokens, "total_output_tokens": reqs.total_output_tokens,
     })
+    if m.num_linear_layers:  # vLLM's prefix caching on a Mamba / linear-attention hybrid: opt-in, experimental
+        out["prefix_caching_note"] = prefix_caching_note(cfg.enable_prefix_caching, cfg.block_size)
     if compare_sequential and not sequential:
         base = simulate_sequential(reqs, cost)
         b = base.summary()
@@ -284,7 +287,8 @@ def _print_sim(d: dict, mode_line: str, cfg) -> None:
     kind = "sequential baseline (one request at a time)" if d["sequential"] else "continuous batching"
     typer.echo(f"{d['num_requests']:,} requests, {kind}; KV pool {fmt_int(d['kv_capacity_tokens'])} tokens, "
                f"max_num_seqs {cfg.max_num_seqs}, max_num_batched_tokens {cfg.max_num_batched_tokens}, "
-               f"prefix caching {'on' if d['prefix_caching'] else 'off'}")
+               f"prefix caching {'on' if d['prefix_caching'] else 'off'}"
+               + (f"\n{d['prefix_caching_note']}" if d.get("prefix_caching_note") else ""))
     rows = []
     for name, key, scale, digits in (("TTFT ms", "ttft_s", 1 / MS, 1), ("TPOT ms", "tpot_s", 1 / MS, 2),
                                      ("E2E s", "e2e_s", 1.0, 2)):
@@ -338,7 +342,7 @@ def slo_search_cmd(
                                                       help="Shared prompt prefix tokens.")] = 0,
     burstiness_cv: Annotated[float, typer.Option("--burstiness-cv", callback=finite("--burstiness-cv"),
                                                  help="Inter-arrival coefficient of variation.")] = 1.0,
-    prefix_caching: Annotated[bool, typer.Option("--prefix-caching/--no-prefix-caching")] = True,
+    prefix_caching: PrefixCachingOpt = None,
     max_num_seqs: Annotated[int | None, typer.Option(
         "--max-num-seqs", min=1, help="Default: vLLM serve's for each GPU (1024, or 256).")] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option(

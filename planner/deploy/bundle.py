@@ -65,6 +65,7 @@ from planner.io.jsonl import json_safe
 from planner.plan import plan
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.report import SizingReport
+from planner.serving.config import prefix_caching_for
 from planner.specs import Deployment, GpuSpec, ModelSpec, Workload
 from planner.units import fmt_layout
 
@@ -223,7 +224,7 @@ def _choose(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload: Workload
 def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload: Workload, *,
                       profile: CalibrationProfile = IDEAL_PROFILE, calibration_note: str = "",
                       auto_layout: bool = True, max_model_len: int | None = None,
-                      enable_prefix_caching: bool = True, spec_preset: str | None = None,
+                      enable_prefix_caching: bool | None = None, spec_preset: str | None = None,
                       spec_model: str | None = None, model_path: str | None = None, namespace: str | None = None,
                       name: str | None = None, image: str = DEFAULT_IMAGE, disaggregated: bool = False,
                       network_bytes_per_s_per_gpu: float = NETWORK_BYTES_PER_S_PER_GPU,
@@ -235,6 +236,7 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
     (:func:`planner.fleet.plan_fleet`), which the manifests deploy instead of the steady-state report's.
     Nothing is written to disk (see :meth:`DeployBundle.write`)."""
     mml = int(max_model_len) if max_model_len is not None else workload.context_tokens
+    enable_prefix_caching = prefix_caching_for(model, enable_prefix_caching)
     if mml < workload.context_tokens:
         raise ValueError(f"--max-model-len: {mml:,} is below the workload's prompt + output = "
                          f"{workload.context_tokens:,} tokens")

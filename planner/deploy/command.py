@@ -16,6 +16,7 @@ from planner.startup import StartupCheck, startup_check
 from planner.memory import hybrid_block_tokens, request_kv_bytes_per_gpu
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.quoting import shell_line, visible
+from planner.serving.config import prefix_caching_for
 from planner.specs import Deployment, GpuSpec, ModelSpec
 
 #: vLLM 0.26 ``--kv-cache-dtype`` / ``--quantization`` spellings of the planner's dtypes.
@@ -51,13 +52,25 @@ class ServeCommand:
         return list(self.argv[2:])
 
 
+def prefix_caching_note(enabled: bool, block_tokens: int) -> str:
+    """What prefix caching does on a model with recurrent-state (Mamba / linear-attention) layers in vLLM 0.26."""
+    if not enabled:
+        return ("prefix caching is off: vLLM 0.26 keeps it opt-in for a model with Mamba / linear-attention layers "
+                "(--prefix-caching turns it on, experimental in vLLM); shared prompt prefixes are computed again")
+    return (f"prefix caching on a model with Mamba / linear-attention layers is experimental in vLLM 0.26: its Mamba "
+            f"cache runs in 'all' mode (Mamba-2 layers; the block rises to a multiple of the Mamba chunk) or 'align' "
+            f"mode (prefill chunks end on {block_tokens}-token block boundaries, the recurrent state cached only "
+            f"there); the simulated plans count cache hits at every {block_tokens}-token block and neither mode's "
+            f"extra blocks or steps: an upper bound on what the cache saves")
+
+
 def json_arg(obj: dict) -> str:
     """A JSON flag value (``--speculative-config``, ``--kv-transfer-config``): compact, keys sorted."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
 def serve_command(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, *, max_model_len: int,
-                  profile: CalibrationProfile = IDEAL_PROFILE, enable_prefix_caching: bool = True,
+                  profile: CalibrationProfile = IDEAL_PROFILE, enable_prefix_caching: bool | None = None,
                   speculative_config: dict | None = None, model_path: str | None = None,
                   served_model_name: str | None = None, port: int = DEFAULT_PORT,
                   kv_cache_memory_bytes: int | None = None, kv_transfer_config: dict | None = None,
@@ -98,7 +111,10 @@ def serve_command(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, *, max
     if block > deployment.block_size_tokens:
         notes.append(f"vLLM raises --block-size to {block} tokens for this model: one attention layer's page must hold "
                      f"one linear layer's recurrent state; the KV pool and concurrency here count it")
+    enable_prefix_caching = prefix_caching_for(model, enable_prefix_caching)
     argv.append("--enable-prefix-caching" if enable_prefix_caching else "--no-enable-prefix-caching")
+    if model.num_linear_layers:
+        notes.append(prefix_caching_note(enable_prefix_caching, block))
     if speculative_config:
         argv += ["--speculative-config", json_arg(speculative_config)]
     if kv_transfer_config:

@@ -140,20 +140,29 @@ class EngineConfig:
         return int(self.kv_capacity_tokens // self.block_size)
 
 
+def prefix_caching_for(model: ModelSpec, asked: bool | None = None) -> bool:
+    """Automatic prefix caching as asked, or (``asked`` None) vLLM 0.26 serve's default for ``model``: on, except for a
+    model with recurrent-state (Mamba / linear-attention) layers, where vLLM keeps it opt-in ("Hybrid models support
+    prefix caching but keep it opt-in for now", EngineArgs; its Mamba cache then runs in an experimental 'all' or
+    'align' mode).  Every surface resolves the setting here."""
+    return not model.num_linear_layers if asked is None else bool(asked)
+
+
 def engine_setup(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile: CalibrationProfile = IDEAL_PROFILE,
-                 *, enable_prefix_caching: bool = True, spec: SpecDecode | None = None,
+                 *, enable_prefix_caching: bool | None = None, spec: SpecDecode | None = None,
                  kv_capacity_tokens: int | None = None, http_frontend: bool = True) -> tuple[StepCost, EngineConfig]:
     """Step costs and engine config of one replica; the KV pool from
     :func:`planner.memory.memory_budget` unless ``kv_capacity_tokens`` is given.  ``http_frontend``: users
-    reach the engine through vLLM's OpenAI server (the profile's measured HTTP overhead per request)."""
+    reach the engine through vLLM's OpenAI server (the profile's measured HTTP overhead per request).
+    ``enable_prefix_caching`` None: vLLM's default for the model (:func:`prefix_caching_for`)."""
     if kv_capacity_tokens is None:
         mb = memory_budget(model, gpu, deployment, profile)
         if not mb.fits:
             raise ValueError(f"gpu: {model.id} on {gpu.id}: {mb.explain()}")
         kv_capacity_tokens = mb.kv_capacity_tokens
     cfg = EngineConfig(int(kv_capacity_tokens), deployment.max_num_seqs, deployment.max_num_batched_tokens,
-                       enable_prefix_caching=enable_prefix_caching, spec=spec, **http_terms(profile, http_frontend),
-                       **pool_terms(model, deployment))
+                       enable_prefix_caching=prefix_caching_for(model, enable_prefix_caching), spec=spec,
+                       **http_terms(profile, http_frontend), **pool_terms(model, deployment))
     return StepCost.from_specs(model, gpu, deployment, profile), cfg
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from planner.io.jsonl import read_jsonl
 from planner.memory import memory_budget, state_blocks_per_request
-from planner.serving.config import EngineConfig
+from planner.serving.config import EngineConfig, prefix_caching_for
 from planner.serving.engine import simulate
 from planner.serving.result import MeasuredVsPredicted, in_system_quarters, percentiles
 from planner.serving.step_cost import StepCost
@@ -123,7 +123,7 @@ def replay(records, model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile 
             blocks = memory_budget(model, gpu, dep, profile).kv_capacity_tokens // bs
         cost = StepCost.from_specs(model, gpu, dep, profile)
         cfg = EngineConfig(blocks * bs, dep.max_num_seqs, dep.max_num_batched_tokens, bs,
-                           bool(eng.get("enable_prefix_caching", True)), cold_step_shapes=True,
+                           prefix_caching_for(model, eng.get("enable_prefix_caching")), cold_step_shapes=True,
                            state_blocks=state_blocks_per_request(model, dep))
         arr = np.array([x["arrival_offset_s"] for x in reqs], dtype=float)
         prompt = np.array([x["prompt_tokens"] for x in reqs])
