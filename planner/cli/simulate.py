@@ -342,11 +342,11 @@ def slo_search_cmd(
                                                       help="Shared prompt prefix tokens.")] = 0,
     burstiness_cv: Annotated[float, typer.Option("--burstiness-cv", callback=finite("--burstiness-cv"),
                                                  help="Inter-arrival coefficient of variation.")] = 1.0,
-    prefix_caching: PrefixCachingOpt = None,
     max_num_seqs: Annotated[int | None, typer.Option(
         "--max-num-seqs", min=1, help="Default: vLLM serve's for each GPU (1024, or 256).")] = None,
     max_num_batched_tokens: Annotated[int | None, typer.Option(
         "--max-num-batched-tokens", min=1, help="Default: vLLM serve's for each GPU (8192, or 2048).")] = None,
+    prefix_caching: PrefixCachingOpt = None,
     seed: SeedOpt = 0,
     profile: ProfileOpt = "auto",
     price_basis: PriceBasisOpt = "on-demand",
