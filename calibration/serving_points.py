@@ -104,7 +104,7 @@ def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     overhead unless ``frontend_overhead_s`` is given.  ``records``/``role``: another record file
     (``pd_bench.jsonl`` of calibration/disagg_bench.py) and the engine of that role ('prefill', 'decode')."""
     from planner.serving import EngineConfig, StepCost
-    from planner.serving.config import http_terms
+    from planner.serving.config import http_terms, pool_terms
 
     recs = read_jsonl(Path(folder) / records)
     deploy = next(r for r in recs if r.get("type") == "deploy" and r.get("role") == role)
@@ -116,8 +116,11 @@ def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     http = http_terms(profile)
     if frontend_overhead_s is not None:
         http["frontend_overhead_s"] = frontend_overhead_s
-    cfg = EngineConfig((int(boot["num_gpu_blocks"]) - 1) * bs, dep.max_num_seqs, dep.max_num_batched_tokens, bs,
-                       "--enable-prefix-caching" in argv, cold_step_shapes=True, **http)
+    # the pool as vLLM laid it out (block 0 is its null block); a sliding-window model's requests also hold their
+    # window's blocks in each sliding group (planner.serving.config.pool_terms)
+    cfg = EngineConfig((int(boot["num_gpu_blocks"]) - 1) * bs, dep.max_num_seqs, dep.max_num_batched_tokens,
+                       enable_prefix_caching="--enable-prefix-caching" in argv, cold_step_shapes=True, **http,
+                       **pool_terms(model, dep.replace(block_size_tokens=bs)))
     return StepCost.from_specs(model, gpu, dep, profile), cfg
 
 

@@ -174,16 +174,27 @@ def mxfp4_weight_split(model: ModelSpec) -> tuple[float, float]:
     return p.routed_experts, p.total - p.routed_experts + biases
 
 
-def kv_layer_slots(model: ModelSpec) -> int:
-    """Attention layers the KV pool is laid out for.  vLLM 0.26's hybrid allocator (sliding + full layers) makes
-    KV groups of as many layers as the smaller kind has and pads the other kind up to whole groups, each slot
-    a page of every block: Gemma-3-27B (52 sliding, 10 full) takes 70 slots for 62 layers; Gemma-3-12B (40/8),
-    gpt-oss (18/18) none extra.  Measured: 27B's 'GPU KV cache size' = 74.7 GiB / (70 × 8 KiB per token)."""
+def kv_groups(model: ModelSpec) -> tuple[int, int, int]:
+    """(layers per KV group, full-attention groups, sliding-window groups) of vLLM 0.26's hybrid allocator
+    (``_get_kv_cache_groups_uniform_page_size``): a group has as many layers as the smaller kind (the larger
+    kind's count when it is under 1.5x the smaller), the other kind padded up to whole groups; each block of the
+    pool is a page of every layer of one group.  Gemma-3-27B (52 sliding, 10 full): 10, 1, 6; gpt-oss-120b
+    (18/18): 18, 1, 1; a model without sliding layers: one group of its attention layers."""
     sliding, full = model.num_sliding_layers, model.num_full_attention_layers
     if not sliding or not full:
-        return model.num_attention_layers
+        return model.num_attention_layers, 1, 0
     g = min(sliding, full)
-    return cdiv(sliding, g) * g + cdiv(full, g) * g
+    if max(sliding, full) < 1.5 * g:  # vLLM: "to avoid too many padding layers"
+        g = max(sliding, full)
+    return g, cdiv(full, g), cdiv(sliding, g)
+
+
+def kv_layer_slots(model: ModelSpec) -> int:
+    """Attention layers the KV pool is laid out for (:func:`kv_groups`: every group's layers, padding included):
+    Gemma-3-27B (52 sliding, 10 full) takes 70 slots for 62 layers; Gemma-3-12B (40/8), gpt-oss (18/18) none extra.
+    Measured: 27B's 'GPU KV cache size' = 74.7 GiB / (70 × 8 KiB per token)."""
+    g, full_groups, sliding_groups = kv_groups(model)
+    return g * (full_groups + sliding_groups)
 
 
 def experts_touched(num_experts, k, tokens, fraction=1.0):

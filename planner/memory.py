@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
-from planner.kernel_families import (fused_moe_workspace_bytes, kv_layer_slots, mxfp4_experts_only,
+from planner.kernel_families import (fused_moe_workspace_bytes, kv_groups, kv_layer_slots, mxfp4_experts_only,
                                      mxfp4_weight_split, uses_v1_runner)
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
-from planner.units import GiB, fmt_gib
+from planner.units import GiB, cdiv, fmt_gib
 
 BF16_BYTES = 2.0
 
@@ -138,7 +138,9 @@ def kv_bytes_per_request(
 ) -> KvPerRequest:
     """KV bytes of one request at ``context_tokens``; blocks of ``block_size_tokens`` are allocated
     whole (vLLM: 16; a recurrent-state hybrid's :func:`hybrid_block_tokens`, its state a page a layer).
-    Sliding-window layers keep at most window (+ one block) tokens."""
+    Sliding-window layers keep at most window (+ one block) tokens; in blocks, each kind of layer counts as the
+    slots vLLM's KV groups give it, padding included (:func:`planner.kernel_families.kv_groups`: Gemma-3-27B's 52
+    sliding layers hold 6 groups of 10 pages a block)."""
     if context_tokens < 0:
         raise ValueError(f"context_tokens must be >= 0, got {context_tokens}")
     per_layer = kv_bytes_per_token_per_layer(model, kv_dtype)
@@ -149,6 +151,10 @@ def kv_bytes_per_request(
             state = max(state, block_size_tokens * per_layer)
     full_tokens = round_up(context_tokens, block_size_tokens)
     slide_tokens = 0
+    full_slots, sliding_slots = model.num_full_attention_layers, model.num_sliding_layers
+    if block_size_tokens > 1 and sliding_slots:
+        g, full_groups, sliding_groups = kv_groups(model)
+        full_slots, sliding_slots = g * full_groups, g * sliding_groups
     if model.num_sliding_layers:
         w = model.sliding_window_tokens or 0
         slide_tokens = min(full_tokens, round_up(w, block_size_tokens) + (block_size_tokens if block_size_tokens > 1 else 0))
@@ -156,8 +162,8 @@ def kv_bytes_per_request(
         context_tokens,
         full_tokens,
         slide_tokens,
-        full_tokens * per_layer * model.num_full_attention_layers,
-        slide_tokens * per_layer * model.num_sliding_layers,
+        full_tokens * per_layer * full_slots,
+        slide_tokens * per_layer * sliding_slots,
         float(state * model.num_linear_layers),
     )
 
@@ -354,6 +360,20 @@ def state_blocks_per_request(model: ModelSpec, deployment: Deployment) -> int:
     state = kv_bytes_per_request(model, deployment.kv_cache_dtype, 0, bs).state_bytes
     block = kv_bytes_per_token(model, deployment.kv_cache_dtype) * bs
     return math.ceil(state / block) if state and block > 0 else 0
+
+
+def window_blocks_per_request(model: ModelSpec, deployment: Deployment) -> tuple[int, int]:
+    """(sliding-window KV groups, blocks each holds for a request at most) in the simulator's pool, whose blocks are
+    vLLM's (a page of every layer of one KV group, :func:`planner.kernel_families.kv_groups`): a request holds a
+    block per ``block_size`` tokens in the full-attention group and, in each sliding group, only the blocks of its
+    last window (+ one block, as :func:`kv_bytes_per_request`).  Gemma-3-27B: 6 groups of at most 1,024 / 16 + 1 = 65
+    blocks; gpt-oss: 1 of 128 / 16 + 1 = 9.  (0, 0) without sliding layers, and where the full layers make more than
+    one group (their blocks are then held for every layer at full length: an upper bound)."""
+    _, full_groups, sliding_groups = kv_groups(model)
+    if not sliding_groups or full_groups != 1:
+        return 0, 0
+    bs = hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens)
+    return sliding_groups, cdiv(model.sliding_window_tokens or 0, bs) + 1
 
 
 def kv_pool_concurrency(kv_pool_bytes, kv_bytes_per_request, fits=True):

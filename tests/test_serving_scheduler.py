@@ -83,3 +83,63 @@ def test_each_running_request_holds_its_recurrent_state_in_the_pool():
     small = replace(c, kv_capacity_tokens=20 * 528 * 14)  # 20 requests of two blocks and their state: preemptions
     res = simulate(chat(200, rate_per_s=50, seed=2), cost, small, debug=True)
     assert res.completed.all() and res.num_preemptions > 0
+
+
+def test_kv_groups_follow_vllms_hybrid_allocator():
+    """planner.kernel_families.kv_groups, as vLLM 0.26's _get_kv_cache_groups_uniform_page_size: groups of the smaller
+    kind's layer count, the other kind padded to whole groups, unless the larger count is under 1.5x the smaller
+    (then groups of the larger)."""
+    from conftest import make_model, mistral_7b
+
+    from planner.io import catalog
+    from planner.kernel_families import kv_groups, kv_layer_slots
+    from planner.specs import AttentionSpec
+
+    assert kv_groups(catalog.model("gemma-3-27b")) == (10, 1, 6)  # 52 sliding, 10 full: 70 slots for 62 layers
+    assert kv_layer_slots(catalog.model("gemma-3-27b")) == 70
+    assert kv_groups(catalog.model("gemma-3-12b")) == (8, 1, 5)  # 40 / 8
+    assert kv_groups(catalog.model("gpt-oss-120b")) == (18, 1, 1)
+    assert kv_groups(mistral_7b()) == (32, 1, 0)
+
+    def swa(full, sliding):
+        return make_model(id="swa", hidden_size=1024, num_layers=full + sliding, intermediate_size=2048,
+                          vocab_size=1000, max_context_tokens=8192, sliding_window_tokens=512,
+                          num_sliding_layers=sliding,
+                          attention=AttentionSpec(kind="gqa", num_heads=8, num_kv_heads=2, head_dim=128))
+
+    assert kv_groups(swa(20, 28)) == (28, 1, 1)  # 28 < 1.5 x 20: groups of 28, the full layers padded to 28
+    assert kv_layer_slots(swa(20, 28)) == 56
+    assert kv_groups(swa(10, 40)) == (10, 1, 4)
+    assert kv_groups(swa(30, 10)) == (10, 3, 1)
+
+
+def test_a_sliding_window_request_holds_only_its_window_in_the_sliding_groups():
+    """Gemma-3-27B on one H200 (10 full layers, 52 sliding of 1,024 tokens in 6 groups of 10): vLLM's block is 16
+    tokens x 10 layers x 8,192 B, and a request holds a block per 16 tokens in the full group plus, in each sliding
+    group, the blocks of its last window (1,024 / 16 + 1 = 65).  The plan's KV per request at 2,000 + 500 tokens:
+    (2,512 x 10 + 1,040 x 60) x 8,192 B = 716,963,840 B (60 = the sliding groups' slots, padding included).  The
+    simulator's pool: the memory model's 143,280 tokens (of all 70 slots) = 8,955 blocks of 70 pages = 62,685 blocks of
+    10.  A burst of such requests peaks at no fewer than the plan's 114 (every request at its last token: 157 + 6 x 65
+    = 547 blocks); holding every layer's KV at full length (before) it ran 71 at once."""
+    from planner.io import catalog
+    from planner.memory import kv_bytes_per_request, max_concurrency
+    from planner.serving.config import engine_setup
+    from planner.specs import Deployment
+
+    m, gpu = catalog.model("gemma-3-27b"), catalog.gpu("h200-sxm")
+    dep = Deployment.for_gpu(gpu)
+    prof = catalog.profile_for("h200-sxm", "0.26.0")
+    assert kv_bytes_per_request(m, "bf16", 2500, 16).total_bytes == (2512 * 10 + 1040 * 60) * 8192 == 716_963_840
+    cost, c = engine_setup(m, gpu, dep, prof)
+    assert (c.window_groups, c.window_blocks, c.num_blocks, c.pool_tokens) == (6, 65, 62_685, 143_280)
+    promised = max_concurrency(m, gpu, dep, 2500, prof)
+    assert promised == 62_685 // (157 + 6 * 65) == 114
+    burst = make_requests(np.full(1000, 2000), np.full(1000, 500), np.zeros(1000))
+    res = simulate(burst, cost, c)
+    assert promised <= res.series_running.max() <= 62_685 // (126 + 6 * 65)  # at most: every prompt just prefilled
+    assert res.summary()["kv_capacity_tokens"] == 143_280
+    full_length = simulate(burst, cost, replace(c, kv_capacity_tokens=143_280, window_groups=0, window_blocks=0))
+    assert full_length.series_running.max() < 0.7 * promised
+    small = replace(c, kv_capacity_tokens=30 * 16 * (57 + 6 * 57))  # ~30 chat requests: preemptions
+    short = simulate(chat(200, rate_per_s=50, seed=2), cost, small, debug=True)
+    assert short.completed.all() and short.num_preemptions > 0

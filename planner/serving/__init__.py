@@ -11,7 +11,9 @@ What it models, step by step, the way vLLM V1 does — one module per part, as v
   is preempted (RECOMPUTE mode) and no new request is admitted in that step.  Each pass returns a
   ``StepPlan`` (vLLM's ``SchedulerOutput``): the prefill chunks, whether it preempted, the decoders' blocks.
 * :mod:`~planner.serving.block_pool` (vLLM ``v1/core/kv_cache_manager.py``) — the **paged KV pool** of
-  ``kv_capacity_tokens`` in blocks of ``block_size`` and **automatic prefix caching**: a newly admitted
+  ``kv_capacity_tokens`` in blocks of ``block_size`` (vLLM's blocks: a page of every layer of one KV group; a
+  request also holds its recurrent state's blocks and, in each sliding-window group, its last window's) and
+  **automatic prefix caching**: a newly admitted
   request reuses the cached blocks of its longest cached prefix (at most all but its last token);
   unreferenced cached blocks are evicted least-recently-freed first.  The block counts stay behind the pool
   (``admit``, ``blocks_for``, ``allocate_chunk``, ``release``), as vLLM's KVCacheManager hides its blocks.

@@ -38,17 +38,21 @@ class CachedRun:
 
 class BlockPool:
     """``num_blocks`` KV blocks of ``block_size`` tokens: free uncached blocks, cached runs (their
-    referenced and evictable blocks) and the blocks requests hold outside the cache.  ``state_blocks``: the blocks
-    each admitted request's recurrent state takes besides its tokens' (linear-attention / Mamba layers: vLLM's
-    hybrid allocator gives every state layer group a page of the pool per running request), from :meth:`admit` to
-    :meth:`release`, never cached."""
+    referenced and evictable blocks) and the blocks requests hold outside the cache.  A request's tokens take a block
+    per ``block_size`` (its full-attention group's); besides them, from :meth:`admit` to :meth:`release` and never
+    cached, its :meth:`side_blocks`: ``state_blocks`` for its recurrent state (linear-attention / Mamba layers: vLLM's
+    hybrid allocator gives every state layer group a page of the pool per running request) and, in each of
+    ``window_groups`` sliding-window groups, the blocks of its last window (at most ``window_blocks``; fewer for a
+    request whose last token comes before: vLLM frees a sliding group's blocks once they leave the window)."""
 
     __slots__ = ("block_size", "eviction_queue", "num_blocks", "num_evictable", "num_free_uncached",
-                 "prefix_caching", "runs", "state_blocks")
+                 "prefix_caching", "runs", "state_blocks", "window_blocks", "window_groups")
 
-    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool, state_blocks: int = 0):
+    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool, state_blocks: int = 0,
+                 window_groups: int = 0, window_blocks: int = 0):
         self.block_size = block_size
         self.state_blocks = state_blocks
+        self.window_groups, self.window_blocks = window_groups, window_blocks
         self.num_blocks = num_blocks
         self.prefix_caching = prefix_caching
         self.num_free_uncached = num_blocks
@@ -58,6 +62,14 @@ class BlockPool:
 
     def num_free(self) -> int:
         return self.num_free_uncached + self.num_evictable
+
+    def side_blocks(self, req: Request) -> int:
+        """Blocks ``req`` holds besides its tokens' while it runs (see the class): its state's, and its sliding groups'
+        at its last token (prompt + output), which it reaches by then."""
+        if not self.window_groups:
+            return self.state_blocks
+        last = cdiv(req.prompt_tokens + req.output_tokens, self.block_size)
+        return self.state_blocks + self.window_groups * min(last, self.window_blocks)
 
     def num_used(self) -> int:
         return self.num_blocks - self.num_free_uncached - self.num_evictable
@@ -170,7 +182,8 @@ class BlockPool:
                     hi = min(run.cached_end, old_ref_end)
                     if hi > run.referenced_end:
                         queue.append([run, run.referenced_end, hi])
-        self.num_free_uncached += req.num_uncached_blocks + self.state_blocks
+        self.num_free_uncached += req.num_uncached_blocks + req.side_blocks
+        req.side_blocks = 0
         req.cache_refs = []
         req.num_cached_blocks = 0
         req.num_uncached_blocks = 0
@@ -223,8 +236,9 @@ class BlockPool:
         """req (holding no blocks: new, or released when preempted) starts at its cached prefix of ``hit_blocks``
         blocks (:meth:`lookup`), computed up to there, and takes its state's blocks and those of its first
         ``new_tokens`` tokens beyond it."""
-        if self.state_blocks:
-            self.take(self.state_blocks)
+        req.side_blocks = self.side_blocks(req)
+        if req.side_blocks:
+            self.take(req.side_blocks)
         req.num_computed = hit_blocks * self.block_size
         req.cache_refs = []
         req.num_cached_blocks = 0

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.memory import hybrid_block_tokens, memory_budget, state_blocks_per_request
+from planner.memory import hybrid_block_tokens, memory_budget, state_blocks_per_request, window_blocks_per_request
 from planner.serving.step_cost import StepCost
 from planner.profile import CalibrationProfile, IDEAL_PROFILE
 from planner.specs import Deployment, GpuSpec, ModelSpec
@@ -91,7 +91,8 @@ SPEC_PRESETS: dict[str, SpecDecode] = {
 class EngineConfig:
     """The serving engine's knobs (vLLM names)."""
 
-    kv_capacity_tokens: int  # KV pool size in tokens (whole blocks)
+    # the KV pool: its blocks (vLLM's num_gpu_blocks, each a page of every layer of one KV group) × block_size
+    kv_capacity_tokens: int
     max_num_seqs: int = Deployment.default("max_num_seqs")
     max_num_batched_tokens: int = Deployment.default("max_num_batched_tokens")
     block_size: int = Deployment.default("block_size_tokens")
@@ -118,6 +119,11 @@ class EngineConfig:
     # blocks of the pool one running request's recurrent state holds besides its tokens' (a model's linear-attention
     # / Mamba layers: planner.memory.state_blocks_per_request); 0 for attention-only models
     state_blocks: int = 0
+    # sliding-window KV groups, and the blocks each holds for one request at most (its last window): a running request
+    # holds window_groups × min(its blocks at its last token, window_blocks) besides its tokens' blocks
+    # (planner.memory.window_blocks_per_request); 0 without sliding layers
+    window_groups: int = 0
+    window_blocks: int = 0
 
     def __post_init__(self):
         for name in ("kv_capacity_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):
@@ -129,8 +135,10 @@ class EngineConfig:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0 <= v < top):
                 raise ValueError(f"{name}: must be a number of seconds in [0, {top:g}), got {v!r}")
-        if not isinstance(self.state_blocks, (int, np.integer)) or self.state_blocks < 0:
-            raise ValueError(f"state_blocks: must be an integer >= 0, got {self.state_blocks!r}")
+        for name in ("state_blocks", "window_groups", "window_blocks"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, np.integer)) or v < 0:
+                raise ValueError(f"{name}: must be an integer >= 0, got {v!r}")
         if self.kv_capacity_tokens < self.block_size:
             raise ValueError(f"kv_capacity_tokens: {self.kv_capacity_tokens} holds no {self.block_size}-token block "
                              "(the model does not fit)")
@@ -138,6 +146,12 @@ class EngineConfig:
     @property
     def num_blocks(self) -> int:
         return int(self.kv_capacity_tokens // self.block_size)
+
+    @property
+    def pool_tokens(self) -> int:
+        """The pool as the memory model states it (:attr:`planner.memory.MemoryBudget.kv_capacity_tokens`: tokens
+        if every attention layer held every token), from its blocks."""
+        return self.num_blocks * self.block_size // (1 + self.window_groups)
 
 
 def prefix_caching_for(model: ModelSpec, asked: bool | None = None) -> bool:
@@ -152,7 +166,9 @@ def engine_setup(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile
                  *, enable_prefix_caching: bool | None = None, spec: SpecDecode | None = None,
                  kv_capacity_tokens: int | None = None, http_frontend: bool = True) -> tuple[StepCost, EngineConfig]:
     """Step costs and engine config of one replica; the KV pool from
-    :func:`planner.memory.memory_budget` unless ``kv_capacity_tokens`` is given.  ``http_frontend``: users
+    :func:`planner.memory.memory_budget` unless ``kv_capacity_tokens`` is given (the memory model's measure: tokens
+    if every attention layer held every token; a sliding-window model's pool has 1 + its sliding groups blocks per
+    block of those tokens).  ``http_frontend``: users
     reach the engine through vLLM's OpenAI server (the profile's measured HTTP overhead per request).
     ``enable_prefix_caching`` None: vLLM's default for the model (:func:`prefix_caching_for`)."""
     if kv_capacity_tokens is None:
@@ -160,18 +176,23 @@ def engine_setup(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile
         if not mb.fits:
             raise ValueError(f"gpu: {model.id} on {gpu.id}: {mb.explain()}")
         kv_capacity_tokens = mb.kv_capacity_tokens
-    cfg = EngineConfig(int(kv_capacity_tokens), deployment.max_num_seqs, deployment.max_num_batched_tokens,
+    terms = pool_terms(model, deployment)
+    blocks = int(kv_capacity_tokens) // terms["block_size"] * (1 + terms["window_groups"])
+    cfg = EngineConfig(blocks * terms["block_size"], deployment.max_num_seqs, deployment.max_num_batched_tokens,
                        enable_prefix_caching=prefix_caching_for(model, enable_prefix_caching), spec=spec,
-                       **http_terms(profile, http_frontend), **pool_terms(model, deployment))
+                       **http_terms(profile, http_frontend), **terms)
     return StepCost.from_specs(model, gpu, deployment, profile), cfg
 
 
 def pool_terms(model: ModelSpec, deployment: Deployment) -> dict[str, int]:
     """The EngineConfig fields of the block pool vLLM lays out for ``model``: its attention block
     (:func:`planner.memory.hybrid_block_tokens`: the configured one, raised for a recurrent-state hybrid) and the blocks
-    a running request's state holds (:func:`planner.memory.state_blocks_per_request`, 0 without one)."""
+    a running request's state holds (:func:`planner.memory.state_blocks_per_request`, 0 without one), its sliding
+    groups and the blocks each holds (:func:`planner.memory.window_blocks_per_request`)."""
+    window_groups, window_blocks = window_blocks_per_request(model, deployment)
     return {"block_size": hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens),
-            "state_blocks": state_blocks_per_request(model, deployment)}
+            "state_blocks": state_blocks_per_request(model, deployment), "window_groups": window_groups,
+            "window_blocks": window_blocks}
 
 
 def http_terms(profile: CalibrationProfile, http_frontend: bool = True) -> dict[str, float]:

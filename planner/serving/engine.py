@@ -40,7 +40,8 @@ class Engine:
         spec = config.spec
         # the draft model's work per verify step, in target decode steps at the same batch (c × k)
         self.draft_cost_steps = spec.draft_cost_ratio * spec.num_speculative_tokens if spec else 0.0
-        self.pool = BlockPool(config.num_blocks, config.block_size, config.enable_prefix_caching, config.state_blocks)
+        self.pool = BlockPool(config.num_blocks, config.block_size, config.enable_prefix_caching, config.state_blocks,
+                              config.window_groups, config.window_blocks)
         self.batch = DecodeBatch(config.block_size, cost.num_full_layers, cost.num_sliding_layers, cost.window_tokens,
                                  spec.num_speculative_tokens if spec else 0,
                                  spec.expected_tokens_per_step if spec else 1.0)
@@ -230,7 +231,7 @@ class Engine:
         referenced, used = pool.check()
         uncached = sum(r.num_uncached_blocks for r in scheduler.prefilling)
         uncached += sum(cdiv(r.context_offset + tokens, bs) - r.num_cached_blocks for r in batch.by_seq.values())
-        uncached += pool.state_blocks * (len(scheduler.prefilling) + batch.num_running_seqs)
+        uncached += sum(r.side_blocks for r in scheduler.prefilling) + sum(r.side_blocks for r in batch.by_seq.values())
         assert used == referenced + uncached, ("used", used, referenced, uncached)
         assert batch.num_running_seqs == len(batch.by_seq), "decoder count"
         assert sum(batch.count_by_block_phase) == batch.num_running_seqs, "phase buckets"
@@ -297,7 +298,7 @@ class Engine:
             prefill_tokens_computed=self.prefill_tokens_computed,
             prefix_cache_queries_tokens=scheduler.prefix_cache_queries_tokens,
             prefix_cache_hits_tokens=scheduler.prefix_cache_hits_tokens,
-            kv_capacity_tokens=pool.num_blocks * pool.block_size, config=self.config,
+            kv_capacity_tokens=self.config.pool_tokens, config=self.config,
             mode=mode, sequential=sequential, wall_s=wall_s, num_compile_stalls=self.num_compile_stalls,
             compiled_step_keys=frozenset(self.compiled_keys or ()),
             request_overhead_per_prompt_token_s=self.config.frontend_token_overhead_s,

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from planner.io.jsonl import read_jsonl
-from planner.memory import memory_budget, state_blocks_per_request
-from planner.serving.config import EngineConfig, prefix_caching_for
+from planner.memory import memory_budget
+from planner.serving.config import EngineConfig, pool_terms, prefix_caching_for
 from planner.serving.engine import simulate
 from planner.serving.result import MeasuredVsPredicted, in_system_quarters, percentiles
 from planner.serving.step_cost import StepCost
@@ -115,16 +115,16 @@ def replay(records, model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile 
                          max_num_seqs=int(eng["max_num_seqs"]), block_size_tokens=bs,
                          gpu_memory_utilization=float(eng.get("gpu_memory_utilization",
                                                               Deployment.default("gpu_memory_utilization"))))
+        terms = pool_terms(model, dep)
         if eng.get("num_gpu_blocks"):
             blocks = int(eng["num_gpu_blocks"]) - 1  # block 0 is vLLM's null block
-        elif eng.get("kv_cache_tokens"):
+        elif eng.get("kv_cache_tokens"):  # (the probes' record: num_gpu_blocks x block_size)
             blocks = int(eng["kv_cache_tokens"]) // bs - 1
-        else:  # not recorded: the memory model's pool
-            blocks = memory_budget(model, gpu, dep, profile).kv_capacity_tokens // bs
+        else:  # not recorded: the memory model's pool, in vLLM's blocks (1 + its sliding groups per block of tokens)
+            blocks = memory_budget(model, gpu, dep, profile).kv_capacity_tokens // bs * (1 + terms["window_groups"])
         cost = StepCost.from_specs(model, gpu, dep, profile)
-        cfg = EngineConfig(blocks * bs, dep.max_num_seqs, dep.max_num_batched_tokens, bs,
-                           prefix_caching_for(model, eng.get("enable_prefix_caching")), cold_step_shapes=True,
-                           state_blocks=state_blocks_per_request(model, dep))
+        cfg = EngineConfig(blocks * bs, dep.max_num_seqs, dep.max_num_batched_tokens, cold_step_shapes=True,
+                           enable_prefix_caching=prefix_caching_for(model, eng.get("enable_prefix_caching")), **terms)
         arr = np.array([x["arrival_offset_s"] for x in reqs], dtype=float)
         prompt = np.array([x["prompt_tokens"] for x in reqs])
         out = np.array([x["output_tokens"] for x in reqs])

@@ -48,6 +48,7 @@ class Request:
         "segments",
         "shared_prefix_blocks",
         "shared_segments",
+        "side_blocks",
         "state",
     )
 
@@ -76,6 +77,7 @@ class Request:
         self.prefix_queried = False
         self.shared_prefix_blocks = shared_segments[-1][1] if shared_segments else 0  # blocks other requests share
         self.has_next_turn = False  # a later request (its next turn) starts with this request's tokens
+        self.side_blocks = 0  # pool blocks held besides its tokens' while running (BlockPool.side_blocks)
 
 
 def build_requests(reqs: Requests, block_size: int) -> tuple[list[Request], dict[int, list[int]]]:

@@ -124,7 +124,7 @@ class Scheduler:
         req = self.requests[i]
         req.arrival_s = t
         pool = self.pool
-        if cdiv(req.prompt_tokens + req.output_tokens, pool.block_size) > pool.num_blocks:
+        if cdiv(req.prompt_tokens + req.output_tokens, pool.block_size) + pool.side_blocks(req) > pool.num_blocks:
             self.reject(req, now)  # can never fit: vLLM rejects it
             return
         req.state = WAITING
@@ -291,7 +291,7 @@ class Scheduler:
             start = hit * bs
             num_tokens = req.num_tokens
             new = min(num_tokens - start, budget)
-            blocks = pool.blocks_for(req, start + new, hit) + pool.state_blocks
+            blocks = pool.blocks_for(req, start + new, hit) + pool.side_blocks(req)
             if blocks + evictable > pool.num_free():
                 break
             waiting.popleft()
