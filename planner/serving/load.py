@@ -370,7 +370,7 @@ def _candidates(m, g, wd, kv_dtype, tps, prof, make, ttft_s, tpot_s, target_rate
             pt = max_rate_under_slo(make, cost, cfg, ttft_s, tpot_s, price_usd_per_gpu_hour=g.price_usd_per_hour,
                                     gpus_per_replica=t)
             row.update({
-                "fits": True, "kv_capacity_tokens": cfg.kv_capacity_tokens,
+                "fits": True, "kv_capacity_tokens": cfg.pool_tokens,
                 "max_rate_per_s": pt.max_rate_per_s, "max_rate_per_gpu_per_s": pt.max_rate_per_gpu,
                 "concurrency_mean": pt.mean_in_system, "running_mean": pt.mean_running,
                 "ttft_p99_s": _finite_or_none(pt.ttft_p99_s), "tpot_p99_s": _finite_or_none(pt.tpot_p99_s),
