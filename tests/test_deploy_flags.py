@@ -50,8 +50,10 @@ def test_unknown_and_abbreviated_flags_fail():
 def test_serve_command_writes_the_commands_that_booted(path):
     """The planner-generated commands booted on the H200s (vLLM 0.26.0, 2026-11-30 and 12-01) are exactly what
     serve_command writes for the same inputs (serve_bench adds only a local model path, its port and
-    ``--load-format dummy --seed 0 [--tokenizer DIR]``); and vLLM logged a KV pool within 3 % of our prediction
-    (+0.23 %, +0.03 %, +2.36 % on 11-30; +0.23 %, +0.025 % at max-model-len 1216, +0.03 % at TP 2 on 12-01)."""
+    ``--load-format dummy --seed 0 [--tokenizer DIR]``), less the ``--block-size 16`` they gave, which serve_command now
+    leaves to vLLM (its default, and what its FLASH_ATTN backend on an H200 takes); and vLLM logged a KV pool within
+    3 % of our prediction (+0.23 %, +0.03 %, +2.36 % on 11-30; +0.23 %, +0.025 % at max-model-len 1216, +0.03 % at TP
+    2 on 12-01)."""
     dep_rec, boot = records(path, "deploy")[0], records(path, "boot")[0]
     argv = dep_rec["argv"]
     parse_serve_args(argv[2:])
@@ -64,7 +66,8 @@ def test_serve_command_writes_the_commands_that_booted(path):
     cmd = serve_command(m, g, dep, max_model_len=int(argv[argv.index("--max-model-len") + 1]), profile=prof,
                         model_path=argv[2], port=port, extra_args=tuple(argv[argv.index("--load-format"):]),
                         enable_prefix_caching="--no-enable-prefix-caching" not in argv)
-    assert list(cmd.argv) == argv
+    i = argv.index("--block-size")
+    assert argv[i + 1] == "16" and list(cmd.argv) == argv[:i] + argv[i + 2:]
     assert cmd.env == dep_rec["env"]
     assert cmd.predicted_kv_pool_bytes_per_gpu == pytest.approx(boot["kv_available_bytes"], rel=0.03)
 
@@ -140,19 +143,22 @@ def test_vllm_own_parser_accepts_every_generated_command():
 
 def test_a_recurrent_state_hybrid_says_vllm_raises_its_block():
     """Granite-4.0-H-Small: vLLM raises the 16-token block to 528 (planner.memory.hybrid_block_tokens) whatever the
-    command says; the command keeps vLLM's flag and says so, and its pool and concurrency count the 528-token pages.
-    An attention-only model gets no such note."""
+    command says; the command leaves the block to vLLM and says so, and its pool and concurrency count the 528-token
+    pages.  An attention-only model gets no such note; a block other than vLLM's default is written."""
     from conftest import granite_4_h_small, mistral_7b
 
     gpu = catalog.gpu("h200-sxm")
     prof = catalog.profile_for("h200-sxm", "0.26.0")
     cmd = serve_command(granite_4_h_small(), gpu, Deployment.for_gpu(gpu), max_model_len=2200, profile=prof)
     argv = list(cmd.argv)
-    assert argv[argv.index("--block-size") + 1] == "16"
-    assert any("raises --block-size to 528 tokens" in n for n in cmd.notes)
+    assert "--block-size" not in argv  # vLLM's default, left to vLLM (which raises it)
+    assert any("raises the KV block to 528 tokens" in n for n in cmd.notes)
     assert cmd.predicted_max_concurrency == 575  # (5 blocks of tokens + 9 of state) x 528 x 16,384 B a request
     plain = serve_command(mistral_7b(), gpu, Deployment.for_gpu(gpu), max_model_len=2200, profile=prof)
-    assert not any("block-size" in n for n in plain.notes)
+    assert not any("KV block" in n for n in plain.notes)
+    wide = serve_command(mistral_7b(), gpu, Deployment.for_gpu(gpu, block_size_tokens=32), max_model_len=2200,
+                         profile=prof)
+    assert wide.argv[wide.argv.index("--block-size") + 1] == "32"  # a block other than vLLM's default is written
 
 
 def test_the_sizing_table_says_how_much_of_a_request_is_recurrent_state():

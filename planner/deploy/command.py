@@ -94,9 +94,13 @@ def serve_command(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, *, max
             "--pipeline-parallel-size", str(deployment.pipeline_parallel),
             "--max-model-len", str(int(max_model_len)),
             "--max-num-seqs", str(deployment.max_num_seqs),
-            "--max-num-batched-tokens", str(deployment.max_num_batched_tokens),
-            "--block-size", str(deployment.block_size_tokens),
-            "--kv-cache-dtype", KV_CACHE_DTYPE_FLAG[deployment.kv_cache_dtype]]
+            "--max-num-batched-tokens", str(deployment.max_num_batched_tokens)]
+    # --block-size only when it is not vLLM's default: given, it also rules out every attention backend that cannot
+    # run it ("--block-size 16 precluded higher-priority backend(s)": on a B200 an MLA model falls from FlashInfer MLA to
+    # Triton MLA); left out, vLLM takes its default (16) where the backend runs it, else the backend's smallest
+    if deployment.block_size_tokens != Deployment.default("block_size_tokens"):
+        argv += ["--block-size", str(deployment.block_size_tokens)]
+    argv += ["--kv-cache-dtype", KV_CACHE_DTYPE_FLAG[deployment.kv_cache_dtype]]
     if kv_cache_memory_bytes is not None:
         argv += ["--kv-cache-memory-bytes", str(int(kv_cache_memory_bytes))]
     else:
@@ -109,7 +113,7 @@ def serve_command(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, *, max
                      f"quantization_config (no --quantization flag needed)")
     block = hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens)
     if block > deployment.block_size_tokens:
-        notes.append(f"vLLM raises --block-size to {block} tokens for this model: one attention layer's page must hold "
+        notes.append(f"vLLM raises the KV block to {block} tokens for this model: one attention layer's page must hold "
                      f"one linear layer's recurrent state; the KV pool and concurrency here count it")
     enable_prefix_caching = prefix_caching_for(model, enable_prefix_caching)
     argv.append("--enable-prefix-caching" if enable_prefix_caching else "--no-enable-prefix-caching")
