@@ -7,6 +7,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from conftest import make_gpu
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from serving_helpers import cfg
 
 from planner.serving import simulate
@@ -143,3 +146,35 @@ def test_a_sliding_window_request_holds_only_its_window_in_the_sliding_groups():
     small = replace(c, kv_capacity_tokens=30 * 16 * (57 + 6 * 57))  # ~30 chat requests: preemptions
     short = simulate(chat(200, rate_per_s=50, seed=2), cost, small, debug=True)
     assert short.completed.all() and short.num_preemptions > 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 40), st.sampled_from([128, 512, 1024]), st.booleans(),
+       st.integers(60, 400))
+def test_sliding_window_pools_keep_their_accounting(full, sliding, window, prefix_caching, pool_blocks):
+    """Any mix of full and sliding layers (vLLM's KV groups, padding included), a pool from a few requests to a few
+    hundred blocks, prefix caching on or off, chat traffic with a shared prefix: the block accounting holds after every
+    event (each running request's window blocks counted), every request finishes or is rejected as one that can never
+    fit, and the pool ends empty."""
+    from conftest import make_model
+
+    from planner.kernel_families import kv_groups
+    from planner.serving.config import EngineConfig, pool_terms
+    from planner.serving.step_cost import StepCost
+    from planner.specs import AttentionSpec, Deployment
+
+    m = make_model(id="swa", hidden_size=1024, num_layers=full + sliding, intermediate_size=2048, vocab_size=1000,
+                   max_context_tokens=8192, sliding_window_tokens=window, num_sliding_layers=sliding,
+                   attention=AttentionSpec(kind="gqa", num_heads=8, num_kv_heads=2, head_dim=128))
+    gpu = make_gpu()
+    dep = Deployment.for_gpu(gpu)
+    terms = pool_terms(m, dep)
+    _, full_groups, sliding_groups = kv_groups(m)
+    assert terms["window_groups"] == (sliding_groups if full_groups == 1 else 0)
+    cost = StepCost.from_specs(m, gpu, dep)
+    c = EngineConfig(pool_blocks * 16, 64, 2048, enable_prefix_caching=prefix_caching, **terms)
+    reqs = synthetic(120, 600, 80, rate_per_s=30, shared_prefix_tokens=256, seed=3)
+    res = simulate(reqs, cost, c, debug=True)
+    blocks = -(-(reqs.prompt_tokens + reqs.output_tokens) // 16)
+    never_fits = blocks + terms["window_groups"] * np.minimum(blocks, terms["window_blocks"]) > pool_blocks
+    assert (res.completed == ~never_fits).all()
