@@ -118,9 +118,10 @@ def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: flo
         http["frontend_overhead_s"] = frontend_overhead_s
     # the pool as vLLM laid it out (block 0 is its null block); a sliding-window model's requests also hold their
     # window's blocks in each sliding group (planner.serving.config.pool_terms)
+    caching = "--enable-prefix-caching" in argv
     cfg = EngineConfig((int(boot["num_gpu_blocks"]) - 1) * bs, dep.max_num_seqs, dep.max_num_batched_tokens,
-                       enable_prefix_caching="--enable-prefix-caching" in argv, cold_step_shapes=True, **http,
-                       **pool_terms(model, dep.replace(block_size_tokens=bs)))
+                       enable_prefix_caching=caching, cold_step_shapes=True, **http,
+                       **pool_terms(model, dep.replace(block_size_tokens=bs), caching))
     return StepCost.from_specs(model, gpu, dep, profile), cfg
 
 

@@ -119,17 +119,22 @@ def round_up(x: int, multiple: int) -> int:
 HYBRID_BLOCK_ALIGN_TOKENS = 16
 
 
-def hybrid_block_tokens(model: ModelSpec, kv_dtype: str, block_size_tokens: int) -> int:
+def hybrid_block_tokens(model: ModelSpec, kv_dtype: str, block_size_tokens: int, prefix_caching: bool = False) -> int:
     """The attention block vLLM 0.26 uses: for a model with recurrent-state layers its attention page (block tokens ×
     one layer's KV per token) must hold one layer's state, so a smaller configured block is raised to 16 × ⌈state ÷
     (16 × KV per token)⌉ tokens ("Setting attention block size to N tokens to ensure that attention page size is >=
     mamba page size") and the state page padded to the attention page.  Granite-4.0-H-Small: 16 × ⌈2,147,840 ÷ (16 ×
     4,096)⌉ = 528; Qwen3-Next-80B at fp8 KV: 16 × ⌈1,097,728 ÷ (16 × 1,024)⌉ = 1,072 (logged by vLLM, TP 2, both
-    halved).  Any other model: ``block_size_tokens``."""
+    halved).  With ``prefix_caching`` on a model with Mamba-2 layers, vLLM caches their state per block ('all' mode)
+    and aligns the block to their SSD chunk: lcm(chunk, 16) × ⌈⌈state ÷ KV per token⌉ ÷ that⌉ (Granite-4.0-H-Small:
+    256 × ⌈525 ÷ 256⌉ = 768).  Any other model: ``block_size_tokens``."""
     per_tok = kv_bytes_per_token_per_layer(model, kv_dtype)
     if not (model.linear_state_bytes_per_layer and model.num_linear_layers) or per_tok <= 0:
         return block_size_tokens
     a = HYBRID_BLOCK_ALIGN_TOKENS
+    if prefix_caching and model.mamba_chunk_tokens:
+        chunk = math.lcm(model.mamba_chunk_tokens, max(a, block_size_tokens))
+        return max(block_size_tokens, chunk * cdiv(cdiv(model.linear_state_bytes_per_layer, int(per_tok)), chunk))
     return max(block_size_tokens, a * math.ceil(model.linear_state_bytes_per_layer / (a * per_tok)))
 
 
@@ -351,12 +356,12 @@ def request_kv_bytes_per_gpu(
     return kv.total_bytes * kv_shard_fraction(model, deployment.tensor_parallel, deployment.pipeline_parallel)
 
 
-def state_blocks_per_request(model: ModelSpec, deployment: Deployment) -> int:
+def state_blocks_per_request(model: ModelSpec, deployment: Deployment, prefix_caching: bool = False) -> int:
     """Blocks of the KV pool one running request's recurrent state takes (its linear-attention / Mamba layers' state
     pages, :func:`kv_bytes_per_request`, in blocks of :func:`hybrid_block_tokens` tokens of every attention layer's
     KV), for the simulator's block pool; 0 for an attention-only model.  Granite-4.0-H-Small: 36 pages of 528 × 4,096 B
     in blocks of its 4 attention layers' pages = 9 blocks (vLLM: 9 groups of 4 Mamba layers, a page each)."""
-    bs = hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens)
+    bs = hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens, prefix_caching)
     state = kv_bytes_per_request(model, deployment.kv_cache_dtype, 0, bs).state_bytes
     block = kv_bytes_per_token(model, deployment.kv_cache_dtype) * bs
     return math.ceil(state / block) if state and block > 0 else 0

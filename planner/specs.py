@@ -207,6 +207,7 @@ class ModelSpec(FrozenSpec):
     num_linear_layers: NonNegInt = Field(0, description="linear-attention / Mamba layers: constant state, no KV growth")
     linear_state_bytes_per_layer: NonNegInt = Field(0, description="recurrent state per request per layer")
     linear_layer_params: NonNegInt = Field(0, description="parameters of one linear-attention layer (0: 4 x hidden^2)")
+    mamba_chunk_tokens: NonNegInt = Field(0, description="Mamba-2 layers' SSD chunk (mamba_chunk_size); 0: none")
     moe: MoeSpec | None = None
     native_dtype: WeightDtype = Field("bf16", description="dtype of the published checkpoint")
     published_total_params: Annotated[float, Field(ge=1e3, le=1e14)] = Field(

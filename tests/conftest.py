@@ -100,7 +100,7 @@ def granite_4_h_small() -> ModelSpec:
         max_context_tokens=131072, tie_word_embeddings=True,
         attention=AttentionSpec(kind="gqa", num_heads=32, num_kv_heads=8, head_dim=128),
         num_linear_layers=36, linear_state_bytes_per_layer=(128 * 64 * 128 + (128 * 64 + 2 * 128) * 3) * 2,
-        linear_layer_params=102_286_976,
+        linear_layer_params=102_286_976, mamba_chunk_tokens=256,
         moe=MoeSpec(num_experts=72, experts_per_token=10, expert_intermediate_size=768, num_shared_experts=1,
                     shared_expert_intermediate_size=1536),
     )

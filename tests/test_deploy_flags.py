@@ -205,7 +205,7 @@ def test_prefix_caching_follows_vllms_default_for_the_model():
         assert cfg.enable_prefix_caching == ("--enable" in flag)
     on = [n for n in serve_command(hybrid, gpu, dep, max_model_len=2200, profile=prof,
                                    enable_prefix_caching=True).notes if "prefix caching" in n][0]
-    assert "528-token block" in on  # the raised block (hybrid_block_tokens) the hits are counted at
+    assert "raised to 768 tokens" in on and "528 without caching" in on  # vLLM's 'all' mode block (Mamba-2 chunk 256)
 
 
 def test_a_hybrids_bundle_routes_without_prefix_awareness_by_default():

@@ -374,3 +374,20 @@ def test_compressed_tensors_it_cannot_model_is_refused(qc):
     with pytest.raises(SpecError) as e:
         hf_config_to_model_dict({**QWEN3_NEXT_80B, "quantization_config": qc}, "x")
     assert "'quantization_config.config_groups" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_prefix_caching_on_a_mamba2_hybrid_aligns_its_block_to_the_chunk():
+    """vLLM 0.26 with prefix caching on caches a Mamba-2 hybrid's state at every block ('all' mode) and makes the block
+    a multiple of the SSD chunk (mamba_chunk_size, transformers' default 256): Granite-4.0-H-Small 256 x ceil(ceil(
+    2,147,840 / 4,096) / 256) = 256 x 3 = 768 tokens (528 without).  A Gated DeltaNet hybrid has no such chunk: vLLM's
+    'align' mode keeps the block (Qwen3-Next-80B at fp8 KV: 1,072 either way)."""
+    from planner.memory import hybrid_block_tokens
+
+    g = _model(GRANITE_H_SMALL)
+    g128 = _model({**GRANITE_H_SMALL, "mamba_chunk_size": 128})
+    assert (g.mamba_chunk_tokens, g128.mamba_chunk_tokens) == (256, 128)
+    assert (hybrid_block_tokens(g, "bf16", 16), hybrid_block_tokens(g, "bf16", 16, prefix_caching=True)) == (528, 768)
+    assert hybrid_block_tokens(g128, "bf16", 16, True) == 640
+    q = _model(QWEN3_NEXT_80B)
+    assert q.mamba_chunk_tokens == 0
+    assert hybrid_block_tokens(q, "fp8", 16, prefix_caching=True) == hybrid_block_tokens(q, "fp8", 16) == 1072

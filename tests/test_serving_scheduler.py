@@ -162,6 +162,7 @@ def test_sliding_window_pools_keep_their_accounting(full, sliding, window, prefi
     from planner.serving.config import EngineConfig, pool_terms
     from planner.serving.step_cost import StepCost
     from planner.specs import AttentionSpec, Deployment
+    from planner.units import cdiv
 
     m = make_model(id="swa", hidden_size=1024, num_layers=full + sliding, intermediate_size=2048, vocab_size=1000,
                    max_context_tokens=8192, sliding_window_tokens=window, num_sliding_layers=sliding,
@@ -175,6 +176,39 @@ def test_sliding_window_pools_keep_their_accounting(full, sliding, window, prefi
     c = EngineConfig(pool_blocks * 16, 64, 2048, enable_prefix_caching=prefix_caching, **terms)
     reqs = synthetic(120, 600, 80, rate_per_s=30, shared_prefix_tokens=256, seed=3)
     res = simulate(reqs, cost, c, debug=True)
-    blocks = -(-(reqs.prompt_tokens + reqs.output_tokens) // 16)
+    blocks = cdiv(reqs.prompt_tokens + reqs.output_tokens, 16)
     never_fits = blocks + terms["window_groups"] * np.minimum(blocks, terms["window_blocks"]) > pool_blocks
     assert (res.completed == ~never_fits).all()
+
+
+def test_align_mode_ends_a_prompts_chunks_on_block_boundaries():
+    """vLLM 0.26's Mamba 'align' cache mode (prefix caching on a Gated DeltaNet hybrid; _mamba_block_aligned_split),
+    block 528: a 2,000-token prompt runs as 1,584 (its last boundary, 3 x 528) + 416 tokens; with a budget of 1,000 its
+    first chunk is 528; a chunk from 528 whose budget reaches no boundary (300) waits; past the last boundary, as asked.
+    Simulated (a Granite-4.0-H-Small without its Mamba-2 chunk stands in for a Gated DeltaNet hybrid): the prompt takes
+    two steps, so its first token comes later than with the chunk unaligned, and the engine's accounting holds."""
+    from types import SimpleNamespace
+
+    from conftest import granite_4_h_small
+
+    from planner.io import catalog
+    from planner.serving.config import engine_setup
+    from planner.serving.scheduler import Scheduler
+    from planner.specs import Deployment
+
+    s = SimpleNamespace(pool=SimpleNamespace(block_size=528))
+    req = SimpleNamespace(num_tokens=2000)
+    assert [Scheduler.aligned_chunk(s, req, a, b) for a, b in ((0, 2000), (1584, 416), (0, 1000), (528, 300),
+                                                                (528, 2000), (1700, 200))] == [1584, 416, 528, 0,
+                                                                                               1056, 200]
+    gpu, prof = catalog.gpu("h200-sxm"), catalog.profile_for("h200-sxm", "0.26.0")
+    gdn_like = granite_4_h_small().model_copy(update={"mamba_chunk_tokens": 0})
+    cost, c = engine_setup(gdn_like, gpu, Deployment.for_gpu(gpu), prof, enable_prefix_caching=True)
+    assert c.state_aligned_chunks and c.block_size == 528
+    one = make_requests(np.array([2000]), np.array([8]), np.array([0.0]))
+    aligned, plain = simulate(one, cost, c), simulate(one, cost, replace(c, state_aligned_chunks=False))
+    assert aligned.num_steps == plain.num_steps + 1 and aligned.ttft_s[0] > plain.ttft_s[0]
+    res = simulate(synthetic(200, 1500, 60, rate_per_s=20, shared_prefix_tokens=1200, seed=1), cost, c, debug=True)
+    assert res.completed.all() and res.prefix_cache_hit_rate > 0
+    _, mamba2 = engine_setup(granite_4_h_small(), gpu, Deployment.for_gpu(gpu), prof, enable_prefix_caching=True)
+    assert not mamba2.state_aligned_chunks and mamba2.block_size == 768  # 'all' mode: the chunk-aligned block

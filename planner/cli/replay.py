@@ -88,7 +88,8 @@ def replay_cmd(
             raise error_exit("--max-num-batched-tokens", f"must be >= --max-num-seqs ({dep.max_num_seqs}), as vLLM requires")
         # the pool: the flag in the memory model's tokens (every attention layer holding every token); a record's
         # vLLM blocks x block size (a sliding-window model has 1 + its sliding groups blocks per block of tokens)
-        terms = pool_terms(m, dep)
+        caching = prefix_caching_for(m, hints.get("prefix_caching", prefix_caching))
+        terms = pool_terms(m, dep, caching)
         per, bs = 1 + terms["window_groups"], terms["block_size"]
         hinted = None if kv_capacity_tokens else hints.get("kv_capacity_tokens")
         cap = kv_capacity_tokens or (hinted // per if hinted else None)
@@ -98,9 +99,7 @@ def replay_cmd(
         refuse_unless_starts(check, {"max_model_len": str(f), "kv_capacity_tokens": "--kv-capacity-tokens"})
         blocks = hinted // bs if hinted else int(cap or check.kv_capacity_tokens) // bs * per
         cfg = EngineConfig(blocks * bs, dep.max_num_seqs, dep.max_num_batched_tokens,
-                           enable_prefix_caching=prefix_caching_for(
-                               m, hints.get("prefix_caching", prefix_caching)),
-                           cold_step_shapes=cold, **http_terms(prof, http), **terms)
+                           enable_prefix_caching=caching, cold_step_shapes=cold, **http_terms(prof, http), **terms)
         cost = StepCost.from_specs(m, g, dep, prof)
         engine = f.resolve().parent if hints else f.resolve()  # a serve_bench folder is one engine
         for t in tests:

@@ -241,7 +241,7 @@ def simulate_cmd(
         "total_prompt_tokens": reqs.total_prompt_tokens, "total_output_tokens": reqs.total_output_tokens,
     })
     if m.num_linear_layers:  # vLLM's prefix caching on a Mamba / linear-attention hybrid: opt-in, experimental
-        out["prefix_caching_note"] = prefix_caching_note(cfg.enable_prefix_caching, cfg.block_size)
+        out["prefix_caching_note"] = prefix_caching_note(m, dep, cfg.enable_prefix_caching)
     if compare_sequential and not sequential:
         base = simulate_sequential(reqs, cost)
         b = base.summary()

@@ -52,16 +52,25 @@ class ServeCommand:
         return list(self.argv[2:])
 
 
-def prefix_caching_note(enabled: bool, block_tokens: int) -> str:
-    """What prefix caching does on a model with recurrent-state (Mamba / linear-attention) layers in vLLM 0.26."""
+def prefix_caching_note(model: ModelSpec, deployment: Deployment, enabled: bool) -> str:
+    """What prefix caching does on a model with recurrent-state (Mamba / linear-attention) layers in vLLM 0.26, and
+    what the planner counts of it."""
     if not enabled:
         return ("prefix caching is off: vLLM 0.26 keeps it opt-in for a model with Mamba / linear-attention layers "
                 "(--prefix-caching turns it on, experimental in vLLM); shared prompt prefixes are computed again")
-    return (f"prefix caching on a model with Mamba / linear-attention layers is experimental in vLLM 0.26: its Mamba "
-            f"cache runs in 'all' mode (Mamba-2 layers; the block rises to a multiple of the Mamba chunk) or 'align' "
-            f"mode (prefill chunks end on {block_tokens}-token block boundaries, the recurrent state cached only "
-            f"there); the simulated plans count cache hits at every {block_tokens}-token block and neither mode's "
-            f"extra blocks or steps: an upper bound on what the cache saves")
+    kv, bs = deployment.kv_cache_dtype, deployment.block_size_tokens
+    block = hybrid_block_tokens(model, kv, bs, prefix_caching=True)
+    if model.mamba_chunk_tokens:
+        mode = (f"it caches the Mamba-2 state at every block ('all' mode), the KV block raised to {block} tokens (a "
+                f"multiple of their {model.mamba_chunk_tokens}-token chunk; {hybrid_block_tokens(model, kv, bs)} "
+                f"without caching), which the simulator counts and the plan's KV per request does not")
+    else:
+        mode = (f"it caches the linear layers' state only where a prompt chunk ends ('align' mode): chunks end on "
+                f"{block}-token block boundaries up to the prompt's last one (a step more for a longer prompt), which "
+                f"the simulator counts")
+    return (f"prefix caching on a model with Mamba / linear-attention layers is experimental in vLLM 0.26: {mode}; "
+            f"hits are counted at every cached block from the first request that computed it (vLLM caches the state "
+            f"at a shared prefix's boundary for the second): an upper bound on what the cache saves")
 
 
 def json_arg(obj: dict) -> str:
@@ -96,8 +105,8 @@ def serve_command(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, *, max
             "--max-num-seqs", str(deployment.max_num_seqs),
             "--max-num-batched-tokens", str(deployment.max_num_batched_tokens)]
     # --block-size only when it is not vLLM's default: given, it also rules out every attention backend that cannot
-    # run it ("--block-size 16 precluded higher-priority backend(s)": on a B200 an MLA model falls from FlashInfer MLA to
-    # Triton MLA); left out, vLLM takes its default (16) where the backend runs it, else the backend's smallest
+    # run it ("--block-size 16 precluded higher-priority backend(s)": on a B200 an MLA model falls from FlashInfer MLA
+    # to Triton MLA); left out, vLLM takes its default (16) where the backend runs it, else the backend's smallest
     if deployment.block_size_tokens != Deployment.default("block_size_tokens"):
         argv += ["--block-size", str(deployment.block_size_tokens)]
     argv += ["--kv-cache-dtype", KV_CACHE_DTYPE_FLAG[deployment.kv_cache_dtype]]
@@ -111,14 +120,14 @@ def serve_command(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, *, max
     elif wd in PREQUANTIZED and model.native_dtype != wd:
         notes.append(f"weights {wd}: point the command at {PREQUANTIZED[wd]} of {model.name}; vLLM reads its "
                      f"quantization_config (no --quantization flag needed)")
+    enable_prefix_caching = prefix_caching_for(model, enable_prefix_caching)
     block = hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens)
     if block > deployment.block_size_tokens:
         notes.append(f"vLLM raises the KV block to {block} tokens for this model: one attention layer's page must hold "
                      f"one linear layer's recurrent state; the KV pool and concurrency here count it")
-    enable_prefix_caching = prefix_caching_for(model, enable_prefix_caching)
     argv.append("--enable-prefix-caching" if enable_prefix_caching else "--no-enable-prefix-caching")
     if model.num_linear_layers:
-        notes.append(prefix_caching_note(enable_prefix_caching, block))
+        notes.append(prefix_caching_note(model, deployment, enable_prefix_caching))
     if speculative_config:
         argv += ["--speculative-config", json_arg(speculative_config)]
     if kv_transfer_config:

@@ -29,6 +29,7 @@ from planner.io.hf_layers import (
     layer_layout,
     linear_layer_params,
     linear_state_bytes,
+    mamba_chunk_tokens,
     refuse_unsupported,
 )
 from planner.io.hf_layers import find as _find
@@ -299,6 +300,8 @@ def hf_config_to_model_dict(
         d["linear_state_bytes_per_layer"] = state
     if linear_params:
         d["linear_layer_params"] = linear_params
+    if chunk := mamba_chunk_tokens(cfg, n_linear):
+        d["mamba_chunk_tokens"] = chunk
     if moe:
         d["moe"] = moe
     d["native_dtype"] = _native_dtype(cfg)

@@ -240,6 +240,15 @@ def linear_state_bytes(cfg: dict[str, Any], num_linear: int) -> int:
     return (heads * head_dim * d_state + (heads * head_dim + 2 * groups * d_state) * (kernel - 1)) * 2
 
 
+def mamba_chunk_tokens(cfg: dict[str, Any], num_linear: int) -> int:
+    """The chunk of the config's Mamba-2 layers' SSD scan (``mamba_chunk_size``; transformers' GraniteMoeHybridConfig
+    default 256), which vLLM 0.26 aligns their cached states to when prefix caching is on; 0 without Mamba-2 layers
+    (Gated DeltaNet's state is cached in vLLM's 'align' mode instead)."""
+    if _mamba2_dims(cfg, num_linear) is None:
+        return 0
+    return read_int(cfg, "mamba_chunk_size", default=256)
+
+
 def linear_layer_params(cfg: dict[str, Any], hidden: int, num_linear: int) -> int:
     """Parameters of one linear layer's mixer.  A Gated DeltaNet layer (Qwen3-Next, Qwen3.5; transformers
     Qwen3NextGatedDeltaNet): the q, k, v and gate projections from the hidden state, the beta and decay projections

@@ -124,6 +124,9 @@ class EngineConfig:
     # (planner.memory.window_blocks_per_request); 0 without sliding layers
     window_groups: int = 0
     window_blocks: int = 0
+    # vLLM's Mamba 'align' cache mode (prefix caching on a Gated DeltaNet hybrid): a prompt's chunks end on block
+    # boundaries up to its last one, where its state is cached (Scheduler.aligned_chunk)
+    state_aligned_chunks: bool = False
 
     def __post_init__(self):
         for name in ("kv_capacity_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):
@@ -135,6 +138,8 @@ class EngineConfig:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0 <= v < top):
                 raise ValueError(f"{name}: must be a number of seconds in [0, {top:g}), got {v!r}")
+        if self.state_aligned_chunks not in (True, False):
+            raise ValueError(f"state_aligned_chunks: must be true or false, got {self.state_aligned_chunks!r}")
         for name in ("state_blocks", "window_groups", "window_blocks"):
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or v < 0:
@@ -176,23 +181,28 @@ def engine_setup(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile
         if not mb.fits:
             raise ValueError(f"gpu: {model.id} on {gpu.id}: {mb.explain()}")
         kv_capacity_tokens = mb.kv_capacity_tokens
-    terms = pool_terms(model, deployment)
+    caching = prefix_caching_for(model, enable_prefix_caching)
+    terms = pool_terms(model, deployment, caching)
     blocks = int(kv_capacity_tokens) // terms["block_size"] * (1 + terms["window_groups"])
     cfg = EngineConfig(blocks * terms["block_size"], deployment.max_num_seqs, deployment.max_num_batched_tokens,
-                       enable_prefix_caching=prefix_caching_for(model, enable_prefix_caching), spec=spec,
-                       **http_terms(profile, http_frontend), **terms)
+                       enable_prefix_caching=caching, spec=spec, **http_terms(profile, http_frontend), **terms)
     return StepCost.from_specs(model, gpu, deployment, profile), cfg
 
 
-def pool_terms(model: ModelSpec, deployment: Deployment) -> dict[str, int]:
+def pool_terms(model: ModelSpec, deployment: Deployment, prefix_caching: bool = False) -> dict[str, int | bool]:
     """The EngineConfig fields of the block pool vLLM lays out for ``model``: its attention block
-    (:func:`planner.memory.hybrid_block_tokens`: the configured one, raised for a recurrent-state hybrid) and the blocks
-    a running request's state holds (:func:`planner.memory.state_blocks_per_request`, 0 without one), its sliding
-    groups and the blocks each holds (:func:`planner.memory.window_blocks_per_request`)."""
+    (:func:`planner.memory.hybrid_block_tokens`: the configured one, raised for a recurrent-state hybrid, to a multiple
+    of its Mamba-2 chunk with ``prefix_caching``) and the blocks a running request's state holds
+    (:func:`planner.memory.state_blocks_per_request`, 0 without one), its sliding groups and the blocks each holds
+    (:func:`planner.memory.window_blocks_per_request`), and whether its prompts' chunks end on block boundaries (vLLM's
+    Mamba 'align' mode: ``prefix_caching`` on a hybrid without Mamba-2 layers, i.e. Gated DeltaNet)."""
     window_groups, window_blocks = window_blocks_per_request(model, deployment)
-    return {"block_size": hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens),
-            "state_blocks": state_blocks_per_request(model, deployment), "window_groups": window_groups,
-            "window_blocks": window_blocks}
+    state = bool(model.num_linear_layers and model.linear_state_bytes_per_layer)
+    return {"block_size": hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens,
+                                              prefix_caching),
+            "state_blocks": state_blocks_per_request(model, deployment, prefix_caching), "window_groups": window_groups,
+            "window_blocks": window_blocks,
+            "state_aligned_chunks": state and prefix_caching and not model.mamba_chunk_tokens}
 
 
 def http_terms(profile: CalibrationProfile, http_frontend: bool = True) -> dict[str, float]:

@@ -325,7 +325,8 @@ def _finite_or_none(x):
 
 def fleet_candidates(model: ModelSpec, gpus: list[tuple[GpuSpec, CalibrationProfile | None]], weight_dtypes,
                      kv_cache_dtype: str, tensor_parallel: list[int] | None, make_requests, ttft_p99_s: float,
-                     tpot_p99_s: float, *, target_rate_per_s: float | None = None, enable_prefix_caching: bool | None = None,
+                     tpot_p99_s: float, *, target_rate_per_s: float | None = None,
+                     enable_prefix_caching: bool | None = None,
                      max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
                      max_model_len: int | None = None) -> list[dict]:
     """One row (:data:`FLEET_COLUMNS`) per GPU (with its calibration profile) × weight dtype × TP:

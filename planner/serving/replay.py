@@ -115,7 +115,8 @@ def replay(records, model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile 
                          max_num_seqs=int(eng["max_num_seqs"]), block_size_tokens=bs,
                          gpu_memory_utilization=float(eng.get("gpu_memory_utilization",
                                                               Deployment.default("gpu_memory_utilization"))))
-        terms = pool_terms(model, dep)
+        caching = prefix_caching_for(model, eng.get("enable_prefix_caching"))
+        terms = pool_terms(model, dep, caching)
         if eng.get("num_gpu_blocks"):
             blocks = int(eng["num_gpu_blocks"]) - 1  # block 0 is vLLM's null block
         elif eng.get("kv_cache_tokens"):  # (the probes' record: num_gpu_blocks x block_size)
@@ -124,7 +125,7 @@ def replay(records, model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile 
             blocks = memory_budget(model, gpu, dep, profile).kv_capacity_tokens // bs * (1 + terms["window_groups"])
         cost = StepCost.from_specs(model, gpu, dep, profile)
         cfg = EngineConfig(blocks * bs, dep.max_num_seqs, dep.max_num_batched_tokens, cold_step_shapes=True,
-                           enable_prefix_caching=prefix_caching_for(model, eng.get("enable_prefix_caching")), **terms)
+                           enable_prefix_caching=caching, **terms)
         arr = np.array([x["arrival_offset_s"] for x in reqs], dtype=float)
         prompt = np.array([x["prompt_tokens"] for x in reqs])
         out = np.array([x["output_tokens"] for x in reqs])

@@ -56,6 +56,8 @@ class Scheduler:
         self.max_num_seqs = config.max_num_seqs
         self.max_num_batched_tokens = config.max_num_batched_tokens
         self.prefix_caching = config.enable_prefix_caching
+        # (a token budget below one block could never reach a boundary: such an engine is left unaligned)
+        self.state_aligned_chunks = config.state_aligned_chunks and config.max_num_batched_tokens >= config.block_size
         self.async_scheduling = config.async_scheduling
         self.stream_output_overhead_s = config.stream_output_overhead_s
         # requests whose first or last token the step that just ended produced: sent to their clients when the next
@@ -229,6 +231,24 @@ class Scheduler:
 
     # ------------------------------------------------------------------------------ scheduling
 
+    def aligned_chunk(self, req: Request, start: int, new: int) -> int:
+        """The tokens of ``req``'s prompt chunk from ``start`` under vLLM 0.26's Mamba 'align' cache mode
+        (``Scheduler._mamba_block_aligned_split``): before the prompt's last block boundary a chunk ends on a boundary
+        (0 if the budget reaches none: the request waits), and it stops at that last boundary, where the state is
+        cached; past it, as asked."""
+        bs, total = self.pool.block_size, req.num_tokens
+        if start >= total - 1:
+            return new
+        last = total - total % bs
+        end = start + new
+        if end < last:
+            end = end // bs * bs
+        nxt = (start // bs + 1) * bs
+        for stop in (nxt if start % bs and nxt <= last else 0, last):
+            if start < stop < end:
+                end = stop
+        return max(end - start, 0)
+
     def schedule(self) -> StepPlan:
         """One scheduling pass: the decoders' next tokens first, then running prefills, then waiting
         requests (FCFS), within the token budget and the pool."""
@@ -260,6 +280,9 @@ class Scheduler:
         while i < len(prefilling) and budget > 0:
             req = prefilling[i]
             new = min(req.num_tokens - req.num_computed, budget)
+            if self.state_aligned_chunks and not (new := self.aligned_chunk(req, req.num_computed, new)):
+                i += 1  # no block boundary within the budget: it waits a step
+                continue
             blocks = pool.blocks_for(req, req.num_computed + new)
             victim = None
             while blocks > pool.num_free() and victim is not req:
@@ -291,6 +314,8 @@ class Scheduler:
             start = hit * bs
             num_tokens = req.num_tokens
             new = min(num_tokens - start, budget)
+            if self.state_aligned_chunks and not (new := self.aligned_chunk(req, start, new)):
+                break
             blocks = pool.blocks_for(req, start + new, hit) + pool.side_blocks(req)
             if blocks + evictable > pool.num_free():
                 break
