@@ -62,7 +62,7 @@ def replay_cmd(
     every command, :mod:`planner.startup`) exits 1 with one line `error: infeasible: <flag or file>: <reason>`."""
     from planner.io import catalog
     from planner.serving import EngineConfig, StepCost
-    from planner.serving.config import http_terms, pool_terms, prefix_caching_for
+    from planner.serving.config import http_terms, pool_blocks, pool_terms, prefix_caching_for
     from planner.serving.loadtests import engine_hints, read_load_test, replay_load_test, with_shared_prefix
     from planner.specs import Deployment
     from planner.startup import startup_check
@@ -90,14 +90,14 @@ def replay_cmd(
         # vLLM blocks x block size (a sliding-window model has 1 + its sliding groups blocks per block of tokens)
         caching = prefix_caching_for(m, hints.get("prefix_caching", prefix_caching))
         terms = pool_terms(m, dep, caching)
-        per, bs = 1 + terms["window_groups"], terms["block_size"]
+        bs = terms["block_size"]
         hinted = None if kv_capacity_tokens else hints.get("kv_capacity_tokens")
-        cap = kv_capacity_tokens or (hinted // per if hinted else None)
+        cap = kv_capacity_tokens or (hinted // (1 + terms["window_groups"]) if hinted else None)
         tests = [with_shared_prefix(t, hints.get("shared_prefix_tokens")) for t in read_load_test(f)]
         longest = max(int((t.prompt_tokens + t.output_tokens).max()) for t in tests)
         check = startup_check(m, g, dep, longest, prof, kv_capacity_tokens=cap)
         refuse_unless_starts(check, {"max_model_len": str(f), "kv_capacity_tokens": "--kv-capacity-tokens"})
-        blocks = hinted // bs if hinted else int(cap or check.kv_capacity_tokens) // bs * per
+        blocks = hinted // bs if hinted else pool_blocks(cap or check.kv_capacity_tokens, terms)
         cfg = EngineConfig(blocks * bs, dep.max_num_seqs, dep.max_num_batched_tokens,
                            enable_prefix_caching=caching, cold_step_shapes=cold, **http_terms(prof, http), **terms)
         cost = StepCost.from_specs(m, g, dep, prof)

@@ -183,8 +183,7 @@ def engine_setup(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile
         kv_capacity_tokens = mb.kv_capacity_tokens
     caching = prefix_caching_for(model, enable_prefix_caching)
     terms = pool_terms(model, deployment, caching)
-    blocks = int(kv_capacity_tokens) // terms["block_size"] * (1 + terms["window_groups"])
-    cfg = EngineConfig(blocks * terms["block_size"], deployment.max_num_seqs, deployment.max_num_batched_tokens,
+    cfg = EngineConfig(pool_blocks(kv_capacity_tokens, terms) * terms["block_size"], deployment.max_num_seqs, deployment.max_num_batched_tokens,
                        enable_prefix_caching=caching, spec=spec, **http_terms(profile, http_frontend), **terms)
     return StepCost.from_specs(model, gpu, deployment, profile), cfg
 
@@ -203,6 +202,13 @@ def pool_terms(model: ModelSpec, deployment: Deployment, prefix_caching: bool = 
             "state_blocks": state_blocks_per_request(model, deployment, prefix_caching), "window_groups": window_groups,
             "window_blocks": window_blocks,
             "state_aligned_chunks": state and prefix_caching and not model.mamba_chunk_tokens}
+
+
+def pool_blocks(kv_capacity_tokens: int, terms: dict) -> int:
+    """vLLM's blocks (a page of every layer of one KV group) in a pool of ``kv_capacity_tokens`` as the memory model
+    counts them (every attention layer holding every token), for the pool :func:`pool_terms` lays out: a sliding-window
+    model has 1 + its sliding groups blocks per block of those tokens (Gemma-3-27B: 7)."""
+    return int(kv_capacity_tokens) // terms["block_size"] * (1 + terms["window_groups"])
 
 
 def http_terms(profile: CalibrationProfile, http_frontend: bool = True) -> dict[str, float]:

@@ -11,7 +11,7 @@ import numpy as np
 
 from planner.io.jsonl import read_jsonl
 from planner.memory import memory_budget
-from planner.serving.config import EngineConfig, pool_terms, prefix_caching_for
+from planner.serving.config import EngineConfig, pool_blocks, pool_terms, prefix_caching_for
 from planner.serving.engine import simulate
 from planner.serving.result import MeasuredVsPredicted, in_system_quarters, percentiles
 from planner.serving.step_cost import StepCost
@@ -122,7 +122,7 @@ def replay(records, model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile 
         elif eng.get("kv_cache_tokens"):  # (the probes' record: num_gpu_blocks x block_size)
             blocks = int(eng["kv_cache_tokens"]) // bs - 1
         else:  # not recorded: the memory model's pool, in vLLM's blocks (1 + its sliding groups per block of tokens)
-            blocks = memory_budget(model, gpu, dep, profile).kv_capacity_tokens // bs * (1 + terms["window_groups"])
+            blocks = pool_blocks(memory_budget(model, gpu, dep, profile).kv_capacity_tokens, terms)
         cost = StepCost.from_specs(model, gpu, dep, profile)
         cfg = EngineConfig(blocks * bs, dep.max_num_seqs, dep.max_num_batched_tokens, cold_step_shapes=True,
                            enable_prefix_caching=caching, **terms)
