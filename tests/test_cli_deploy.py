@@ -77,3 +77,21 @@ def test_bad_input_exits_2(args, flag):
     r = run(["deploy", "-m", "llama-3.1-8b", "-g", "h200-sxm", *args])
     assert r.exit_code == 2, r.output
     assert r.output.startswith(f"error: {flag}"), r.output
+
+
+def test_prefix_caching_is_one_planning_flag(tmp_path, monkeypatch):
+    """--no-prefix-caching is a planning flag of size, report and deploy alike: the fleet engine sizes the replicas with
+    the setting the written command gives vLLM (before, deploy took it for the command only)."""
+    from planner import fleet
+    from planner.cli.flags import PlanFlags
+
+    assert PlanFlags(model="m", prefix_caching=False).question().enable_prefix_caching is False
+    assert PlanFlags(model="m").question().enable_prefix_caching is None  # vLLM's default for the model
+    asked = []
+    real = fleet.plan_fleet
+    monkeypatch.setattr(fleet, "plan_fleet",
+                        lambda q, *a, **k: asked.append(q.enable_prefix_caching) or real(q, *a, **k))
+    r = run(EXAMPLE + ["--no-prefix-caching", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "--no-enable-prefix-caching" in (tmp_path / "serve.sh").read_text() and asked == [False]
+    assert run(["size", *EXAMPLE[1:], "--no-prefix-caching"]).exit_code == 0 and asked[-1] is False

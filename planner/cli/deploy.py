@@ -16,7 +16,7 @@ import typer
 
 from planner.cli.common import FLAG_OF_FIELD, JsonOpt, build, cli_errors, emit_json, error_exit, finite
 from planner.cli.flags import plan_flags
-from planner.cli.options import PrefixCachingOpt, make_dir
+from planner.cli.options import make_dir
 from planner.cli.size import fleet_json
 from planner.units import GBIT_PER_S, MS, fmt_gb, fmt_gib, fmt_ms, fmt_usd
 
@@ -29,7 +29,6 @@ def deploy_cmd(
     flags,
     max_model_len: Annotated[int | None, typer.Option("--max-model-len", min=1, help="vLLM --max-model-len (default: "
                                                       "the workload's prompt + output tokens).")] = None,
-    prefix_caching: PrefixCachingOpt = None,
     spec_preset: Annotated[str | None, typer.Option("--spec-preset", help="Speculative decoding: draft-model, eagle "
                                                     "or medusa (needs --spec-model).")] = None,
     spec_model: Annotated[str | None, typer.Option("--spec-model", help="Draft model / EAGLE or Medusa head to load "
@@ -85,7 +84,8 @@ def deploy_cmd(
                           "request_rate_per_s": best.demand_rate_per_s}, "--prompt-tokens")
     try:
         b = deployment_bundle(fp.model, fp.gpu, fp.deployment, wl, profile=fp.profile, calibration_note=fp.mode_line,
-                              auto_layout=False, max_model_len=max_model_len, enable_prefix_caching=prefix_caching,
+                              auto_layout=False, max_model_len=max_model_len,
+                              enable_prefix_caching=flags.prefix_caching,
                               spec_preset=spec_preset, spec_model=spec_model, model_path=model_path,
                               namespace=namespace, name=name, disaggregated=disaggregated,
                               network_bytes_per_s_per_gpu=network_gbps * GBIT_PER_S, replicas=best.replicas)

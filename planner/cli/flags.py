@@ -25,6 +25,7 @@ from planner.cli.options import (
     MaxNumSeqsOpt,
     ModelOpt,
     OutputTokensOpt,
+    PrefixCachingOpt,
     PriceBasisOpt,
     PriceProviderOpt,
     PromptTokensOpt,
@@ -76,6 +77,7 @@ PLAN_OPTIONS: tuple[tuple[str, object, object], ...] = (
         help="Fraction of GPU memory vLLM may use (0-1]; default vLLM's.")], None),
     ("max_num_batched_tokens", MaxNumBatchedTokensOpt, None),
     ("max_num_seqs", MaxNumSeqsOpt, None),
+    ("prefix_caching", PrefixCachingOpt, None),
     ("price_usd_per_hour", Annotated[float | None, typer.Option(
         "--price-usd-per-hour", callback=finite("--price-usd-per-hour"),
         help="Override the catalog price per GPU-hour, USD (needs --gpu).")], None),
@@ -115,6 +117,7 @@ class PlanFlags(BaseModel):
     gpu_memory_utilization: float | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
+    prefix_caching: bool | None = None
     price_usd_per_hour: float | None = None
     discount_pct: float = 0.0
     price_basis: str = "on-demand"
@@ -176,7 +179,8 @@ class PlanFlags(BaseModel):
             pipeline_parallels=(self.pp,) if self.pp else None, weight_dtype=self.weight_dtype,
             kv_cache_dtype=self.kv_dtype, gpu_memory_utilization=self.gpu_memory_utilization,
             max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
-            price_usd_per_gpu_hour=self.price_usd_per_hour, discount_pct=self.discount_pct,
+            enable_prefix_caching=self.prefix_caching, price_usd_per_gpu_hour=self.price_usd_per_hour,
+            discount_pct=self.discount_pct,
             price_basis=typing.cast(PriceBasis, self.price_basis), price_provider=self.price_provider,
             rank_by=typing.cast(Literal["expected", "pessimistic"], self.rank_by), profile=self.profile)
         return FleetQuestion(**{**q, **override})
