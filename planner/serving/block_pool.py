@@ -182,8 +182,7 @@ class BlockPool:
                     hi = min(run.cached_end, old_ref_end)
                     if hi > run.referenced_end:
                         queue.append([run, run.referenced_end, hi])
-        self.num_free_uncached += req.num_uncached_blocks + req.side_blocks
-        req.side_blocks = 0
+        self.num_free_uncached += req.num_uncached_blocks + self.side_blocks(req)
         req.cache_refs = []
         req.num_cached_blocks = 0
         req.num_uncached_blocks = 0
@@ -236,9 +235,8 @@ class BlockPool:
         """req (holding no blocks: new, or released when preempted) starts at its cached prefix of ``hit_blocks``
         blocks (:meth:`lookup`), computed up to there, and takes its state's blocks and those of its first
         ``new_tokens`` tokens beyond it."""
-        req.side_blocks = self.side_blocks(req)
-        if req.side_blocks:
-            self.take(req.side_blocks)
+        if side := self.side_blocks(req):
+            self.take(side)
         req.num_computed = hit_blocks * self.block_size
         req.cache_refs = []
         req.num_cached_blocks = 0

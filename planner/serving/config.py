@@ -183,8 +183,9 @@ def engine_setup(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile
         kv_capacity_tokens = mb.kv_capacity_tokens
     caching = prefix_caching_for(model, enable_prefix_caching)
     terms = pool_terms(model, deployment, caching)
-    cfg = EngineConfig(pool_blocks(kv_capacity_tokens, terms) * terms["block_size"], deployment.max_num_seqs, deployment.max_num_batched_tokens,
-                       enable_prefix_caching=caching, spec=spec, **http_terms(profile, http_frontend), **terms)
+    cfg = EngineConfig(pool_blocks(kv_capacity_tokens, terms) * terms["block_size"], deployment.max_num_seqs,
+                       deployment.max_num_batched_tokens, enable_prefix_caching=caching, spec=spec,
+                       **http_terms(profile, http_frontend), **terms)
     return StepCost.from_specs(model, gpu, deployment, profile), cfg
 
 

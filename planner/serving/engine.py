@@ -231,7 +231,7 @@ class Engine:
         referenced, used = pool.check()
         uncached = sum(r.num_uncached_blocks for r in scheduler.prefilling)
         uncached += sum(cdiv(r.context_offset + tokens, bs) - r.num_cached_blocks for r in batch.by_seq.values())
-        uncached += sum(r.side_blocks for r in scheduler.prefilling) + sum(r.side_blocks for r in batch.by_seq.values())
+        uncached += sum(map(pool.side_blocks, [*scheduler.prefilling, *batch.by_seq.values()]))
         assert used == referenced + uncached, ("used", used, referenced, uncached)
         assert batch.num_running_seqs == len(batch.by_seq), "decoder count"
         assert sum(batch.count_by_block_phase) == batch.num_running_seqs, "phase buckets"

@@ -48,7 +48,6 @@ class Request:
         "segments",
         "shared_prefix_blocks",
         "shared_segments",
-        "side_blocks",
         "state",
     )
 
@@ -77,7 +76,6 @@ class Request:
         self.prefix_queried = False
         self.shared_prefix_blocks = shared_segments[-1][1] if shared_segments else 0  # blocks other requests share
         self.has_next_turn = False  # a later request (its next turn) starts with this request's tokens
-        self.side_blocks = 0  # pool blocks held besides its tokens' while running (BlockPool.side_blocks)
 
 
 def build_requests(reqs: Requests, block_size: int) -> tuple[list[Request], dict[int, list[int]]]:
