@@ -219,6 +219,7 @@ def main() -> int:
     again = ROOT / "calibration/data/h200-2026-12-04-stream-check"  # served-steps q, r, s again on another host
     mode = ROOT / "calibration/data/h200-2026-12-04-mode-check"  # served beside the probes' mode on one host
     budget = ROOT / "calibration/data/h200-2026-12-04-budget-check"  # two step budgets on one host; long prompts
+    mla_long = ROOT / "calibration/data/h200-2026-12-05-mla-long"  # MLA and MXFP4 engines served long prompts, then chat
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
@@ -276,7 +277,10 @@ def main() -> int:
                                       (budget, "a/serve-qwen3-16384", "qwen3-30b-a3b", "held"),
                                       (budget, "b/serve-qwen3-8192", "qwen3-30b-a3b", "held"),
                                       (budget, "b/serve-llama-long", "llama-3.1-8b", "held"),
-                                      (budget, "c/serve-qwen3-long", "qwen3-30b-a3b", "held"))
+                                      (budget, "c/serve-qwen3-long", "qwen3-30b-a3b", "held"),
+                                      (mla_long, "a/serve-moonlight-long", "moonlight-16b-a3b", "held"),
+                                      (mla_long, "b/serve-dsv2lite-long", "deepseek-v2-lite", "held"),
+                                      (mla_long, "c/serve-oss20-long", "gpt-oss-20b", "held"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""

@@ -9,6 +9,15 @@ from __future__ import annotations
 from planner.specs import ModelSpec
 
 
+def loaded_weight_dtype(model: ModelSpec, weight_dtype: str) -> str:
+    """The weights a dummy-weight engine of ``model`` asked for ``weight_dtype`` loads: an MXFP4-native MoE's
+    config.json keeps its checkpoint's MXFP4 ``quantization_config`` when bf16 is asked (:func:`gpt_oss`), so vLLM
+    loads MXFP4 experts (gpt-oss-20b: 13.0 GiB where bf16 is 39 GiB, 2026-12-05); every other case as asked."""
+    if weight_dtype == "bf16" and model.native_dtype == "mxfp4" and model.moe is not None:
+        return "mxfp4"
+    return weight_dtype
+
+
 def _layer_types(model: ModelSpec, global_every: int, sliding_first: bool = True) -> list[str]:
     """'sliding_attention'/'full_attention' per layer: every ``global_every``-th layer is global."""
     out = []
@@ -37,7 +46,7 @@ def gpt_oss(model: ModelSpec, weight_dtype: str) -> dict:
         "eos_token_id": 200002, "pad_token_id": 199999, "router_aux_loss_coef": 0.9,
         "output_router_logits": False, "use_cache": True,
     }
-    if weight_dtype in ("mxfp4", "bf16") and model.native_dtype == "mxfp4":
+    if loaded_weight_dtype(model, weight_dtype) == "mxfp4" and model.native_dtype == "mxfp4":
         # the published checkpoint's own quantization_config: experts MXFP4, the rest bf16
         cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
             "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}

@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", required=True)
     ap.add_argument("--gpu", default="h200-sxm")
     ap.add_argument("--tp", type=int, default=1)
-    ap.add_argument("--weight-dtype", default="bf16")
+    ap.add_argument("--weight-dtype", default=None, help="the model's published dtype unless given")
     ap.add_argument("--kv-dtype", default="bf16")
     ap.add_argument("--max-model-len", type=int, default=4096)
     ap.add_argument("--gpu-memory-utilization", type=float, default=Deployment.default("gpu_memory_utilization"))
@@ -268,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--guidellm", default="", help="rate=,n=,input=,output=")
     ns = ap.parse_args(argv)
     from calibration.hfconfig import write_hf_config
+    from calibration.hfconfig_families import loaded_weight_dtype
     from calibration.tokenizer import write_tokenizer
     from calibration.variants import probe_model
     from planner.deploy import serve_command
@@ -277,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     ns.out.mkdir(parents=True, exist_ok=True)
     records = ns.out / "serve_bench.jsonl"
     model, gpu = probe_model(ns.model), catalog.gpu(ns.gpu)
+    # what the written config.json loads (a native-MXFP4 MoE stays MXFP4 when bf16 is asked): the plan, the command's
+    # prediction and the record all say that
+    ns.weight_dtype = loaded_weight_dtype(model, ns.weight_dtype or model.native_dtype)
     dep = Deployment.for_gpu(gpu, num_gpus=ns.tp, tensor_parallel=ns.tp, weight_dtype=ns.weight_dtype,
                              kv_cache_dtype=ns.kv_dtype, gpu_memory_utilization=ns.gpu_memory_utilization,
                              max_num_batched_tokens=ns.max_num_batched_tokens)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from calibration.hfconfig_families import loaded_weight_dtype
 from calibration.variants import probe_model
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
@@ -70,7 +71,9 @@ def recorded_deployment(deploy: dict) -> Deployment:
     argv = deploy["argv"]
     tp = int(deploy.get("tensor_parallel", 1))
     return Deployment.for_gpu(catalog.gpu(deploy.get("gpu", "h200-sxm")), num_gpus=tp, tensor_parallel=tp,
-                              weight_dtype=deploy.get("weight_dtype", "bf16"),
+                              # the weights the engine loaded (a record of a bf16-asked MXFP4 MoE ran MXFP4)
+                              weight_dtype=loaded_weight_dtype(probe_model(deploy["model"]),
+                                                               deploy.get("weight_dtype", "bf16")),
                               kv_cache_dtype=KV_ALIASES.get(deploy.get("kv_cache_dtype", "bf16"), "bf16"),
                               max_num_batched_tokens=int(argv[argv.index("--max-num-batched-tokens") + 1]),
                               max_num_seqs=int(argv[argv.index("--max-num-seqs") + 1]))

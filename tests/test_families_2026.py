@@ -51,6 +51,31 @@ def test_config_writers_follow_the_published_layouts():
     assert g["model_type"] == "gemma3_text" and g["layer_types"].count("full_attention") == 10
 
 
+def test_a_bf16_asked_mxfp4_moe_is_recorded_and_replayed_as_the_mxfp4_engine_it_ran():
+    """serve_bench asked bf16 for gpt-oss-20b on 2026-12-05 (c/): the config.json kept the checkpoint's MXFP4
+    quantization_config and vLLM loaded 13.03 GiB of weights (bf16 would be 20.91e9 x 2 B = 39 GiB): the replay reads
+    that record as the MXFP4 engine, whose plan's KV pool is within 0.1 % of the logged 120.16 GB."""
+    from calibration.hfconfig_families import loaded_weight_dtype
+    from calibration.serving_points import recorded_deployment
+    from planner.deploy import serve_command
+    from planner.io.jsonl import read_jsonl
+
+    oss, dense = catalog.model("gpt-oss-20b"), catalog.model("llama-3.1-8b")
+    assert hf_config(oss, "bf16")["quantization_config"]["quant_method"] == "mxfp4"
+    assert (loaded_weight_dtype(oss, "bf16"), loaded_weight_dtype(oss, "mxfp4"), loaded_weight_dtype(dense, "bf16"),
+            loaded_weight_dtype(dense, "fp8")) == ("mxfp4", "mxfp4", "bf16", "fp8")
+    recs = read_jsonl(DATA / "h200-2026-12-05-mla-long/c/serve-oss20-long/serve_bench.jsonl")
+    deploy, boot = (next(r for r in recs if r["type"] == t) for t in ("deploy", "boot"))
+    assert deploy["weight_dtype"] == "bf16" and "Model loading took 13.03 GiB" in (
+        DATA / "h200-2026-12-05-mla-long/c/serve-oss20-long/serve.log").read_text()
+    dep = recorded_deployment(deploy)
+    assert dep.weight_dtype == "mxfp4"
+    g = catalog.gpu("h200-sxm")
+    cmd = serve_command(probe_model("gpt-oss-20b"), g, dep, max_model_len=16384,
+                        profile=catalog.profile_for(g.id, transfer=True))
+    assert abs(error_pct(cmd.predicted_kv_pool_bytes_per_gpu, boot["kv_available_bytes"])) < 0.1
+
+
 def test_the_engines_ran_the_kernels_the_families_model():
     logs = {p.name: p.read_text(errors="replace") for p in (DATA / "h200-2026-12-01").rglob("*.log")}
     text = "".join(logs.values())
