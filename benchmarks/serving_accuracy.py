@@ -303,7 +303,7 @@ def main() -> int:
                           if role in ("held", "piecewise", "cv")])
     served_step_runs(prof, [(base / folder, model) for base, folder, model, _ in traced_runs], missed)
     spread_check(prof, [base / folder for base, folder, _, _ in traced_runs
-                        if base.name.startswith(("h200-2026-12-03", "h200-2026-12-04"))])
+                        if base.name.startswith(("h200-2026-12-03", "h200-2026-12-04", "h200-2026-12-05"))])
     delivery_check(prof, [base / folder for base, folder, _, _ in traced_runs])
     prompt_token_check(prof, [base / folder for base, folder, _, _ in traced_runs])
     # the same calibrate runs replayed with the floors their own +serve jobs traced on that machine (what `planner

@@ -24,6 +24,7 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | ... of the MXFP4 MoE layers (VARIANT_FLOOR_FIT) | gpt-oss-120b | gpt-oss-20b |
 | ... fp8 fused MoE's beyond bf16 (FP8_LAUNCH_PAIR) | Qwen3-30B-A3B fp8 + bf16, one host | Qwen3-235B-A22B-l16 fp8 |
 | new step-size key compile | gpt-oss-120b (MXFP4), Qwen3-30B-A3B (fused MoE) | gpt-oss-20b; Mixtral, Moonlight |
+| MLA chunked-context compile (CONTEXT_COMPILE_FIT) | Moonlight, DeepSeek-V2-Lite, 2026-12-02 | the same, 2026-12-05 |
 | TP 2 | Llama-3.1-8B | none: the Qwen2.5-32B TP 2 boot's requests failed (HTTP 400) |
 | MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrid, V1-runner MoE memory | see calibration/family_fit.py | |
 """
@@ -33,6 +34,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from calibration.family_fit import fit_new_families, load_points
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml, with_residuals
@@ -45,6 +48,7 @@ from calibration.records import read_records, sha256_file
 from calibration.serve_floor import served_terms, with_launch_extra, with_prompt_token_time
 from calibration.serving_points import fit_http_frontend, serving_points
 from calibration.trace_points import (
+    context_stalls,
     launch_call_spread,
     launch_floor,
     piecewise_launch_s,
@@ -117,6 +121,12 @@ FP8_LAUNCH_PAIR = tuple(f"h200-2026-12-03-fp8-moe-launch/y/serve-qwen3-30b-a3b-{
 #: of theirs compiled.  Per MoE layer, as the MXFP4 one: held out on Mixtral (32 layers) -25 %, Moonlight (26) -9 %; a constant
 #: per stall would give +12 % and +68 % (calibration/data/README.md)
 FUSED_COMPILE_FIT = ("h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")
+#: the traced MLA engines the one-time compile of MLA's chunked prefill with context is fitted on (the median of their
+#: stalls, calibration.trace_points.context_stalls: 0.553, 0.702, 0.504 s); held out: calibration/data/
+#: h200-2026-12-05-mla-long a/ (Moonlight) and b/ (DeepSeek-V2-Lite), served three days later on another host
+CONTEXT_COMPILE_FIT = {f"h200-2026-12-02-serve-fusedmoe/{f}": m for f, m in (
+    ("l/serve-moonlight-16b-a3b-trace", "moonlight-16b-a3b"), ("n/serve-deepseek-v2-lite-trace", "deepseek-v2-lite"),
+    ("o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b"))}
 #: the traced engines the OpenAI server's output handling per running request is fitted on (the first tokens' delivery
 #: after the engine took them, calibration.trace_points.stream_output_slope): the floor traces above, one Llama-3.1-8B
 #: and six Qwen3-30B-A3B engines, 13 runs at 10-191 running; every other traced run holds it out
@@ -181,6 +191,8 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
     prof = served_terms(prof, floors, [shape_compiles(DATA / folder, model) for folder, model in (FUSED_COMPILE_FIT,
                                                                                                 SHAPE_COMPILE_FIT)],
                         piecewise=piecewise)
+    prof = prof.model_copy(update={"mla_context_compile_s": float(np.median(
+        [s for folder, model in CONTEXT_COMPILE_FIT.items() for _, s in context_stalls(DATA / folder, model)]))})
     return with_residuals(prof, [p for p in points + family_points if p.role == "fit"],
                           [p for p in points + family_points if p.role != "fit"] + list(extra))
 

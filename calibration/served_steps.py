@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.serving_points import serving_setup
+from calibration.serving_points import chunk_starts, serving_setup
 from calibration.trace_points import bench_steps
 
 
@@ -65,12 +65,11 @@ def gpu_step_s(cost, step: dict, decode_context: float | None) -> float:
     tokens and sampled sequences, its chunks' attention over their computed contexts, its decodes' over theirs
     (``dctx``, or ``decode_context`` each)."""
     mc, dec = cost.model_costs, step["dec"]
-    # the trace reads the contexts after vLLM's Scheduler.schedule, which has advanced each request's computed tokens
-    # by what it scheduled (_update_after_schedule): a decode's is its context and itself, a chunk's ends at its last
-    # token, so the chunk starts at that less the chunk (a fresh prompt's at 0)
+    # the trace reads the contexts after vLLM's Scheduler.schedule (a decode's is its context and itself; chunks:
+    # chunk_starts)
     per = (step["dctx"] / dec if "dctx" in step else (decode_context or 0.0) + 1.0) if dec else 0.0
     attended = dec * (mc.full_layers * per + mc.sliding_layers * min(per, mc.window_tokens or per))
-    starts = [max(0, n - c) for n, c in zip(step["ctx"], step["chunks"])]
+    starts = chunk_starts(step)
     att_prefill = sum(cost.attended_prefill(c0, c) for c0, c in zip(starts, step["chunks"]))
     kv_read = attended + sum(cost.prefill_kv_read(c0) for c0 in starts)
     const, ac, am = cost.parts(step["tok"], dec + len(step["chunks"]), att_prefill, attended, kv_read)

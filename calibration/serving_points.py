@@ -17,6 +17,7 @@ import numpy as np
 
 from calibration.hfconfig_families import loaded_weight_dtype
 from calibration.variants import probe_model
+from planner.compile_keys import MLA_CONTEXT_KEY, mixed_context
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
 from planner.specs import Deployment
@@ -65,18 +66,26 @@ def serving_points(folder: Path, model_id: str) -> list[Measurement]:
     return out
 
 
-def recorded_deployment(deploy: dict) -> Deployment:
+def recorded_deployment(deploy: dict, model_id: str | None = None) -> Deployment:
     """The Deployment a serve_bench ``deploy`` record started: its GPU, TP, dtypes and the scheduler limits of its
-    ``vllm serve`` argv."""
+    ``vllm serve`` argv (``model_id``: the engine's catalog id, by default the record's)."""
     argv = deploy["argv"]
     tp = int(deploy.get("tensor_parallel", 1))
+    weights = deploy.get("weight_dtype", "bf16")
+    if model_id := model_id or deploy.get("model"):  # the weights it loaded (a bf16-asked MXFP4 MoE ran MXFP4)
+        weights = loaded_weight_dtype(probe_model(model_id), weights)
     return Deployment.for_gpu(catalog.gpu(deploy.get("gpu", "h200-sxm")), num_gpus=tp, tensor_parallel=tp,
-                              # the weights the engine loaded (a record of a bf16-asked MXFP4 MoE ran MXFP4)
-                              weight_dtype=loaded_weight_dtype(probe_model(deploy["model"]),
-                                                               deploy.get("weight_dtype", "bf16")),
+                              weight_dtype=weights,
                               kv_cache_dtype=KV_ALIASES.get(deploy.get("kv_cache_dtype", "bf16"), "bf16"),
                               max_num_batched_tokens=int(argv[argv.index("--max-num-batched-tokens") + 1]),
                               max_num_seqs=int(argv[argv.index("--max-num-seqs") + 1]))
+
+
+def chunk_starts(step: dict) -> list[int]:
+    """The computed tokens before each prompt chunk of a traced step: the trace reads the contexts after vLLM's
+    Scheduler.schedule, which has advanced each request's computed tokens by what it scheduled
+    (_update_after_schedule), so a chunk ends at its context (a fresh prompt's starts at 0)."""
+    return [max(0, n - c) for n, c in zip(step["ctx"], step["chunks"])]
 
 
 def traced_steps(folder: Path) -> list[dict]:
@@ -114,7 +123,7 @@ def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     boot = next(r for r in recs if r.get("type") == "boot" and r.get("role") == role)
     argv = deploy["argv"]
     gpu, model = catalog.gpu(deploy.get("gpu", "h200-sxm")), probe_model(model_id)
-    dep = recorded_deployment(deploy)
+    dep = recorded_deployment(deploy, model_id)
     bs = int(boot.get("block_size", Deployment.default("block_size_tokens")))
     http = http_terms(profile)
     if frontend_overhead_s is not None:
@@ -157,8 +166,11 @@ def replay_folder(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     out, ran = [], frozenset()
     for t, start in tests:
         done = ran
-        if cost.compile_key and start is not None and steps:
-            done = frozenset(cost.compile_key(s["tok"]) for s in steps if s["wall"] < start and s["tok"] > graph_max)
+        if (cost.compile_key or cost.context_compile_s) and start is not None and steps:
+            before = [s for s in steps if s["wall"] < start]
+            done = frozenset({cost.compile_key(s["tok"]) for s in before if cost.compile_key and s["tok"] > graph_max}
+                             | ({MLA_CONTEXT_KEY} if cost.context_compile_s and any(
+                                 mixed_context(chunk_starts(s)) for s in before) else set()))
         elif cost.compile_key and start is not None:
             done = ran | {cost.compile_key(p) for r in sweeps if r["wall_end"] <= start
                           for p, s in zip(r["prompt_tokens"], r["latency_s"]) if s is not None}

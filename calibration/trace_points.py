@@ -65,7 +65,7 @@ def _trace(folder: Path, model_id: str | None = None) -> _Trace:
     deploy = next(r for r in recs if r.get("type") == "deploy")
     benches = [r for r in recs if r.get("type") == "bench" and "wall_start" in r]
     windows = [(r["wall_start"], r["wall_end"]) for r in benches if r.get("run") not in WARM_UP_RUNS]
-    dep = recorded_deployment(deploy)
+    dep = recorded_deployment(deploy, model_id)
     graph_max = cudagraph_max_tokens(dep, probe_model(model_id or deploy["model"]))
     return _Trace(benches, steps, [any(a <= s["wall"] <= b for a, b in windows) for s in steps], graph_max, dep)
 

@@ -34,6 +34,24 @@ MXFP4_BUCKET_TOKENS = 32
 LISTED_WARM_UP_SIZES = 16
 
 
+#: the compile key of MLA's chunked prefill with context: a Triton kernel of its own, compiled once per engine
+MLA_CONTEXT_KEY = "mla-chunked-context"
+
+
+def context_compile_s(model: ModelSpec, profile) -> float:
+    """Seconds an MLA engine stalls once, on its first step that mixes a prompt chunk with context and a fresh
+    prompt (:func:`mixed_context`): the profile's ``mla_context_compile_s``; 0 for other attention or no profile."""
+    return profile.mla_context_compile_s if profile is not None and model.attention.kind == "mla" else 0.0
+
+
+def mixed_context(starts) -> bool:
+    """Whether a step's prompt chunks (the computed tokens before each) hold one with context beside a fresh prompt's:
+    traced under vllm serve on five MLA engines (2026-12-02 l/, n/, o/; 2026-12-05 a/, b/), the stall came on the
+    first such step on four and on the second on one (n/); a lone chunk with context never stalled (b/: five in a row,
+    up to 13,944 tokens of context)."""
+    return any(s > 0 for s in starts) and any(s == 0 for s in starts)
+
+
 def mxfp4_key(tokens: int) -> tuple[int, bool]:
     """The Triton MXFP4 MoE's compile key of a step of ``tokens`` tokens above the CUDA graphs."""
     return int(tokens) // MXFP4_BUCKET_TOKENS, int(tokens) % 16 == 0
@@ -120,9 +138,12 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> s
     note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
             f"1-{cap} tokens before it serves (engine start 54-258 s measured on H200s, median 128 s); "
             + ("larger steps run without graphs" if top > cap else "no step is larger"))
-    if model.attention.kind == "mla":  # traced: l/, n/, o/ of calibration/data/h200-2026-12-02-serve-fusedmoe
-        note += ("; an MLA engine also stalls once, 0.5-0.7 s, on one of its first prompt chunks with context (a "
-                 "Triton kernel of MLA's chunked prefill)")
+    if model.attention.kind == "mla":  # traced on five MLA engines (context_compile_s, mixed_context)
+        s = context_compile_s(model, profile)
+        note += (f"; an MLA engine also stalls once{f', {s:.2f} s' if s else ''} (0.50-0.70 s traced), on its first "
+                 "step that holds a prompt chunk with context beside a fresh prompt (a Triton kernel of MLA's chunked "
+                 f"prefill): a prompt of more than {top:,} tokens sent together with a short one makes such a step "
+                 "(this warm-up not measured)")
     if model.moe is None:
         return note
     if step_compile_key(model, deployment) is None:

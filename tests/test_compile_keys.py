@@ -16,6 +16,7 @@ from planner.compile_keys import (
     cold_start_note,
     fused_moe_key,
     keys_at_start,
+    mixed_context,
     mxfp4_key,
     step_compile_key,
     warm_up_sizes,
@@ -225,6 +226,59 @@ def test_an_mla_engine_stalls_once_on_an_early_context_chunk_and_the_note_says_s
     assert context_stalls(DATA / "h200-2026-12-02-serve-steps/c/serve-llama-trace", "llama-3.1-8b") == []
     assert "MLA engine also stalls once" in cold_start_note(MOON, Deployment.for_gpu(H200), profile)
     assert "MLA" not in cold_start_note(QWEN, Deployment.for_gpu(H200), profile)
+
+
+#: the five traced MLA engines: 2026-12-02 l/, n/, o/ (the context compile's fit) and 2026-12-05 a/, b/ (held out)
+MLA_TRACES = (("h200-2026-12-02-serve-fusedmoe/l/serve-moonlight-16b-a3b-trace", "moonlight-16b-a3b"),
+              ("h200-2026-12-02-serve-fusedmoe/n/serve-deepseek-v2-lite-trace", "deepseek-v2-lite"),
+              ("h200-2026-12-02-serve-fusedmoe/o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b"),
+              ("h200-2026-12-05-mla-long/a/serve-moonlight-long", "moonlight-16b-a3b"),
+              ("h200-2026-12-05-mla-long/b/serve-dsv2lite-long", "deepseek-v2-lite"))
+
+
+def test_the_mla_context_compile_comes_on_a_step_mixing_a_chunk_with_context_and_a_fresh_prompt(profile):
+    """Of each traced MLA engine's steps, the one that stalled without a new MoE key (over STALL_S = 0.3 s) is its
+    first step mixing a prompt chunk with context and a fresh prompt on four engines, its second on n/; a/ and b/
+    ran 1 and 6 lone chunks with context before it (b/ with 8,191-13,944 tokens of context), none stalled.  The
+    profile's stall is the median of the fit engines' 0.553, 0.702, 0.504 s = 0.553 s; held out, a/ 0.496 s (-10 %)
+    and b/ 0.620 s (+12 %)."""
+    from calibration.serving_points import chunk_starts, traced_steps
+    from calibration.trace_points import STALL_S, context_stalls
+
+    where, stalls = [], []
+    for folder, model in MLA_TRACES:
+        mixed = [s for s in traced_steps(DATA / folder) if mixed_context(chunk_starts(s))]
+        stalled = [i for i, s in enumerate(mixed) if (s.get("exec_s") or 0.0) > STALL_S]
+        where.append(stalled[:1])
+        stalls += [round(x, 3) for _, x in context_stalls(DATA / folder, model)]
+    assert where == [[0], [1], [0], [0], [0]]
+    assert stalls == [0.553, 0.702, 0.504, 0.496, 0.62]
+    assert profile.mla_context_compile_s == pytest.approx(float(np.median(stalls[:3])), abs=5e-4)
+    assert mixed_context([0, 640]) and not mixed_context([1500]) and not mixed_context([0, 0])
+
+
+def test_the_simulated_mla_engine_pays_its_context_compile_once(profile):
+    """A burst of 40 prompts of 3,000 tokens at 8,192 tokens a step: the third prompt's chunk (1,192 of 3,000, the
+    rest next step beside the fourth prompt) mixes context and a fresh prompt: Moonlight pays the MoE's new step-size
+    keys and the context compile once, 0.553 s; the same engine without the term, and a GQA MoE, pay only the MoE
+    keys."""
+    reqs = make_requests(np.full(40, 3000), np.full(40, 16), np.zeros(40))
+    dep = Deployment.for_gpu(H200)
+
+    def run(model, prof):
+        cost = StepCost.from_specs(model, H200, dep, prof)
+        cfg = EngineConfig(400_000, 256, 8192, cold_step_shapes=True)
+        return simulate(reqs, cost, cfg), cost
+
+    moon, cost = run(MOON, profile)
+    bare, _ = run(MOON, profile.model_copy(update={"mla_context_compile_s": 0.0}))
+    assert bare.num_compile_stalls >= 1  # the MoE's new step-size keys
+    qwen, qcost = run(QWEN, profile)
+    assert cost.context_compile_s == pytest.approx(0.553, abs=1e-3) and qcost.context_compile_s == 0.0
+    qwen_bare, _ = run(QWEN, profile.model_copy(update={"mla_context_compile_s": 0.0}))
+    assert qwen.num_compile_stalls == qwen_bare.num_compile_stalls >= 1 and qwen.duration_s == qwen_bare.duration_s
+    assert moon.num_compile_stalls == bare.num_compile_stalls + 1
+    assert moon.duration_s - bare.duration_s == pytest.approx(cost.context_compile_s, rel=0.05)
 
 
 def test_planner_replay_pays_the_compiles_once_per_engine_and_not_on_a_warm_one():

@@ -104,7 +104,8 @@ TpOpt = Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel GPUs pe
 TpListOpt = Annotated[list[str] | None, typer.Option("--tp", help=(
     "Tensor-parallel GPUs per replica; repeat it or give a comma-separated list."))]
 PpOpt = Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel stages per replica.")]
-WeightDtypeOpt = Annotated[str, typer.Option("--weight-dtype", help="bf16, fp16, fp8, int8, int4, nf4, mxfp4.")]
+WeightDtypeOpt = Annotated[str | None, typer.Option("--weight-dtype", help="bf16, fp16, fp8, int8, int4, nf4, mxfp4 "
+                                                                         "(default: the model's published dtype).")]
 WeightDtypeListOpt = Annotated[list[str] | None, typer.Option(
     "--weight-dtype", callback=_list_callback("--weight-dtype"),
     help="Weight dtype(s): repeat it or give a comma-separated list.")]

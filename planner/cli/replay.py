@@ -38,7 +38,7 @@ def replay_cmd(
     model: ModelOpt,
     gpu: GpuOpt,
     tp: TpOpt = 1,
-    weight_dtype: WeightDtypeOpt = "bf16",
+    weight_dtype: WeightDtypeOpt = None,
     kv_dtype: KvDtypeOpt = "bf16",
     kv_capacity_tokens: Annotated[int | None, typer.Option(
         "--kv-capacity-tokens", min=16, help="The engine's KV pool in tokens (default: read from a serve_bench.jsonl "
@@ -78,7 +78,8 @@ def replay_cmd(
         if served is not None and served != m.id:
             raise error_exit("--model", f"the serve_bench.jsonl beside {f.name} says its engine served '{served}', "
                                         f"not '{m.id}' (its KV pool and limits would not apply)")
-        fields = {"num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype, "kv_cache_dtype": kv_dtype}
+        fields = {"num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype or m.native_dtype,
+                  "kv_cache_dtype": kv_dtype}
         for name, value in (("max_num_seqs", max_num_seqs or hints.get("max_num_seqs")),
                             ("max_num_batched_tokens", max_num_batched_tokens or hints.get("max_num_batched_tokens"))):
             if value:

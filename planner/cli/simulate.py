@@ -179,7 +179,7 @@ def simulate_cmd(
     compare_sequential: Annotated[bool, typer.Option(
         "--compare-sequential", help="Also run the sequential baseline and report the speed-up.")] = False,
     seed: SeedOpt = 0,
-    weight_dtype: WeightDtypeOpt = "bf16",
+    weight_dtype: WeightDtypeOpt = None,
     kv_dtype: KvDtypeOpt = "bf16",
     tp: TpOpt = 1,
     series_csv: Annotated[Path | None, typer.Option("--series-csv", help="Write the KV-usage/queue time series "
@@ -204,7 +204,7 @@ def simulate_cmd(
     m = catalog.model(model)
     g = catalog.gpu(gpu)
     dep = build(functools.partial(Deployment.for_gpu, g), {
-        "num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype, "kv_cache_dtype": kv_dtype,
+        "num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype or m.native_dtype, "kv_cache_dtype": kv_dtype,
         "gpu_memory_utilization": gpu_memory_utilization,
         **({"max_num_batched_tokens": max_num_batched_tokens} if max_num_batched_tokens else {}),
         **({"max_num_seqs": max_num_seqs} if max_num_seqs else {}),

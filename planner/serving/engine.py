@@ -18,6 +18,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from planner.compile_keys import MLA_CONTEXT_KEY, mixed_context
 from planner.serving.block_pool import BlockPool
 from planner.serving.config import EngineConfig
 from planner.serving.decode_batch import DecodeBatch
@@ -59,8 +60,8 @@ class Engine:
         self.prefill_tokens_computed = 0
         # step-size compile keys the engine has compiled (cold_step_shapes: the start-up run's and graph captures',
         # and any earlier traffic's); None: it pays no compiles
-        self.compiled_keys = ({*cost.compile_keys_at_start, *config.compiled_step_keys}
-                              if config.cold_step_shapes and cost.shape_compile_s and cost.compile_key else None)
+        self.compiled_keys = ({*cost.compile_keys_at_start, *config.compiled_step_keys} if config.cold_step_shapes and (
+            (cost.shape_compile_s and cost.compile_key) or cost.context_compile_s) else None)
         self.num_compile_stalls = 0
         self.series_t_s: list = []
         self.series_blocks_used: list = []
@@ -127,12 +128,8 @@ class Engine:
         self.send_outputs(cpu)
         self.next_scheduled_s = self.now + cpu
         self.now += cost.step_s(tokens, sampled, att_prefill, att_decode, kv_read) + draft_s
-        if self.compiled_keys is not None and tokens > cost.model_costs.cudagraph_max_tokens:
-            key = cost.compile_key(tokens)
-            if key not in self.compiled_keys:
-                self.compiled_keys.add(key)
-                self.num_compile_stalls += 1
-                self.now += cost.shape_compile_s
+        if self.compiled_keys is not None:
+            self.compile_stalls(tokens, chunks)
         self.num_steps += 1
         if batch.num_running_seqs:
             batch.advance(1)
@@ -180,6 +177,21 @@ class Engine:
                 if run_s(n) > target:
                     n = steps_to_reach(run_s, d0, d1, target, n)
         return n, run_s
+
+    def compile_stalls(self, tokens: int, chunks: list[Chunk]) -> None:
+        """The JIT compiles the step pays on first use (planner.compile_keys): a step above the CUDA graphs whose
+        size has a new MoE compile key, and an MLA engine's first step mixing a chunk with context and a fresh
+        prompt."""
+        cost = self.cost
+        keys = [(cost.compile_key(tokens), cost.shape_compile_s)] if (
+            cost.compile_key and tokens > cost.model_costs.cudagraph_max_tokens) else []
+        if cost.context_compile_s and mixed_context([start for _, start, _ in chunks]):
+            keys.append((MLA_CONTEXT_KEY, cost.context_compile_s))
+        for key, stall_s in keys:
+            if key not in self.compiled_keys:
+                self.compiled_keys.add(key)
+                self.num_compile_stalls += 1
+                self.now += stall_s
 
     def step_decode(self, first_need: int, fast_forward: bool = True) -> None:
         """One pure-decode step, or a run of them (``first_need``: blocks the schedule took for step 1)."""

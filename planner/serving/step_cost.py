@@ -3,7 +3,7 @@ and the closed-form sums the decode fast-forward uses (:func:`sum_max_linear`)."
 
 from __future__ import annotations
 
-from planner.compile_keys import keys_at_start, shape_compile_s, step_compile_key
+from planner.compile_keys import context_compile_s, keys_at_start, shape_compile_s, step_compile_key
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.roofline import (HwCoeffs, ModelCosts, attended_prefill, attention_parts, hw_coeffs, linear_s,
                               model_costs, prefill_kv_read, step_total, token_parts)
@@ -37,7 +37,7 @@ class StepCost:
     """
 
     __slots__ = ("attn_compute_s_per_decode_attended", "attn_memory_s_per_kv_read_token", "hw_coeffs",
-                 "compile_key", "compile_keys_at_start", "model_costs", "num_full_layers", "num_sliding_layers",
+                 "compile_key", "compile_keys_at_start", "context_compile_s", "model_costs", "num_full_layers", "num_sliding_layers",
                  "request_overhead_s", "shape_compile_s",
                  "token_memo", "window_tokens")
 
@@ -53,6 +53,8 @@ class StepCost:
         # the JIT stall of a step above the CUDA graphs with a new compile key (Triton MoE; 0: none), the key of a
         # step size (None: no such compile) and the keys a started engine has (planner.compile_keys)
         self.shape_compile_s, self.compile_key, self.compile_keys_at_start = 0.0, None, frozenset()
+        # ... and an MLA engine's one compile of its chunked prefill with context (compile_keys.MLA_CONTEXT_KEY)
+        self.context_compile_s = 0.0
         # (tokens, sampled, prefill) -> (linear, comm, overhead, constant, launch floor, eager CPU call) s
         self.token_memo: dict = {}
         # d(attention seconds)/d(context): the attention terms are linear in the attended context and the KV
@@ -68,6 +70,7 @@ class StepCost:
         if cost.shape_compile_s:  # only a MoE model whose profile measured the stall pays compiles (Engine)
             cost.compile_key = step_compile_key(model, deployment)
             cost.compile_keys_at_start = keys_at_start(deployment, model, cost.compile_key)
+        cost.context_compile_s = context_compile_s(model, profile)
         return cost
 
     @property
