@@ -35,8 +35,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from calibration.family_fit import fit_new_families, load_points
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml, with_residuals
 from calibration.linear_kernel_fit import LINEAR_KERNEL_DATA
@@ -45,10 +43,9 @@ from calibration.moe_kernel_fit import KERNEL_DATA
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
-from calibration.serve_floor import served_terms, with_launch_extra, with_prompt_token_time
+from calibration.serve_floor import served_terms, with_context_compile, with_launch_extra, with_prompt_token_time
 from calibration.serving_points import fit_http_frontend, serving_points
 from calibration.trace_points import (
-    context_stalls,
     launch_call_spread,
     launch_floor,
     piecewise_launch_s,
@@ -191,8 +188,7 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
     prof = served_terms(prof, floors, [shape_compiles(DATA / folder, model) for folder, model in (FUSED_COMPILE_FIT,
                                                                                                 SHAPE_COMPILE_FIT)],
                         piecewise=piecewise)
-    prof = prof.model_copy(update={"mla_context_compile_s": float(np.median(
-        [s for folder, model in CONTEXT_COMPILE_FIT.items() for _, s in context_stalls(DATA / folder, model)]))})
+    prof = with_context_compile(prof, [(DATA / f, m) for f, m in CONTEXT_COMPILE_FIT.items()], log=lambda _: None)
     return with_residuals(prof, [p for p in points + family_points if p.role == "fit"],
                           [p for p in points + family_points if p.role != "fit"] + list(extra))
 

@@ -28,6 +28,7 @@ from calibration.serving_points import fit_http_frontend
 from calibration.trace_points import (
     LaunchFloor,
     ShapeCompiles,
+    context_stalls,
     frontend_token_slope,
     launch_floor,
     piecewise_launch_s,
@@ -217,6 +218,19 @@ def traced_engines(out_dir: Path, log=print) -> list[tuple[Path, str]]:
     return out
 
 
+def with_context_compile(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], log=print
+                         ) -> CalibrationProfile:
+    """``prof`` with ``mla_context_compile_s``, the median of the traced MLA engines' one stall on a step mixing a
+    prompt chunk with context and a fresh prompt (:func:`calibration.trace_points.context_stalls`, each engine's
+    first); unchanged where no traced MLA engine made such a step."""
+    stalls = [s for folder, model_id in traces if probe_model(model_id).attention.kind == "mla"
+              for _, s in context_stalls(folder, model_id)[:1]]
+    if not stalls:
+        return prof
+    log(f"  MLA's chunked-prefill compile: {np.median(stalls):.3f} s ({len(stalls)} engines)")
+    return prof.model_copy(update={"mla_context_compile_s": float(np.median(stalls))})
+
+
 def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], log=print) -> CalibrationProfile:
     """:func:`served_terms` of the traces that can give them: a floor where the runs hold eager and graph steps, a
     compile where a MoE engine's eager steps had new and compiled step-size keys (the others are said in ``log``);
@@ -244,7 +258,7 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
                 compiles.append(shape_compiles(folder, model_id))
             except (ValueError, KeyError, StopIteration) as err:
                 log(f"  {folder.name}: no new-key compile measured ({err})")
-    prof = served_terms(prof, floors, compiles, piecewise=piecewise, log=log)
+    prof = with_context_compile(served_terms(prof, floors, compiles, piecewise=piecewise, log=log), traces, log)
     if floors and prof.launch_run_spread is not None:  # the host's own floor: what is left is run to run
         prof = prof.model_copy(update={"launch_call_spread": prof.launch_run_spread})
     try:  # the OpenAI server's output handling on this host (its share of the first token's delay grows with the load)

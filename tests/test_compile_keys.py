@@ -257,6 +257,18 @@ def test_the_mla_context_compile_comes_on_a_step_mixing_a_chunk_with_context_and
     assert mixed_context([0, 640]) and not mixed_context([1500]) and not mixed_context([0, 0])
 
 
+def test_a_hosts_own_traces_give_its_mla_context_compile(profile):
+    """What `planner calibrate +serve` fits on a host (calibration.serve_floor.with_traces): the traced MLA engines'
+    median stall, a/ alone 0.496 s; a trace of no MLA engine leaves the profile's 0.553 s."""
+    from calibration.serve_floor import with_context_compile
+
+    quiet = {"log": lambda _: None}
+    folder, model = MLA_TRACES[3]
+    assert with_context_compile(profile, [(DATA / folder, model)], **quiet).mla_context_compile_s == pytest.approx(
+        0.496, abs=1e-3)
+    assert with_context_compile(profile, [(DATA / F_TRACE, "mixtral-8x7b")], **quiet) is profile
+
+
 def test_the_simulated_mla_engine_pays_its_context_compile_once(profile):
     """A burst of 40 prompts of 3,000 tokens at 8,192 tokens a step: the third prompt's chunk (1,192 of 3,000, the
     rest next step beside the fourth prompt) mixes context and a fresh prompt: Moonlight pays the MoE's new step-size
