@@ -41,6 +41,20 @@ def test_tiny_pool_preempts_and_still_completes(mistral):
     assert np.mean(res.e2e_s) > np.mean(big.e2e_s)
 
 
+def test_a_prompt_is_admitted_only_when_all_of_it_fits(mistral):
+    """vLLM 0.26 admits a waiting request only if its whole prompt's blocks are free (scheduler_reserve_full_isl, on by
+    default), not just its first chunk's.  A pool of 100 blocks (1,600 tokens), 512 tokens a step, two 1,000-token
+    prompts (63 blocks each) with 300 output tokens at t = 0: the first takes 2 steps (512 + 488); the second's first
+    chunk (24 tokens, 2 blocks) would fit beside it, but its 63 blocks do not (37 free) until the first finishes: it
+    waits, and nothing is preempted.  Asked only for its chunk (before), it ran beside the first and one of them was
+    preempted when their decodes outgrew the pool."""
+    cost = mistral
+    res = simulate(make_requests([1000, 1000], [300, 300], [0.0, 0.0]), cost,
+                   cfg(kv_capacity_tokens=1600, max_num_batched_tokens=512, max_num_seqs=8), debug=True)
+    assert res.completed.all() and res.num_preemptions == 0
+    assert res.first_token_s[1] > res.finish_s[0]
+
+
 def test_requests_larger_than_the_pool_are_rejected(mistral):
     cost = mistral
     res = simulate(make_requests([100, 5000, 100], 10, [0.0, 0.1, 0.2]), cost, cfg(kv_capacity_tokens=4096))
@@ -177,7 +191,11 @@ def test_sliding_window_pools_keep_their_accounting(full, sliding, window, prefi
     reqs = synthetic(120, 600, 80, rate_per_s=30, shared_prefix_tokens=256, seed=3)
     res = simulate(reqs, cost, c, debug=True)
     blocks = cdiv(reqs.prompt_tokens + reqs.output_tokens, 16)
-    never_fits = blocks + terms["window_groups"] * np.minimum(blocks, terms["window_blocks"]) > pool_blocks
+    # vLLM 0.26's admission asks each sliding group's blocks up to the window and the steps in flight (window_blocks
+    # when the request has reached its end): a request asking more than the pool alone can never run
+    assert terms["window_admission_blocks"] == (cdiv(window - 1 + 2 * dep.max_num_batched_tokens, 16) + 1
+                                               if terms["window_groups"] else 0)
+    never_fits = blocks + terms["window_groups"] * np.minimum(blocks, terms["window_admission_blocks"]) > pool_blocks
     assert (res.completed == ~never_fits).all()
 
 

@@ -46,13 +46,14 @@ class BlockPool:
     request whose last token comes before: vLLM frees a sliding group's blocks once they leave the window)."""
 
     __slots__ = ("block_size", "eviction_queue", "num_blocks", "num_evictable", "num_free_uncached",
-                 "prefix_caching", "runs", "state_blocks", "window_blocks", "window_groups")
+                 "prefix_caching", "runs", "state_blocks", "window_admission_blocks", "window_blocks", "window_groups")
 
     def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool, state_blocks: int = 0,
-                 window_groups: int = 0, window_blocks: int = 0):
+                 window_groups: int = 0, window_blocks: int = 0, window_admission_blocks: int = 0):
         self.block_size = block_size
         self.state_blocks = state_blocks
         self.window_groups, self.window_blocks = window_groups, window_blocks
+        self.window_admission_blocks = max(window_admission_blocks, window_blocks)
         self.num_blocks = num_blocks
         self.prefix_caching = prefix_caching
         self.num_free_uncached = num_blocks
@@ -70,6 +71,24 @@ class BlockPool:
             return self.state_blocks
         last = cdiv(req.prompt_tokens + req.output_tokens, self.block_size)
         return self.state_blocks + self.window_groups * min(last, self.window_blocks)
+
+    def admission_blocks(self, req: Request, hit_blocks: int, tokens: int) -> int:
+        """The free blocks vLLM 0.26 asks before it admits ``req`` (waiting, or preempted), its cached prefix of
+        ``hit_blocks`` blocks found, to compute up to ``tokens`` tokens in this step (scheduler_reserve_full_isl, on by
+        default: KVCacheManager.allocate_slots(full_sequence_must_fit)): its whole sequence so far (the prompt, and a
+        preempted request's outputs) in the full-attention group, in each sliding group at most
+        ``window_admission_blocks``, and its state's; never fewer than what it takes now (:meth:`admit`).
+        Before 0.26 only the first chunk was asked for."""
+        n = req.num_tokens
+        ask = self.blocks_for(req, n, hit_blocks) + self.state_blocks + self.window_groups * min(
+            cdiv(n, self.block_size), self.window_admission_blocks)
+        return max(ask, self.blocks_for(req, tokens, hit_blocks) + self.side_blocks(req))
+
+    def most_blocks(self, req: Request) -> int:
+        """The most blocks ``req`` asks free or holds, alone in the engine: at its last token (:meth:`side_blocks`,
+        :meth:`admission_blocks` of a request preempted then); more than the pool: it can never run."""
+        last = cdiv(req.prompt_tokens + req.output_tokens, self.block_size)
+        return last + self.state_blocks + self.window_groups * min(last, self.window_admission_blocks)
 
     def num_used(self) -> int:
         return self.num_blocks - self.num_free_uncached - self.num_evictable

@@ -8,7 +8,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.memory import hybrid_block_tokens, memory_budget, state_blocks_per_request, window_blocks_per_request
+from planner.memory import (
+    hybrid_block_tokens,
+    memory_budget,
+    state_blocks_per_request,
+    window_admission_blocks,
+    window_blocks_per_request,
+)
 from planner.serving.step_cost import StepCost
 from planner.profile import CalibrationProfile, IDEAL_PROFILE
 from planner.specs import Deployment, GpuSpec, ModelSpec
@@ -124,6 +130,8 @@ class EngineConfig:
     # (planner.memory.window_blocks_per_request); 0 without sliding layers
     window_groups: int = 0
     window_blocks: int = 0
+    # ... and the blocks of each sliding group its admission asks free at most (planner.memory.window_admission_blocks)
+    window_admission_blocks: int = 0
     # vLLM's Mamba 'align' cache mode (prefix caching on a Gated DeltaNet hybrid): a prompt's chunks end on block
     # boundaries up to its last one, where its state is cached (Scheduler.aligned_chunk)
     state_aligned_chunks: bool = False
@@ -194,14 +202,16 @@ def pool_terms(model: ModelSpec, deployment: Deployment, prefix_caching: bool = 
     (:func:`planner.memory.hybrid_block_tokens`: the configured one, raised for a recurrent-state hybrid, to a multiple
     of its Mamba-2 chunk with ``prefix_caching``) and the blocks a running request's state holds
     (:func:`planner.memory.state_blocks_per_request`, 0 without one), its sliding groups and the blocks each holds
-    (:func:`planner.memory.window_blocks_per_request`), and whether its prompts' chunks end on block boundaries (vLLM's
+    (:func:`planner.memory.window_blocks_per_request`) and ask free at admission
+    (:func:`planner.memory.window_admission_blocks`), and whether its prompts' chunks end on block boundaries (vLLM's
     Mamba 'align' mode: ``prefix_caching`` on a hybrid without Mamba-2 layers, i.e. Gated DeltaNet)."""
     window_groups, window_blocks = window_blocks_per_request(model, deployment)
+    admission = window_admission_blocks(model, deployment)
     state = bool(model.num_linear_layers and model.linear_state_bytes_per_layer)
     return {"block_size": hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens,
                                               prefix_caching),
             "state_blocks": state_blocks_per_request(model, deployment, prefix_caching), "window_groups": window_groups,
-            "window_blocks": window_blocks,
+            "window_blocks": window_blocks, "window_admission_blocks": admission,
             "state_aligned_chunks": state and prefix_caching and not model.mamba_chunk_tokens}
 
 

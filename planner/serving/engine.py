@@ -42,7 +42,7 @@ class Engine:
         # the draft model's work per verify step, in target decode steps at the same batch (c × k)
         self.draft_cost_steps = spec.draft_cost_ratio * spec.num_speculative_tokens if spec else 0.0
         self.pool = BlockPool(config.num_blocks, config.block_size, config.enable_prefix_caching, config.state_blocks,
-                              config.window_groups, config.window_blocks)
+                              config.window_groups, config.window_blocks, config.window_admission_blocks)
         self.batch = DecodeBatch(config.block_size, cost.num_full_layers, cost.num_sliding_layers, cost.window_tokens,
                                  spec.num_speculative_tokens if spec else 0,
                                  spec.expected_tokens_per_step if spec else 1.0)

@@ -4,7 +4,8 @@ admission, the chunked-prefill token budget, recompute preemption, and the reque
 
 Every step schedules the running requests first (a decode token each, or the next chunk of a prompt
 still being prefilled), then admits waiting requests FCFS while the step's token budget
-(``max_num_batched_tokens``) and ``max_num_seqs`` allow; a prompt larger than the remaining budget is
+(``max_num_batched_tokens``) and ``max_num_seqs`` allow and the pool has its whole prompt's blocks free (vLLM 0.26's
+scheduler_reserve_full_isl: :meth:`BlockPool.admission_blocks`); a prompt larger than the remaining budget is
 split (chunked prefill).  If the KV pool cannot hold a step's tokens, the *last* admitted running
 request is preempted (its blocks freed, its progress recomputed later, like vLLM's RECOMPUTE mode),
 and no new request is admitted in that step.
@@ -126,7 +127,7 @@ class Scheduler:
         req = self.requests[i]
         req.arrival_s = t
         pool = self.pool
-        if cdiv(req.prompt_tokens + req.output_tokens, pool.block_size) + pool.side_blocks(req) > pool.num_blocks:
+        if pool.most_blocks(req) > pool.num_blocks:
             self.reject(req, now)  # can never fit: vLLM rejects it
             return
         req.state = WAITING
@@ -316,8 +317,7 @@ class Scheduler:
             new = min(num_tokens - start, budget)
             if self.state_aligned_chunks and not (new := self.aligned_chunk(req, start, new)):
                 break
-            blocks = pool.blocks_for(req, start + new, hit) + pool.side_blocks(req)
-            if blocks + evictable > pool.num_free():
+            if pool.admission_blocks(req, hit, start + new) + evictable > pool.num_free():
                 break
             waiting.popleft()
             if not req.prefix_queried:  # prefix-cache hit statistics: first admission only
