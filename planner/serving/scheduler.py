@@ -23,7 +23,6 @@ from planner.serving.block_pool import BlockPool
 from planner.serving.config import EngineConfig
 from planner.serving.decode_batch import DecodeBatch
 from planner.serving.request import DONE, NAN, PREFILL, REJECTED, WAITING, Request
-from planner.units import cdiv
 
 INF = float("inf")
 
