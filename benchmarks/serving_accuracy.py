@@ -219,7 +219,7 @@ def main() -> int:
     again = ROOT / "calibration/data/h200-2026-12-04-stream-check"  # served-steps q, r, s again on another host
     mode = ROOT / "calibration/data/h200-2026-12-04-mode-check"  # served beside the probes' mode on one host
     budget = ROOT / "calibration/data/h200-2026-12-04-budget-check"  # two step budgets on one host; long prompts
-    mla_long = ROOT / "calibration/data/h200-2026-12-05-mla-long"  # MLA and MXFP4 engines served long prompts, then chat
+    mla_long = ROOT / "calibration/data/h200-2026-12-05-mla-long"  # MLA, MXFP4 engines: long prompts, then chat
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the

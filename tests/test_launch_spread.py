@@ -46,9 +46,9 @@ def test_a_launch_bound_plan_shows_its_tails_across_the_spread():
     """Qwen3-30B-A3B at 40 req/s (1,024 + 128 tokens): its eager steps launch for ~76 ms (48 layers x (0.749 +
     0.830) ms), so the p99 TPOT at the operating rate moves 39.7-67.8 ms over 0.79-1.27x of the launch (52.6 ms at the
     profile's own; the target 60 ms; 40.4-68.9 and 50.8 ms before vLLM 0.26's admission asked a whole prompt's blocks
-    free, which moved the knee search's saturated trials: knee 16.0 -> 16.2 req/s a replica; 64.4 ms over 0.79-1.24x before the MLA engines' runs moved the spread's p90, 63.7 ms
-    at 1.24x before the OpenAI server's output handling delayed first and
-    last tokens by 0.11 ms per running request)."""
+    free, which moved the knee search's saturated trials: knee 16.0 -> 16.2 req/s a replica; 64.4 ms over
+    0.79-1.24x before the MLA engines' runs moved the spread's p90, 63.7 ms at 1.24x before the OpenAI server's output
+    handling delayed first and last tokens by 0.11 ms per running request)."""
     fp = plan_from_flags(PlanFlags(model="qwen3-30b-a3b", gpu="h200-sxm", prompt_tokens=1024, output_tokens=128,
                                    rate=40, ttft_slo_ms=1000, tpot_slo_ms=60))
     lr, k = fp.fleet.launch_range, fp.fleet.best.knee

@@ -37,7 +37,8 @@ class StepCost:
     """
 
     __slots__ = ("attn_compute_s_per_decode_attended", "attn_memory_s_per_kv_read_token", "hw_coeffs",
-                 "compile_key", "compile_keys_at_start", "context_compile_s", "model_costs", "num_full_layers", "num_sliding_layers",
+                 "compile_key", "compile_keys_at_start", "context_compile_s", "model_costs", "num_full_layers",
+                 "num_sliding_layers",
                  "request_overhead_s", "shape_compile_s",
                  "token_memo", "window_tokens")
 
