@@ -381,21 +381,28 @@ def window_blocks_per_request(model: ModelSpec, deployment: Deployment) -> tuple
     return sliding_groups, cdiv(model.sliding_window_tokens or 0, bs) + 1
 
 
-#: steps vLLM 0.26 has scheduled but not yet settled (VllmConfig.max_concurrent_batches: 2 with async scheduling)
-IN_FLIGHT_STEPS = 2
+def in_flight_steps(model: ModelSpec, deployment: Deployment) -> int:
+    """Steps vLLM 0.26 has scheduled but not yet settled (VllmConfig.max_concurrent_batches, async scheduling on by
+    default): the pipeline stages + 1 on its V2 model runner; on the V1 runner 2 without pipeline parallelism, else the
+    stages (no async scheduling with pipeline parallelism there)."""
+    pp = deployment.pipeline_parallel
+    if not uses_v1_runner(model):
+        return pp + 1
+    return 2 if pp <= 1 else pp
 
 
 def window_admission_blocks(model: ModelSpec, deployment: Deployment) -> int:
     """The blocks of each sliding-window group vLLM 0.26 asks free, at most, before it admits a request
     (SlidingWindowSpec.max_admission_blocks_per_request: the window less one token and the tokens of the steps in
-    flight, + one block): its admission wants a request's whole prompt free, each sliding group's capped by this
+    flight, :func:`in_flight_steps`, + one block): its admission wants a request's whole prompt free, each sliding group's capped by this
     (:meth:`planner.serving.block_pool.BlockPool.admission_blocks`).  Gemma-3-27B at 8,192 tokens a step:
     ⌈(1,024 − 1 + 2 × 8,192) / 16⌉ + 1 = 1,089.  0 where :func:`window_blocks_per_request` has no groups."""
     groups, _ = window_blocks_per_request(model, deployment)
     if not groups:
         return 0
     bs = hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens)
-    return cdiv(model.sliding_window_tokens - 1 + IN_FLIGHT_STEPS * deployment.max_num_batched_tokens, bs) + 1
+    in_flight = in_flight_steps(model, deployment) * deployment.max_num_batched_tokens
+    return cdiv(model.sliding_window_tokens - 1 + in_flight, bs) + 1
 
 
 def kv_pool_concurrency(kv_pool_bytes, kv_bytes_per_request, fits=True):

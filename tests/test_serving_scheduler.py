@@ -55,6 +55,25 @@ def test_a_prompt_is_admitted_only_when_all_of_it_fits(mistral):
     assert res.first_token_s[1] > res.finish_s[0]
 
 
+def test_a_sliding_groups_admission_ask_covers_the_window_and_the_steps_in_flight():
+    """vLLM 0.26's SlidingWindowSpec.max_admission_blocks_per_request: Gemma-3-27B (V2 runner) at 8,192 tokens a step,
+    2 steps in flight without pipeline parallelism, 3 with two stages: ceil((1,024 - 1 + 2 x 8,192) / 16) + 1 = 1,089
+    and ceil((1,023 + 3 x 8,192) / 16) + 1 = 1,601; gpt-oss-120b (V1 runner) 2 steps, window 128: ceil((127 + 16,384) /
+    16) + 1 = 1,033; a model without sliding layers asks none."""
+    from planner.io import catalog
+    from planner.memory import in_flight_steps, window_admission_blocks
+    from planner.specs import Deployment
+
+    g = catalog.gpu("h200-sxm")
+    gemma, oss, llama = (catalog.model(m) for m in ("gemma-3-27b", "gpt-oss-120b", "llama-3.1-8b"))
+    one, two = Deployment.for_gpu(g), Deployment.for_gpu(g, num_gpus=2, pipeline_parallel=2)
+    assert (in_flight_steps(gemma, one), in_flight_steps(gemma, two), in_flight_steps(oss, one)) == (2, 3, 2)
+    assert in_flight_steps(oss, Deployment.for_gpu(g, num_gpus=2, pipeline_parallel=2, weight_dtype="mxfp4")) == 2
+    assert window_admission_blocks(gemma, one) == 1089 and window_admission_blocks(gemma, two) == 1601
+    assert window_admission_blocks(oss, Deployment.for_gpu(g, weight_dtype="mxfp4")) == 1033
+    assert window_admission_blocks(llama, one) == 0
+
+
 def test_requests_larger_than_the_pool_are_rejected(mistral):
     cost = mistral
     res = simulate(make_requests([100, 5000, 100], 10, [0.0, 0.1, 0.2]), cost, cfg(kv_capacity_tokens=4096))
