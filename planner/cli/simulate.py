@@ -205,8 +205,7 @@ def simulate_cmd(
     g = catalog.gpu(gpu)
     dep = build(functools.partial(Deployment.for_gpu, g), {
         "num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype or m.native_dtype,
-        "kv_cache_dtype": kv_dtype,
-        "gpu_memory_utilization": gpu_memory_utilization,
+        "kv_cache_dtype": kv_dtype, "gpu_memory_utilization": gpu_memory_utilization,
         **({"max_num_batched_tokens": max_num_batched_tokens} if max_num_batched_tokens else {}),
         **({"max_num_seqs": max_num_seqs} if max_num_seqs else {}),
     }, "--tp")
