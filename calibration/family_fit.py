@@ -120,6 +120,21 @@ def warm(rec: dict) -> dict:
     return dict(rec, measured=ok[(len(ok) - 1) // 2]) if ok else rec
 
 
+def cold_stalls(path: Path, model_id: str) -> list[float]:
+    """Each prefill probe's compile-on-first-use (its samples over COLD_RATIO x the fastest, less the median of the
+    rest) of ``model_id``'s probes in the record file ``path``: the first call of a new prompt size (a new MoE compile
+    key above the CUDA graphs)."""
+    out = []
+    for r in read_records(path):
+        walls = r.get("wall_samples_s")
+        if r.get("type") != "probe" or r.get("model") != model_id or r.get("metric") != "prefill_s" or not walls:
+            continue
+        cold = [w for w in walls if w > COLD_RATIO * min(walls)]
+        rest = [w for w in walls if w <= COLD_RATIO * min(walls)]
+        out += [w - float(np.median(rest)) for w in cold] if rest else []
+    return out
+
+
 def _log_only(name: str, model: str, weights: str, role: str) -> dict:
     text = (DATA / name).read_text(encoding="utf-8", errors="replace")
     if model in LOG_EXTRA:

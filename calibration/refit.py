@@ -24,6 +24,7 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | ... of the MXFP4 MoE layers (VARIANT_FLOOR_FIT) | gpt-oss-120b | gpt-oss-20b |
 | ... fp8 fused MoE's beyond bf16 (FP8_LAUNCH_PAIR) | Qwen3-30B-A3B fp8 + bf16, one host | Qwen3-235B-A22B-l16 fp8 |
 | new step-size key compile | gpt-oss-120b (MXFP4), Qwen3-30B-A3B (fused MoE) | gpt-oss-20b; Mixtral, Moonlight |
+| ... MXFP4 compile's expert offset (MXFP4_COMPILE_VARIANTS) | gpt-oss-120b-l18, -e32 (in-process) | gpt-oss-20b |
 | MLA chunked-context compile (CONTEXT_COMPILE_FIT) | Moonlight, DeepSeek-V2-Lite, 2026-12-02 | the same, 2026-12-05 |
 | TP 2 | Llama-3.1-8B | none: the Qwen2.5-32B TP 2 boot's requests failed (HTTP 400) |
 | MXFP4 MoE, MLA + fine-grained MoE, sliding-window hybrid, V1-runner MoE memory | see calibration/family_fit.py | |
@@ -35,7 +36,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from calibration.family_fit import fit_new_families, load_points
+import numpy as np
+
+from calibration.family_fit import cold_stalls, fit_new_families, load_points
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml, with_residuals
 from calibration.linear_kernel_fit import LINEAR_KERNEL_DATA
 from calibration.mixed_points import mixed_points
@@ -43,7 +46,13 @@ from calibration.moe_kernel_fit import KERNEL_DATA
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
-from calibration.serve_floor import served_terms, with_context_compile, with_launch_extra, with_prompt_token_time
+from calibration.serve_floor import (
+    expert_compile_offset,
+    served_terms,
+    with_context_compile,
+    with_launch_extra,
+    with_prompt_token_time,
+)
 from calibration.serving_points import fit_http_frontend, serving_points
 from calibration.trace_points import (
     launch_call_spread,
@@ -53,6 +62,7 @@ from calibration.trace_points import (
     shape_compiles,
     stream_output_slope,
 )
+from calibration.variants import probe_model
 from planner.io import catalog
 from planner.validate import write_measurements
 
@@ -118,6 +128,11 @@ FP8_LAUNCH_PAIR = tuple(f"h200-2026-12-03-fp8-moe-launch/y/serve-qwen3-30b-a3b-{
 #: of theirs compiled.  Per MoE layer, as the MXFP4 one: held out on Mixtral (32 layers) -25 %, Moonlight (26) -9 %; a constant
 #: per stall would give +12 % and +68 % (calibration/data/README.md)
 FUSED_COMPILE_FIT = ("h200-2026-12-02-serve-steps/b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b")
+#: the Triton MXFP4 MoE's compile of a new step-size key grows with the experts, not the layers: gpt-oss-120b's
+#: 18-layer variant stalled as long as gpt-oss-120b, its 32-expert variant ~0.57x (in-process cold samples of one host,
+#: 2026-12-03): their offset (calibration.serve_floor.expert_compile_offset) shapes the law, the served
+#: SHAPE_COMPILE_FIT trace scales it; held out on gpt-oss-20b's served traces (24 layers, 32 experts)
+MXFP4_COMPILE_VARIANTS = ("h200-2026-12-03-variants/oss/h200-families.jsonl", ("gpt-oss-120b-l18", "gpt-oss-120b-e32"))
 #: the traced MLA engines the one-time compile of MLA's chunked prefill with context is fitted on (the median of their
 #: stalls, calibration.trace_points.context_stalls: 0.553, 0.702, 0.504 s); held out: calibration/data/
 #: h200-2026-12-05-mla-long a/ (Moonlight) and b/ (DeepSeek-V2-Lite), served three days later on another host
@@ -185,6 +200,11 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
     prof = with_launch_extra(prof, "fp8", tuple(launch_floor(DATA / f, "qwen3-30b-a3b") for f in FP8_LAUNCH_PAIR))
     piecewise = [(launch_floor(DATA / folder, model), piecewise_launch_s(DATA / folder, model)[0])
                  for folder, model in PIECEWISE_FIT.items()]
+    name, variants = MXFP4_COMPILE_VARIANTS
+    offset = expert_compile_offset([(float(np.median(cold_stalls(DATA / name, m))), probe_model(m).moe.num_experts)
+                                    for m in variants])
+    prof = prof.model_copy(update={"moe_variants": {**prof.moe_variants, "mxfp4": prof.moe_variants["mxfp4"].model_copy(
+        update={"shape_compile_offset_experts": offset})}})
     prof = served_terms(prof, floors, [shape_compiles(DATA / folder, model) for folder, model in (FUSED_COMPILE_FIT,
                                                                                                 SHAPE_COMPILE_FIT)],
                         piecewise=piecewise)
@@ -248,7 +268,8 @@ def refit(comparison_out: Path | None = None):
         "raw_data": list(dict.fromkeys([str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]]
                                        + list(TRACES) + [f for f, _ in FUSED_FLOOR_FIT] + list(PIECEWISE_FIT)
                                        + [f for f, _ in VARIANT_FLOOR_FIT.values()] + list(FP8_LAUNCH_PAIR)
-                                       + [FUSED_COMPILE_FIT[0]] + list(SPREAD_TRACES))),
+                                       + [FUSED_COMPILE_FIT[0]] + list(SPREAD_TRACES) + [MXFP4_COMPILE_VARIANTS[0]]
+                                       + list(CONTEXT_COMPILE_FIT))),
         "raw_data_sha256": [sha256_file(p) for p in paths],
         "command": COMMAND,
     })

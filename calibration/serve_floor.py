@@ -132,8 +132,13 @@ def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compil
                                            / _moe_layers(f.model_id) for f in fs]))) for v, fs in by_kernel.items()}
     per_kernel: dict[str | None, list[float]] = {}
     for c in compiles:
-        per_kernel.setdefault(moe_variant(probe_model(c.model_id), c.weight_dtype), []).append(
-            c.median_s / _moe_layers(c.model_id))
+        v = moe_variant(probe_model(c.model_id), c.weight_dtype)
+        coeffs = prof.moe_variants.get(v or "", prof.moe)
+        offset = coeffs.shape_compile_offset_experts if coeffs is not None else 0.0
+        # per expert (+ the offset) where the profile's law for the kernel is per expert, else per MoE layer
+        per_kernel.setdefault(v, []).append(
+            c.median_s / (offset + probe_model(c.model_id).moe.num_experts) if offset else c.median_s
+            / _moe_layers(c.model_id))
     compile_s = {v: float(np.median(x)) for v, x in per_kernel.items()}
     moe = prof.moe
     if moe is not None:
@@ -152,8 +157,20 @@ def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compil
             **({"eager_layer_launch_s": src} if src is not None else {}),
             # a variant's own trace is its whole launch: no extra on top of the bf16 kernel's is in it
             **({"eager_layer_overhead_s": 0.0, "eager_layer_launch_extra_s": 0.0} if v in launch else {}),
-            **({"shape_compile_layer_s": comp} if comp is not None else {})})
+            **(({"shape_compile_expert_s": comp, "shape_compile_layer_s": 0.0} if coeffs.shape_compile_offset_experts
+                else {"shape_compile_layer_s": comp}) if comp is not None else {})})
     return prof.model_copy(update={**upd, "moe": moe, "moe_variants": variants})
+
+
+def expert_compile_offset(engines: Sequence[tuple[float, int]]) -> float:
+    """The experts the compile of no expert is worth, for a kernel whose compile stall s grows with the layer's
+    experts E and not its layers, s = k (offset + E): from two engines of one layout (stall, experts), the offset
+    (s_lo E_hi - s_hi E_lo) / (s_hi - s_lo).  gpt-oss-120b's 18-layer (128 experts) and 32-expert (36 layers)
+    variants, in-process cold samples of one host (2026-12-03): 1.753 and 1.003 s -> 96.2 experts."""
+    (s_hi, e_hi), (s_lo, e_lo) = sorted(engines, key=lambda x: -x[1])
+    if e_hi == e_lo or s_hi <= s_lo:
+        raise ValueError(f"two engines with different experts and a larger stall for more experts needed: {engines}")
+    return (s_lo * e_hi - s_hi * e_lo) / (s_hi - s_lo)
 
 
 def with_launch_extra(prof: CalibrationProfile, variant: str, engines: tuple[LaunchFloor, LaunchFloor]

@@ -122,10 +122,14 @@ def warm_up_sizes(deployment: Deployment, model: ModelSpec) -> list[int]:
 
 def shape_compile_s(model: ModelSpec, weight_dtype: str, profile) -> float:
     """Seconds a step above the CUDA graphs stalls on a new compile key: the profile's ``shape_compile_layer_s`` of
-    the model's MoE kernel × its MoE layers; 0 where none was measured."""
+    the model's MoE kernel × its MoE layers, or (the Triton MXFP4 MoE) its ``shape_compile_expert_s`` × (its
+    ``shape_compile_offset_experts`` + the experts); 0 where none was measured."""
     moe = moe_coeffs(model, weight_dtype, profile)
-    layers = model.num_layers - model.moe.num_dense_layers if model.moe else 0
-    return moe.shape_compile_layer_s * layers if moe is not None else 0.0
+    if moe is None or model.moe is None:
+        return 0.0
+    layers = model.num_layers - model.moe.num_dense_layers
+    return (moe.shape_compile_layer_s * layers
+            + moe.shape_compile_expert_s * (moe.shape_compile_offset_experts + model.moe.num_experts))
 
 
 def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> str:

@@ -394,9 +394,10 @@ def in_flight_steps(model: ModelSpec, deployment: Deployment) -> int:
 def window_admission_blocks(model: ModelSpec, deployment: Deployment) -> int:
     """The blocks of each sliding-window group vLLM 0.26 asks free, at most, before it admits a request
     (SlidingWindowSpec.max_admission_blocks_per_request: the window less one token and the tokens of the steps in
-    flight, :func:`in_flight_steps`, + one block): its admission wants a request's whole prompt free, each sliding group's capped by this
-    (:meth:`planner.serving.block_pool.BlockPool.admission_blocks`).  Gemma-3-27B at 8,192 tokens a step:
-    ⌈(1,024 − 1 + 2 × 8,192) / 16⌉ + 1 = 1,089.  0 where :func:`window_blocks_per_request` has no groups."""
+    flight, :func:`in_flight_steps`, + one block): its admission wants a request's whole prompt free, each sliding
+    group's capped by this (:meth:`planner.serving.block_pool.BlockPool.admission_blocks`).  Gemma-3-27B at 8,192
+    tokens a step: ⌈(1,024 − 1 + 2 × 8,192) / 16⌉ + 1 = 1,089.  0 where :func:`window_blocks_per_request` has no
+    groups."""
     groups, _ = window_blocks_per_request(model, deployment)
     if not groups:
         return 0

@@ -83,6 +83,12 @@ class MoeCoeffs(FrozenSpec):
         0.0, description="per MoE layer, the JIT compile a step above the CUDA graphs pays the first time its token "
         "count has a new compile key (vLLM 0.26's Triton MoE kernels, planner.compile_keys), traced under vllm serve "
         "(calibration/trace_points.shape_compiles)")
+    shape_compile_expert_s: Overhead = Field(
+        0.0, description="... or per expert, for a kernel whose compile grows with the expert count and not the layers "
+        "(the Triton MXFP4 MoE): the stall is this × (shape_compile_offset_experts + the layer's experts)")
+    shape_compile_offset_experts: Annotated[float, Field(ge=0, le=4096)] = Field(
+        0.0, description="the experts the part of that compile that does not grow with them is worth (fitted on two "
+        "engines of one layout with different expert counts: calibration.serve_floor.expert_compile_offset)")
     fitted_on: list[str] = Field(default_factory=list)
 
 

@@ -13,7 +13,7 @@ from calibration.family_fit import DATA, FIT_ON, RAW, load_points, table, warm
 from calibration.hfconfig import hf_config
 from calibration.records import parse_engine_log
 from calibration.variants import probe_model
-from planner.compile_keys import cold_start_note
+from planner.compile_keys import cold_start_note, shape_compile_s
 from planner.io import catalog
 from planner.kernel_families import (cudagraph_max_tokens, experts_touched, graph_capture_limit, kv_layer_slots,
                                      moe_variant, uses_v1_runner)
@@ -154,9 +154,9 @@ def test_cold_start_records_and_the_warm_up_note(profile):
     h200, oss = catalog.gpu("h200-sxm"), catalog.model("gpt-oss-120b")
     prof = profile
     # vllm serve's 8,192 tokens per step: keys (T // 32, T % 16 == 0) of T = 1,025..8,192: buckets 32..255 twice,
-    # (256, True) of 8,192 compiled at start-up: 448 of them, each 36 MoE layers × the fitted s per layer
+    # (256, True) of 8,192 compiled at start-up: 448 of them, each the fitted s per expert x (offset + 128 experts)
     note = cold_start_note(oss, Deployment.for_gpu(h200, weight_dtype="mxfp4"), prof)
-    each = 36 * prof.moe_variants["mxfp4"].shape_compile_layer_s
+    each = shape_compile_s(oss, "mxfp4", prof)  # 8.73 ms x (96.0 + 128 experts) = 1.956 s: g/'s median
     assert "1-1024 tokens" in note and "448 keys from 1,025 to 8,192 tokens" in note
     assert f"~{each:.1f} s each here, ~{448 * each / 60:.1f} min in all" in note and 1.5 < each < 2.5
     assert "prompts of 32k + 16 and 32k + 17 tokens for k = 32..255" in note and "--max-num-batched-tokens 1024" in note

@@ -89,13 +89,14 @@ def test_fp8_moe_decode_grid_is_fitted_and_close(profile):
 def test_serving_runs_replayed(profile):
     """Every run of both folders replays; Qwen3-30B-A3B's fresh-engine run at 20 req/s keeps its throughput within
     6 % (+5.0 %); gpt-oss-20b (held out) measured TTFT p50 0.94-1.99 s: the Triton MXFP4 MoE compiling each new
-    32-token step size, which the replay (an engine as vllm serve started it) now pays: 6-9 new keys per run,
-    predicted TTFT p50 0.74-1.75x the measured (without the compiles it predicted < 0.2 s)."""
+    32-token step size, which the replay (an engine as vllm serve started it) now pays: 8-11 new keys per run (6-9
+    with the per-layer compile law's longer stalls, which formed fewer step sizes), predicted TTFT p50 0.65-1.38x the
+    measured (0.74-1.75x before; without the compiles it predicted < 0.2 s)."""
     qwen = {c.name: c for c in replay_folder(LOAD2 / "a/serve-qwen3-30b-a3b-chat-warm", "qwen3-30b-a3b", profile)}
     oss = {c.name: c for c in replay_folder(LOAD2 / "b/serve-gpt-oss-20b-chat", "gpt-oss-20b", profile)}
     assert set(qwen) == {"bench-warm"} and set(oss) == {"bench-warm", "bench-chat10", "bench-chat30"}
     assert qwen["bench-warm"].num_requests == 240 and oss["bench-chat10"].num_requests == 120
     assert abs(qwen["bench-warm"].error_pct("output_tokens_per_s")) <= 6.0
     for c in oss.values():
-        assert c.measured["ttft_p50_s"] > 0.9 and 6 <= c.predicted["compile_stalls"] <= 9
+        assert c.measured["ttft_p50_s"] > 0.9 and 8 <= c.predicted["compile_stalls"] <= 11
         assert 0.6 < c.predicted["ttft_p50_s"] / c.measured["ttft_p50_s"] < 1.8

@@ -207,15 +207,16 @@ def test_a_cold_mxfp4_engine_compiles_each_new_step_size_key_once():
     """vLLM 0.26's Triton MXFP4 MoE (gpt-oss) stalls on the first eager step of each new compile key (tokens // 32,
     a multiple of 16 or not: calibration/trace_points.shape_compiles): prompts of 2,001 and 2,010 tokens (62, no)
     compile once, 2,050 (64, no) and 2,048 (64, yes) once each, 8,192 (the start-up profiling run's key) and 900
-    (inside the CUDA graphs) never; a warm engine (plans) none.  Each stall is StepCost.shape_compile_s = 24 MoE
-    layers × the profile's s per layer."""
+    (inside the CUDA graphs) never; a warm engine (plans) none.  Each stall is StepCost.shape_compile_s = the
+    profile's s per expert × (its offset + 32 experts)."""
     from planner.io import catalog
 
     g, m = catalog.gpu("h200-sxm"), catalog.model("gpt-oss-20b")
     prof = catalog.profile_for("h200-sxm", "0.26.0")
     dep = Deployment.for_gpu(g, weight_dtype="mxfp4")
     cost = StepCost.from_specs(m, g, dep, prof)
-    assert cost.shape_compile_s == pytest.approx(24 * prof.moe_variants["mxfp4"].shape_compile_layer_s)
+    mx = prof.moe_variants["mxfp4"]
+    assert cost.shape_compile_s == pytest.approx(mx.shape_compile_expert_s * (mx.shape_compile_offset_experts + 32))
     assert cost.shape_compile_s > 0.5
     prompts = np.array([2001, 2010, 2050, 2048, 8192, 900])
     reqs = make_requests(prompts, np.full(6, 4), np.arange(6) * 10.0)  # 10 s apart: each prefills alone

@@ -10,9 +10,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from calibration.serve_bench import trace_env
+from planner.compile_keys import shape_compile_s
 from planner.io import catalog
 
 REPO = Path(__file__).resolve().parents[1]
@@ -219,7 +221,13 @@ def test_each_new_32_token_step_size_of_the_mxfp4_engine_compiles_once():
     assert g.median_s == pytest.approx(1.956, abs=0.001) and h.median_s == pytest.approx(0.911, abs=0.001)
     prof = catalog.profile_for("h200-sxm", "0.26.0")
     assert SHAPE_COMPILE_FIT[1] == "gpt-oss-120b"
-    assert prof.moe_variants["mxfp4"].shape_compile_layer_s == pytest.approx(g.median_s / 36, rel=1e-9)
+    # the law grows with the experts (calibration.refit.MXFP4_COMPILE_VARIANTS: offset 96.0 experts), scaled on g/:
+    # 1.956 s / (96.0 + 128) = 8.73 ms an expert; gpt-oss-20b (32 experts) 8.73 ms x 128.0 = 1.118 s against its own
+    # 0.911 s here (+23 %; the per-layer law gave 1.956 x 24 / 36 = 1.304 s, +43 %)
+    mx = prof.moe_variants["mxfp4"]
+    assert mx.shape_compile_layer_s == 0.0 and mx.shape_compile_offset_experts == pytest.approx(96.04, abs=0.01)
+    assert mx.shape_compile_expert_s == pytest.approx(g.median_s / (mx.shape_compile_offset_experts + 128), rel=1e-9)
+    assert shape_compile_s(catalog.model("gpt-oss-20b"), "mxfp4", prof) == pytest.approx(1.118, abs=0.001)
     with pytest.raises(ValueError, match="no traced eager steps"):  # i/: every step inside the CUDA graphs
         shape_compiles(MXFP4 / "i/serve-gpt-oss-20b-mnbt1024", "gpt-oss-20b")
 
@@ -253,6 +261,42 @@ def test_a_size_sweep_sends_one_prompt_of_each_size(tmp_path):
     assert read_jsonl(rec_path)[0]["type"] == "size_sweep"
 
 
+def test_the_mxfp4_compile_grows_with_the_experts_not_the_layers():
+    """In-process cold samples (a new prompt size's first call less the warm median) on one host, 2026-12-03:
+    gpt-oss-120b's 18-layer variant (128 experts) 1.743 and 1.764 s, its 32-expert variant (36 layers) 0.957 and
+    1.048 s; gpt-oss-120b itself (36 layers, 128 experts, 2026-12-01) median 1.793 s.  Halving the layers kept the
+    stall, quartering the experts took 43 % off: s = k (offset + E), offset (1.002 x 128 - 1.754 x 32) / (1.754 -
+    1.002) = 96.0 experts."""
+    from calibration.family_fit import DATA as FDATA
+    from calibration.family_fit import cold_stalls
+    from calibration.refit import MXFP4_COMPILE_VARIANTS
+    from calibration.serve_floor import expert_compile_offset
+
+    name, (l18, e32) = MXFP4_COMPILE_VARIANTS
+    got = {m: [round(x, 3) for x in cold_stalls(FDATA / name, m)] for m in (l18, e32)}
+    assert got == {l18: [1.743, 1.764], e32: [0.957, 1.048]}
+    assert np.median(cold_stalls(FDATA / "h200-2026-12-01/mxfp4/h200-families.jsonl", "gpt-oss-120b")) == pytest.approx(
+        1.793, abs=0.001)
+    assert expert_compile_offset([(1.7536, 128), (1.0022, 32)]) == pytest.approx(96.04, abs=0.01)
+    with pytest.raises(ValueError, match="different experts"):
+        expert_compile_offset([(1.0, 32), (1.2, 32)])
+
+
+def test_a_hosts_own_mxfp4_trace_scales_the_expert_law():
+    """What `planner calibrate +serve` fits on a host serving gpt-oss-20b (h/, median stall 0.911 s): the profile's
+    offset kept, 0.911 / (96.0 + 32) = 7.12 ms an expert; its gpt-oss-120b then 7.12 ms x 224.0 = 1.59 s."""
+    from calibration.serve_floor import served_terms
+    from calibration.trace_points import shape_compiles
+
+    prof = catalog.profile_for("h200-sxm", "0.26.0")
+    h = shape_compiles(MXFP4 / "h/serve-gpt-oss-20b-trace", "gpt-oss-20b")
+    mx = served_terms(prof, [], [h], log=lambda _: None).moe_variants["mxfp4"]
+    offset = prof.moe_variants["mxfp4"].shape_compile_offset_experts
+    assert mx.shape_compile_offset_experts == offset and mx.shape_compile_layer_s == 0.0
+    assert mx.shape_compile_expert_s == pytest.approx(h.median_s / (offset + 32), rel=1e-12)
+    assert 1e3 * mx.shape_compile_expert_s == pytest.approx(7.12, abs=0.01)
+
+
 def test_after_a_sweep_of_one_size_per_bucket_only_the_multiples_of_16_still_compile():
     """j/: gpt-oss-20b at 8,192 tokens per step after one request of each of 1,041, 1,073, ..., 8,177 tokens (224
     sweep steps, every one a new key: 224 stalls, latency median 0.96 s), then chat at 30 req/s: 7 of its 150 eager
@@ -260,7 +304,7 @@ def test_after_a_sweep_of_one_size_per_bucket_only_the_multiples_of_16_still_com
     did not compile), none of the rest.  Replayed with the sweep's keys compiled, the simulator predicts 5 (7 before
     the family stages were fitted with the served dense launch, which moved the MXFP4 stage's GEMM terms; 5 before
     the per-layer step term, 6 before the piecewise prompt steps' launch: the steps it forms, and so their sizes, move
-    with every step's time)."""
+    with every step's time; 6 since the MXFP4 compile grows with the experts: 1.12 s a stall here, 1.30 s before)."""
     from calibration.serving_points import replay_folder
     from calibration.trace_points import shape_compiles, stalls
 
@@ -274,7 +318,7 @@ def test_after_a_sweep_of_one_size_per_bucket_only_the_multiples_of_16_still_com
     sweep = next(r for r in read_jsonl(j / "serve_bench.jsonl") if r["type"] == "size_sweep")
     assert len(sweep["prompt_tokens"]) == 224 and not sweep["errors"] and min(sweep["latency_s"]) > 0.7
     (chat30,) = replay_folder(j, "gpt-oss-20b", catalog.profile_for("h200-sxm", "0.26.0"))
-    assert chat30.predicted["compile_stalls"] == 5
+    assert chat30.predicted["compile_stalls"] == 6
 
 
 def test_the_plans_full_warm_up_leaves_no_stall():
@@ -286,9 +330,9 @@ def test_the_plans_full_warm_up_leaves_no_stall():
     from calibration.refit import SHAPE_COMPILE_FIT
     from calibration.serving_points import replay_folder
     from calibration.trace_points import launch_floor, shape_compiles, stalls
-    from planner.io.jsonl import read_jsonl
     from planner.compile_keys import mxfp4_key as compile_key
     from planner.compile_keys import warm_up_sizes
+    from planner.io.jsonl import read_jsonl
     from planner.specs import Deployment
 
     k = MXFP4 / "k/serve-gpt-oss-20b-warmed"
