@@ -110,13 +110,19 @@ FIT_LAYER_OVERHEAD = ("fp8",)
 FLOOR_VARIANTS = ("mla",)
 
 
+def split_cold(walls: list) -> tuple[list[float], list[float]]:
+    """(the warm samples, sorted; the compile-on-first-use ones: over COLD_RATIO x the fastest) of a probe's walls."""
+    ok = sorted(w for w in walls if isinstance(w, (int, float)) and 0 < w <= COLD_RATIO * min(walls))
+    return ok, [w for w in walls if isinstance(w, (int, float)) and w > COLD_RATIO * min(walls)]
+
+
 def warm(rec: dict) -> dict:
     """A prefill probe with its compile-on-first-use samples (> 3x the fastest) left out: the lower median of the
     rest."""
     walls = rec.get("wall_samples_s")
     if rec.get("metric") != "prefill_s" or not isinstance(walls, list) or len(walls) < 2:
         return rec
-    ok = sorted(w for w in walls if isinstance(w, (int, float)) and 0 < w <= COLD_RATIO * min(walls))
+    ok, _ = split_cold(walls)
     return dict(rec, measured=ok[(len(ok) - 1) // 2]) if ok else rec
 
 
@@ -129,8 +135,7 @@ def cold_stalls(path: Path, model_id: str) -> list[float]:
         walls = r.get("wall_samples_s")
         if r.get("type") != "probe" or r.get("model") != model_id or r.get("metric") != "prefill_s" or not walls:
             continue
-        cold = [w for w in walls if w > COLD_RATIO * min(walls)]
-        rest = [w for w in walls if w <= COLD_RATIO * min(walls)]
+        rest, cold = split_cold(walls)
         out += [w - float(np.median(rest)) for w in cold] if rest else []
     return out
 

@@ -38,7 +38,7 @@ from calibration.trace_points import (
 )
 from calibration.variants import probe_model
 from planner.io.jsonl import read_jsonl
-from planner.kernel_families import FUSED_MOE_VARIANTS, moe_variant
+from planner.kernel_families import FUSED_MOE_VARIANTS, moe_coeffs, moe_variant
 from planner.profile import CalibrationProfile
 
 # the variants running the Triton fused MoE (planner.kernel_families.FUSED_MOE_VARIANTS) take the bf16 kernel's
@@ -132,13 +132,12 @@ def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compil
                                            / _moe_layers(f.model_id) for f in fs]))) for v, fs in by_kernel.items()}
     per_kernel: dict[str | None, list[float]] = {}
     for c in compiles:
-        v = moe_variant(probe_model(c.model_id), c.weight_dtype)
-        coeffs = prof.moe_variants.get(v or "", prof.moe)
+        m = probe_model(c.model_id)
+        coeffs = moe_coeffs(m, c.weight_dtype, prof)
         offset = coeffs.shape_compile_offset_experts if coeffs is not None else 0.0
         # per expert (+ the offset) where the profile's law for the kernel is per expert, else per MoE layer
-        per_kernel.setdefault(v, []).append(
-            c.median_s / (offset + probe_model(c.model_id).moe.num_experts) if offset else c.median_s
-            / _moe_layers(c.model_id))
+        per_kernel.setdefault(moe_variant(m, c.weight_dtype), []).append(
+            c.median_s / (offset + m.moe.num_experts) if offset else c.median_s / _moe_layers(c.model_id))
     compile_s = {v: float(np.median(x)) for v, x in per_kernel.items()}
     moe = prof.moe
     if moe is not None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.serving_points import recorded_deployment, traced_steps
+from calibration.serving_points import chunk_starts, recorded_deployment, traced_steps
 from calibration.variants import probe_model
 from planner.compile_keys import keys_at_start, step_compile_key
 from planner.io import catalog
@@ -174,7 +174,7 @@ def context_stalls(folder: Path, model_id: str) -> list[tuple[int, float]]:
     V2-Lite the second (n/ 0.70 s), then none (5-22 later steps); planner.compile_keys.cold_start_note says so."""
     calls, context = {True: [], False: []}, []
     for s, x, eager, new in _compile_walk(_trace(folder, model_id), model_id):
-        if any(c < n for c, n in zip(s["chunks"], s["ctx"])):
+        if any(chunk_starts(s)):
             context.append((len(context), x, eager, new))
         elif not new:
             calls[eager].append(x)

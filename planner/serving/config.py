@@ -148,7 +148,7 @@ class EngineConfig:
                 raise ValueError(f"{name}: must be a number of seconds in [0, {top:g}), got {v!r}")
         if self.state_aligned_chunks not in (True, False):
             raise ValueError(f"state_aligned_chunks: must be true or false, got {self.state_aligned_chunks!r}")
-        for name in ("state_blocks", "window_groups", "window_blocks"):
+        for name in ("state_blocks", "window_groups", "window_blocks", "window_admission_blocks"):
             v = getattr(self, name)
             if not isinstance(v, (int, np.integer)) or v < 0:
                 raise ValueError(f"{name}: must be an integer >= 0, got {v!r}")
