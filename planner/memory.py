@@ -406,18 +406,33 @@ def window_admission_blocks(model: ModelSpec, deployment: Deployment) -> int:
     return cdiv(model.sliding_window_tokens - 1 + in_flight, bs) + 1
 
 
-def kv_pool_concurrency(kv_pool_bytes, kv_bytes_per_request, fits=True):
-    """Max concurrency: requests whose KV fits in the pool at once, ⌊pool ÷ KV per request⌋ (per GPU
-    both), 0 where the model does not fit.  The one copy of the formula: :func:`max_concurrency`,
-    ``plan``, ``sweep`` and the dashboard call it.  Arrays broadcast (the sweep passes every
-    configuration's pool against every context); a scalar in, an int out.
+def admission_kv_bytes_per_gpu(model: ModelSpec, deployment: Deployment, context_tokens: int) -> float:
+    """KV bytes vLLM 0.26 wants free to admit a request of ``context_tokens`` (scheduler_reserve_full_isl): its blocks
+    in each sliding group too, capped by :func:`window_admission_blocks`, where it then holds its window
+    (:func:`request_kv_bytes_per_gpu`).  Gemma-3-27B at 16,384 tokens: 7 × 1,024 blocks asked, 1,024 + 6 × 65 held."""
+    held = request_kv_bytes_per_gpu(model, deployment, context_tokens)
+    cap = window_admission_blocks(model, deployment)
+    kv = kv_bytes_per_request(model, deployment.kv_cache_dtype, context_tokens, deployment.block_size_tokens)
+    if not cap or not kv.sliding_layer_tokens:
+        return held
+    asked = max(kv.sliding_layer_tokens, min(kv.full_layer_tokens, cap * hybrid_block_tokens(
+        model, deployment.kv_cache_dtype, deployment.block_size_tokens)))  # each sliding layer's tokens asked
+    return held * (1.0 + kv.sliding_bytes * (asked / kv.sliding_layer_tokens - 1.0) / kv.total_bytes)
+
+
+def kv_pool_concurrency(kv_pool_bytes, kv_bytes_per_request, fits=True, admission_bytes=None):
+    """Max concurrency: requests whose KV fits in the pool at once, ⌊pool ÷ KV per request⌋ (per GPU both; the last
+    one in needs ``admission_bytes`` free where that is more, :func:`admission_kv_bytes_per_gpu`: 1 + ⌊(pool − it) ÷
+    KV per request⌋), 0 where the model does not fit.  The one copy of the formula: :func:`max_concurrency`, ``plan``,
+    ``sweep`` and the dashboard call it; arrays broadcast (the sweep's pools against its contexts), a scalar gives int.
 
     H200 pool 100 GiB, Mistral 7B at 4,096 tokens (512 MiB/request): 107,374,182,400 // 536,870,912 = 200.
     """
-    pool = np.asarray(kv_pool_bytes, dtype=float)
-    per_req = np.asarray(kv_bytes_per_request, dtype=float)
-    ok = np.asarray(fits) & (per_req > 0)
-    n = np.where(ok, np.floor_divide(pool, np.where(per_req > 0, per_req, 1.0)), 0.0)
+    pool, per_req = np.asarray(kv_pool_bytes, dtype=float), np.asarray(kv_bytes_per_request, dtype=float)
+    div = np.where(per_req > 0, per_req, 1.0)
+    ask = per_req if admission_bytes is None else np.asarray(admission_bytes, dtype=float)
+    n = np.where(ask > per_req, np.where(pool >= ask, np.floor_divide(pool - ask, div) + 1.0, 0.0),
+                 np.floor_divide(pool, div)) * (np.asarray(fits) & (per_req > 0))
     return int(n) if n.ndim == 0 else n
 
 
@@ -426,9 +441,10 @@ def max_concurrency(
     profile: CalibrationProfile = IDEAL_PROFILE,
 ) -> int:
     """Requests of ``context_tokens`` whose KV fits in one replica's pool at once: :func:`kv_pool_concurrency`
-    of :func:`memory_budget`'s pool and :func:`request_kv_bytes_per_gpu`."""
+    of :func:`memory_budget`'s pool, :func:`request_kv_bytes_per_gpu` and :func:`admission_kv_bytes_per_gpu`."""
     if context_tokens <= 0:
         raise ValueError(f"context_tokens must be > 0, got {context_tokens}")
     budget = memory_budget(model, gpu, deployment, profile)
     per_req = request_kv_bytes_per_gpu(model, deployment, context_tokens)
-    return kv_pool_concurrency(budget.kv_pool_bytes, per_req, budget.fits)
+    return kv_pool_concurrency(budget.kv_pool_bytes, per_req, budget.fits,
+                               admission_kv_bytes_per_gpu(model, deployment, context_tokens))

@@ -17,7 +17,8 @@ from planner.compile_keys import cold_start_note
 from planner.bands import band, prefill_regime
 from planner.batching import check_workload_tokens, decode_context_tokens, largest_batch_under_slo
 from planner.cost import effective_tpot_s, fleet_for, prefill_busy_costs, throughput, token_cost
-from planner.memory import kv_bytes_per_request, kv_pool_concurrency, memory_budget, request_kv_bytes_per_gpu
+from planner.memory import (admission_kv_bytes_per_gpu, kv_bytes_per_request, kv_pool_concurrency, memory_budget,
+                            request_kv_bytes_per_gpu)
 from planner.phases import decode_step_costs, prefill_time_costs, routing_note
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.quality import quality_estimate
@@ -92,7 +93,8 @@ def plan(
 
     budget = memory_budget(model, gpu, deployment, profile)
     per_req_gpu = request_kv_bytes_per_gpu(model, deployment, workload.context_tokens)
-    conc = kv_pool_concurrency(budget.kv_pool_bytes, per_req_gpu, budget.fits)
+    conc = kv_pool_concurrency(budget.kv_pool_bytes, per_req_gpu, budget.fits,
+                               admission_kv_bytes_per_gpu(model, deployment, workload.context_tokens))
     kv_req = kv_bytes_per_request(model, deployment.kv_cache_dtype, workload.context_tokens,
                                   deployment.block_size_tokens)
     mc, hw = model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile, model)

@@ -20,6 +20,7 @@ from planner.cost import effective_tpot_s, prefill_busy_costs, throughput, token
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.memory import (
     MemoryBudget,
+    admission_kv_bytes_per_gpu,
     kv_bytes_per_request,
     kv_bytes_per_token,
     kv_pool_concurrency,
@@ -299,7 +300,9 @@ def _sweep_group(model, workload, blocks: list[_Block], prompts, batches, ctx_to
                     for kv in {b.kv_cache_dtype for b in blocks}}
     shard = kv_shard_fraction(model, tp, pp)
     per_req = np.stack([kv_req_cache[b.kv_cache_dtype] for b in blocks])[:, None, :] * shard
-    conc = kv_pool_concurrency(pool, per_req, fits_mem)
+    ask = np.array([[admission_kv_bytes_per_gpu(model, b.deployment, int(c)) for c in ctx_tokens] for b in blocks]
+                   )[:, None, :] if model.num_sliding_layers else None  # a sliding-window model's admission ask
+    conc = kv_pool_concurrency(pool, per_req, fits_mem, ask)
     fits = (B <= conc) & (B <= mns)
     # the one start-up rule, per configuration and prompt length (max_model_len = prompt + output)
     starts = np.array([[startup_check(model, b.gpu, b.deployment, int(c), b.profile).ok for c in ctx_tokens]

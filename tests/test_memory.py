@@ -127,6 +127,36 @@ def test_kv_pool_concurrency_is_the_floor_of_pool_over_request():
 
 
 
+def test_the_last_request_in_needs_its_admission_ask_free():
+    """vLLM 0.26 admits a request only with its whole prompt's blocks free in every KV group, a sliding group's capped
+    at window + the steps in flight (scheduler_reserve_full_isl): 1 + ⌊(pool − ask) ÷ held⌋ requests, not ⌊pool ÷
+    held⌋.  A 100-block pool, 7 held and 19 asked a request: 1 + (100 − 19) // 7 = 12 (not 14); 18 blocks: none;
+    an ask no larger than what a request holds leaves the plain floor (200 and 199 as above).  Gemma-3-27B on an H200
+    at 0.6 of its memory and 16,384 tokens: 7 groups x 1,024 blocks of 16 x 10 x 8,192 B asked, 1,024 + 6 x 65
+    held."""
+    import numpy as np
+
+    from planner.io import catalog
+    from planner.memory import admission_kv_bytes_per_gpu
+
+    assert kv_pool_concurrency(100.0, 7.0, True, 19.0) == 12 and kv_pool_concurrency(18.0, 7.0, True, 19.0) == 0
+    pool, per = 100 * 2**30, 4096 * 131_072
+    assert kv_pool_concurrency(pool, per, True, per) == 200 and kv_pool_concurrency(pool - 1, per, True, 1.0) == 199
+    assert kv_pool_concurrency(np.array([100.0, 18.0]), 7.0, True, np.array([19.0, 19.0])).tolist() == [12, 0]
+    gemma, oss, gpu = catalog.model("gemma-3-27b"), catalog.model("gpt-oss-20b"), catalog.gpu("h200-sxm")
+    dep = Deployment.for_gpu(gpu, gpu_memory_utilization=0.6)
+    page = 16 * 10 * 8192
+    assert request_kv_bytes_per_gpu(gemma, dep, 16384) == (1024 + 6 * 65) * page
+    assert admission_kv_bytes_per_gpu(gemma, dep, 16384) == 7 * 1024 * page
+    pool = memory_budget(gemma, gpu, dep).kv_pool_bytes
+    assert max_concurrency(gemma, gpu, dep, 16384) == 1 + (pool - 7 * 1024 * page) // ((1024 + 6 * 65) * page) == 14
+    assert int(pool // ((1024 + 6 * 65) * page)) == 18  # what the held blocks alone would promise
+    # no sliding layers: the ask is what a request holds
+    assert admission_kv_bytes_per_gpu(mistral_7b(), Deployment.for_gpu(make_gpu()), 4096) == 4096 * 131_072
+    oss_dep = Deployment.for_gpu(gpu, weight_dtype="mxfp4")
+    assert admission_kv_bytes_per_gpu(oss, oss_dep, 4096) > request_kv_bytes_per_gpu(oss, oss_dep, 4096)
+
+
 def test_rope_tables_count_with_the_weights():
     """vLLM keeps its rotary cos/sin tables with the weights on every GPU.  Gemma-3-12B: a linear ×8 table for its
     global layers and one for its local ones, (8 + 1) × 131,072 rows × 256 × 2 B = 603,979,776 B (the import from

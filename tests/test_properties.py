@@ -105,6 +105,24 @@ def test_more_memory_never_lowers_concurrency(m, g, wd, kv, tp, ctx, factor):
 
 
 @SETTINGS
+@given(models(), gpus, weight_dtypes, tps, st.integers(1, 200_000), st.integers(1, 200_000))
+def test_the_admission_ask_costs_at_most_its_own_requests_and_longer_contexts_never_more(m, g, wd, tp, ctx, longer):
+    """vLLM 0.26's admission ask (a sliding group's blocks up to the whole prompt) lowers a pool's concurrency below
+    ⌊pool ÷ held⌋ by at most the requests the ask is worth, and a longer context never fits more requests."""
+    import math
+
+    from planner.memory import admission_kv_bytes_per_gpu, memory_budget, request_kv_bytes_per_gpu
+
+    d = _dep(tp, weight_dtype=wd)
+    held, ask = request_kv_bytes_per_gpu(m, d, ctx), admission_kv_bytes_per_gpu(m, d, ctx)
+    budget = memory_budget(m, g, d)
+    plain = int(budget.kv_pool_bytes // held) if budget.fits else 0
+    n = max_concurrency(m, g, d, ctx)
+    assert ask >= held and plain - math.ceil(ask / held) <= n <= plain
+    assert max_concurrency(m, g, d, max(ctx, longer)) <= n
+
+
+@SETTINGS
 @given(models(), gpus, weight_dtypes, weight_dtypes, kv_dtypes, tps, st.integers(1, 200_000))
 def test_fewer_weight_bits_never_lower_concurrency(m, g, a, b, kv, tp, ctx):
     assume(WEIGHT_BITS[a] <= WEIGHT_BITS[b])

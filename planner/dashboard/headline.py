@@ -16,7 +16,7 @@ import pandas as pd
 
 from planner.fleet import DEFAULT_HEADROOM, FleetPlan, FleetQuestion, demand_line, plan_fleet
 from planner.steady_fleet import HOURS_PER_MONTH, FleetAnswer, plan_for_demand
-from planner.memory import kv_pool_concurrency, memory_budget, request_kv_bytes_per_gpu
+from planner.memory import admission_kv_bytes_per_gpu, kv_pool_concurrency, memory_budget, request_kv_bytes_per_gpu
 from planner.profile import CalibrationProfile
 from planner.report import SizingReport
 from planner.dashboard.scenario import Planned, Scenario
@@ -238,7 +238,8 @@ def fits_per_gpu(model: ModelSpec, gpus: Iterable[GpuSpec], base: Deployment, co
                                  gpu_memory_utilization=base.gpu_memory_utilization)
         m = memory_budget(model, g, dep, profile_for(g.id))
         per_req = request_kv_bytes_per_gpu(model, dep, context_tokens)
-        users = kv_pool_concurrency(m.kv_pool_bytes, per_req, m.fits)
+        users = kv_pool_concurrency(m.kv_pool_bytes, per_req, m.fits, admission_kv_bytes_per_gpu(model, dep,
+                                                                                                   context_tokens))
         needs = m.weight_bytes + m.overhead_bytes + per_req
         if users >= 1:
             text = (f"fits: {users:,} requests per replica (needs {fmt_gib(needs)} for one, has "

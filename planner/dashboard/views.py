@@ -118,7 +118,8 @@ def users_vs_context(p: Planned, target_users: int) -> tuple[pd.DataFrame, int |
 
     def users(ctx: int) -> int:
         per_req = memory.request_kv_bytes_per_gpu(p.model, p.deployment, int(ctx))
-        return memory.kv_pool_concurrency(budget.kv_pool_bytes, per_req, budget.fits) * reps
+        ask = memory.admission_kv_bytes_per_gpu(p.model, p.deployment, int(ctx))
+        return memory.kv_pool_concurrency(budget.kv_pool_bytes, per_req, budget.fits, ask) * reps
 
     hi = max(p.model.max_context_tokens, p.workload.context_tokens) * 2
     ctxs = np.unique(np.geomspace(128, hi, 64).astype(int))

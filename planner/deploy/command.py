@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from planner.deploy.vendor import multi_gpu_env
 from planner.startup import StartupCheck, startup_check
-from planner.memory import hybrid_block_tokens, request_kv_bytes_per_gpu
+from planner.memory import (admission_kv_bytes_per_gpu, hybrid_block_tokens, kv_pool_concurrency,
+                            request_kv_bytes_per_gpu)
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.quoting import shell_line, visible
 from planner.serving.config import prefix_caching_for
@@ -139,6 +140,7 @@ def serve_command(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, *, max
     # the collective library's settings for the GPU's vendor (planner.deploy.vendor)
     env = multi_gpu_env(gpu) if deployment.tensor_parallel * deployment.pipeline_parallel > 1 else {}
     per_req = request_kv_bytes_per_gpu(model, deployment, max_model_len) if max_model_len > 0 else 0.0
-    conc = int(check.kv_pool_bytes_per_gpu // per_req) if check.ok and per_req > 0 else 0
+    conc = kv_pool_concurrency(check.kv_pool_bytes_per_gpu, per_req, check.ok, admission_kv_bytes_per_gpu(
+        model, deployment, max_model_len) if max_model_len > 0 else None)
     return ServeCommand(tuple(argv), env, check, tuple(notes), check.kv_pool_bytes_per_gpu,
                         check.kv_capacity_tokens, conc)
