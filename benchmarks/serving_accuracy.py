@@ -80,7 +80,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from calibration.refit import DATA, FUSED_FLOOR_FIT, STREAM_OUTPUT_FIT
+from calibration.refit import DATA, FUSED_FLOOR_FIT, MLA_FLOOR_FIT, STREAM_OUTPUT_FIT
 from calibration.serve_floor import served_terms, traced_engines, with_traces  # noqa: E402
 from calibration.served_steps import served_runs  # noqa: E402
 from calibration.serving_points import replay_folder  # noqa: E402
@@ -230,8 +230,11 @@ def main() -> int:
                  "piecewise": "the piecewise prompt steps' launch is fitted on it: reported only",
                  "pair": "the fp8 fused MoE's launch beyond the bf16 one is fitted on this pair: reported only",
                  "cv": "its host is one of the six the fused MoE's launch is the median of: checked against the "
-                       "median of the other five"}
-    fused_floors = {DATA / f: launch_floor(DATA / f, m) for f, m in FUSED_FLOOR_FIT}
+                       "median of the other five",
+                 "cv-mla": "its host is one of the eight MLA's launch is the median of: checked against the median "
+                           "of the other seven"}
+    # the hosts of the fused MoE's and MLA's launch medians: each run is checked against the others' (leave one out)
+    cv_floors = {DATA / f: launch_floor(DATA / f, m) for f, m in (*FUSED_FLOOR_FIT, *MLA_FLOOR_FIT)}
     traced_runs = ((traced, "b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "compile"),
                                       (traced, "c/serve-llama-trace", "llama-3.1-8b", "floor"),
                                       (traced, "e/serve-qwen2.5-7b-trace", "qwen2.5-7b", "held"),
@@ -241,10 +244,10 @@ def main() -> int:
                                       (mxfp4, "i/serve-gpt-oss-20b-mnbt1024", "gpt-oss-20b", "held"),
                                       (mxfp4, "j/serve-gpt-oss-20b-sweep", "gpt-oss-20b", "held"),
                                       (mxfp4, "k/serve-gpt-oss-20b-warmed", "gpt-oss-20b", "held"),
-                                      (fused, "l/serve-moonlight-16b-a3b-trace", "moonlight-16b-a3b", "held"),
+                                      (fused, "l/serve-moonlight-16b-a3b-trace", "moonlight-16b-a3b", "cv-mla"),
                                       (fused, "m/serve-qwen3-30b-a3b-warmed", "qwen3-30b-a3b", "cv"),
-                                      (fused, "n/serve-deepseek-v2-lite-trace", "deepseek-v2-lite", "held"),
-                                      (fused, "o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", "held"),
+                                      (fused, "n/serve-deepseek-v2-lite-trace", "deepseek-v2-lite", "cv-mla"),
+                                      (fused, "o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", "cv-mla"),
                                       (fused, "p/serve-mixtral-8x7b-warmed", "mixtral-8x7b", "held"),
                                       (cal, "llama/serve-llama-3.1-8b-trace", "llama-3.1-8b", "held"),
                                       (cal, "qwen3/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "cv"),
@@ -252,12 +255,12 @@ def main() -> int:
                                       (cal, "qwen3b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "cv"),
                                       (fresh, "c/serve-llama-trace", "llama-3.1-8b", "held"),
                                       (fresh, "m/serve-qwen3-30b-a3b-warmed", "qwen3-30b-a3b", "cv"),
-                                      (fresh, "o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", "held"),
+                                      (fresh, "o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b", "cv-mla"),
                                       (api, "x1/serve-llama-api1", "llama-3.1-8b", "held"),
                                       (api, "x2/serve-llama-api2", "llama-3.1-8b", "held"),
                                       (served, "q/serve-llama-steps", "llama-3.1-8b", "held"),
                                       (served, "r/serve-qwen3-30b-a3b-steps", "qwen3-30b-a3b", "cv"),
-                                      (served, "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", "held"),
+                                      (served, "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", "cv-mla"),
                                       (deep, "t/serve-qwen2.5-32b-steps", "qwen2.5-32b", "piecewise"),
                                       (deep, "u/serve-llama-3.1-70b-i7168-steps", "llama-3.1-70b-i7168", "piecewise"),
                                       (moe_l16, "v/serve-qwen3-235b-a22b-l16-steps", "qwen3-235b-a22b-l16", "held"),
@@ -271,28 +274,28 @@ def main() -> int:
                                       (fp8_moe, "z/serve-mixtral-8x7b-bf16", "mixtral-8x7b", "held"),
                                       (again, "q/serve-llama-steps", "llama-3.1-8b", "held"),
                                       (again, "r/serve-qwen3-30b-a3b-steps", "qwen3-30b-a3b", "held"),
-                                      (again, "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", "held"),
+                                      (again, "s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b", "cv-mla"),
                                       (mode, "qwen3/serve-qwen3-30b-a3b-bf16", "qwen3-30b-a3b", "held"),
                                       (mode, "llama/serve-llama-3.1-8b-bf16", "llama-3.1-8b", "held"),
                                       (budget, "a/serve-qwen3-16384", "qwen3-30b-a3b", "held"),
                                       (budget, "b/serve-qwen3-8192", "qwen3-30b-a3b", "held"),
                                       (budget, "b/serve-llama-long", "llama-3.1-8b", "held"),
                                       (budget, "c/serve-qwen3-long", "qwen3-30b-a3b", "held"),
-                                      (mla_long, "a/serve-moonlight-long", "moonlight-16b-a3b", "held"),
-                                      (mla_long, "b/serve-dsv2lite-long", "deepseek-v2-lite", "held"),
+                                      (mla_long, "a/serve-moonlight-long", "moonlight-16b-a3b", "cv-mla"),
+                                      (mla_long, "b/serve-dsv2lite-long", "deepseek-v2-lite", "cv-mla"),
                                       (mla_long, "c/serve-oss20-long", "gpt-oss-20b", "held"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""
         print(f"vllm serve + vllm bench serve, {base.name[5:15]}, {kind}every engine step timed "
               f"({folder}; {role_note[role]}):")
-        # a host of the fused MoE's median: that median without its own floor (leave one out)
-        p_run = prof if role != "cv" else served_terms(prof, [fl for f, fl in fused_floors.items()
-                                                              if f != base / folder], log=lambda _: None)
+        # a host of the fused MoE's or MLA's median: those medians without its own floor (leave one out)
+        p_run = prof if not role.startswith("cv") else served_terms(prof, [fl for f, fl in cv_floors.items()
+                                                                           if f != base / folder], log=lambda _: None)
         for c in replay_folder(base / folder, model, p_run):
             s_ = st.get(c.name.removeprefix("bench-"), {})
             e, _, cap = judged(f"{base.name[16:]}/{folder}/{c.name}", c,
-                               missed if role in ("held", "cv") else None)
+                               missed if role in ("held", "cv", "cv-mla") else None)
             note = "first traffic on a cold engine" if c.name.endswith("warm") else \
                 ("launch floor traced here" if role == "floor" else "")
             if st:
@@ -300,7 +303,7 @@ def main() -> int:
                         f"predicted), {s_.get('stall_s', 0.0):.1f} s of {s_.get('wall_s', 0.0):.0f} s")
             print(line(f"{c.name} ({c.num_requests} req)", e, joined(note, cap)))
     own_floor_runs(prof, [(base / folder, model) for base, folder, model, role in traced_runs
-                          if role in ("held", "piecewise", "cv")])
+                          if role in ("held", "piecewise", "cv", "cv-mla")])
     served_step_runs(prof, [(base / folder, model) for base, folder, model, _ in traced_runs], missed)
     spread_check(prof, [base / folder for base, folder, _, _ in traced_runs
                         if base.name.startswith(("h200-2026-12-03", "h200-2026-12-04", "h200-2026-12-05"))])

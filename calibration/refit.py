@@ -22,6 +22,7 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | ... per fused-MoE layer (FUSED_FLOOR_FIT) | Qwen3-30B-A3B, 6 hosts' median | Mixtral; each Qwen3 host vs 5 others |
 | ... of prompt steps inside the graphs (PIECEWISE_FIT) | Llama-3.1-8B, Qwen2.5-32B, Llama-3.1-70B (80 layers) | Qwen2.5-7B, Mixtral, gpt-oss-20b |
 | ... of the MXFP4 MoE layers (VARIANT_FLOOR_FIT) | gpt-oss-120b | gpt-oss-20b |
+| ... of the MLA + MoE layers (MLA_FLOOR_FIT) | Moonlight (6 hosts), DeepSeek-V2-Lite (2): median | each vs 7 others |
 | ... fp8 fused MoE's beyond bf16 (FP8_LAUNCH_PAIR) | Qwen3-30B-A3B fp8 + bf16, one host | Qwen3-235B-A22B-l16 fp8 |
 | new step-size key compile | gpt-oss-120b (MXFP4), Qwen3-30B-A3B (fused MoE) | gpt-oss-20b; Mixtral, Moonlight |
 | ... MXFP4 compile's expert offset (MXFP4_COMPILE_VARIANTS) | gpt-oss-120b-l18, -e32 (in-process) | gpt-oss-20b |
@@ -113,12 +114,23 @@ PIECEWISE_FIT = {"h200-2026-12-02-serve-steps/c/serve-llama-trace": "llama-3.1-8
 #: the compile of a new step-size key, and the eager launch floor of its MoE layers
 SHAPE_COMPILE_FIT = ("h200-2026-12-02-serve-mxfp4/g/serve-gpt-oss-120b-trace", "gpt-oss-120b")
 #: the traced engine each MoE variant's served eager launch floor is fitted on, beyond the dense layers' (the bf16
-#: default's is in TRACES, the fp8 one keeps it).  Not MLA: DeepSeek-V2-Lite's traced floor (n/, 88.7 ms) put held-out
-#: Moonlight's eager steps at +17..+34 % (its own floor: 75.6 and 66.0 ms on two machines of one day, l/ and o/), where
-#: the in-process stage's terms give +4..+14 %, and its chat TPOT went +1..+71 -> +28..+191 % (calibration/data/README);
-#: MLA's floor is its in-process stage's (family_fit.FLOOR_VARIANTS: 68.0 ms for a 27-layer engine, its hosts' served
-#: 61-89 ms)
+#: default's is in TRACES, the fp8 one keeps it; MLA's is MLA_FLOOR_FIT's median)
 VARIANT_FLOOR_FIT = {"mxfp4": SHAPE_COMPILE_FIT}
+#: the eight MLA + fine-grained MoE engines traced inside vllm serve (Moonlight-16B-A3B six times, DeepSeek-V2-Lite
+#: twice, each on its own machine, 2026-12-02..05): MLA's launch per MoE layer is their median, as the fused MoE's is
+#: FUSED_FLOOR_FIT's.  Its in-process stage's floor (68.0 ms for a 27-layer engine, one host of 2026-12-01) sat below
+#: six of them (61.4-98.9 ms served, median 78.8); one engine's alone (n/, 88.7 ms) had put Moonlight's other hosts at
+#: +17..+34 % (calibration/data/README.md).  benchmarks/serving_accuracy.py checks each against the median of the other
+#: seven
+MLA_FLOOR_FIT = tuple((f"h200-2026-12-{f}", m) for f, m in (
+    ("02-serve-fusedmoe/l/serve-moonlight-16b-a3b-trace", "moonlight-16b-a3b"),
+    ("02-serve-fusedmoe/n/serve-deepseek-v2-lite-trace", "deepseek-v2-lite"),
+    ("02-serve-fusedmoe/o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b"),
+    ("02-timeline/o/serve-moonlight-16b-a3b-trace2", "moonlight-16b-a3b"),
+    ("02-served-steps/s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b"),
+    ("04-stream-check/s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b"),
+    ("05-mla-long/a/serve-moonlight-long", "moonlight-16b-a3b"),
+    ("05-mla-long/b/serve-dsv2lite-long", "deepseek-v2-lite")))
 #: the fp8 W8A8 fused MoE's launch beyond the bf16 kernel's (its eager_layer_launch_extra_s): the fp8 family's fit model
 #: served in fp8 and then bf16 on one host (Qwen3-30B-A3B's floors 92.8 and 68.1 ms); held out on Qwen3-235B-A22B-l16
 #: fp8 (heldout-moe/w/, another host)
@@ -187,7 +199,8 @@ def inputs(excluded: list[str] | None = None) -> tuple[list[dict], list, list]:
 
 def with_serve_floors(prof, points: list, extra: list, family_points: list):
     """``prof`` with the eager-step terms of the engines traced inside vllm serve (:func:`calibration.serve_floor.
-    served_terms` of :data:`TRACES`, :data:`FUSED_FLOOR_FIT` and :data:`VARIANT_FLOOR_FIT`, the fp8 fused MoE's extra
+    served_terms` of :data:`TRACES`, :data:`FUSED_FLOOR_FIT`, :data:`VARIANT_FLOOR_FIT` and :data:`MLA_FLOOR_FIT`, the
+    fp8 fused MoE's extra
     launch of :data:`FP8_LAUNCH_PAIR`; the compiles of
     :data:`FUSED_COMPILE_FIT` and :data:`SHAPE_COMPILE_FIT`) in place of the in-process stages' ones, and its latency
     residuals, held-out rows and bands recomputed on every point (the memory rows of the V1 runner's terms, which
@@ -196,7 +209,7 @@ def with_serve_floors(prof, points: list, extra: list, family_points: list):
     2026-12-02; on one host the two cost about the same: calibration/data/README.md), so the served floors go in last:
     the product predicts vllm serve."""
     floors = [launch_floor(DATA / folder, model) for folder, model in (*TRACES.items(), *FUSED_FLOOR_FIT,
-                                                                       *VARIANT_FLOOR_FIT.values())]
+                                                                       *VARIANT_FLOOR_FIT.values(), *MLA_FLOOR_FIT)]
     prof = with_launch_extra(prof, "fp8", tuple(launch_floor(DATA / f, "qwen3-30b-a3b") for f in FP8_LAUNCH_PAIR))
     piecewise = [(launch_floor(DATA / folder, model), piecewise_launch_s(DATA / folder, model)[0])
                  for folder, model in PIECEWISE_FIT.items()]
@@ -267,7 +280,8 @@ def refit(comparison_out: Path | None = None):
         "launch_run_spread": run_call_spread([DATA / f for f in SPREAD_TRACES]),
         "raw_data": list(dict.fromkeys([str(p.relative_to(DATA)) for p in paths] + list(SERVING) + [FRONTEND_FIT[0]]
                                        + list(TRACES) + [f for f, _ in FUSED_FLOOR_FIT] + list(PIECEWISE_FIT)
-                                       + [f for f, _ in VARIANT_FLOOR_FIT.values()] + list(FP8_LAUNCH_PAIR)
+                                       + [f for f, _ in VARIANT_FLOOR_FIT.values()] + [f for f, _ in MLA_FLOOR_FIT]
+                                       + list(FP8_LAUNCH_PAIR)
                                        + [FUSED_COMPILE_FIT[0]] + list(SPREAD_TRACES) + [MXFP4_COMPILE_VARIANTS[0]]
                                        + list(CONTEXT_COMPILE_FIT))),
         "raw_data_sha256": [sha256_file(p) for p in paths],
