@@ -93,8 +93,8 @@ def plan(
 
     budget = memory_budget(model, gpu, deployment, profile)
     per_req_gpu = request_kv_bytes_per_gpu(model, deployment, workload.context_tokens)
-    conc = kv_pool_concurrency(budget.kv_pool_bytes, per_req_gpu, budget.fits,
-                               admission_kv_bytes_per_gpu(model, deployment, workload.context_tokens))
+    ask_gpu = admission_kv_bytes_per_gpu(model, deployment, workload.context_tokens)
+    conc = kv_pool_concurrency(budget.kv_pool_bytes, per_req_gpu, budget.fits, ask_gpu)
     kv_req = kv_bytes_per_request(model, deployment.kv_cache_dtype, workload.context_tokens,
                                   deployment.block_size_tokens)
     mc, hw = model_costs(model, deployment), hw_coeffs(gpu, deployment.weight_dtype, profile, model)
@@ -166,4 +166,5 @@ def plan(
         bands={"ttft": band(profile, model, deployment, prefill_regime(workload.prompt_tokens)),
                "tpot": band(profile, model, deployment, "decode"),
                "kv_capacity": band(profile, model, deployment, "kv_capacity")},
+        kv_admission_bytes_per_gpu=ask_gpu,
     )

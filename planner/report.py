@@ -72,6 +72,9 @@ class SizingReport:
     notes: list[str]
     bands: dict = field(default_factory=dict)  # 'ttft' / 'tpot' / 'kv_capacity' -> planner.bands.Band
     warnings: list[str] = field(default_factory=list)
+    # what admitting one such request asks free per GPU (its prompt in every sliding group, vLLM 0.26): above the KV it
+    # then holds for sliding-window models, and the last request in max_concurrency counts needs it
+    kv_admission_bytes_per_gpu: float = 0.0
 
     @property
     def batch_size(self) -> int:
@@ -121,6 +124,7 @@ class SizingReport:
             "fits": m.fits,
             "kv_bytes_per_request": self.kv_per_request.total_bytes,
             "kv_bytes_per_request_per_gpu": self.kv_per_request_bytes_per_gpu,
+            "kv_admission_bytes_per_gpu": max(self.kv_admission_bytes_per_gpu, self.kv_per_request_bytes_per_gpu),
             "max_concurrency": self.max_concurrency,
             **{k: v for name, b in sorted(self.bands.items()) for k, v in b.as_dict(name).items()},
             "ttft_s": self.ttft.time_s,
@@ -323,6 +327,8 @@ def report_text(r: SizingReport, mode_line: str = "") -> str:
         *([f"    of it recurrent state            {fmt_gb(state, 3)} (its linear layers', whatever the context)"]
           if (state := r.kv_per_request.state_bytes * r.kv_per_request_bytes_per_gpu
               / (r.kv_per_request.total_bytes or 1.0)) else []),
+        *([f"    admitting one asks free          {fmt_gb(ask, 3)} (its prompt in every sliding-window group too)"]
+          if (ask := r.kv_admission_bytes_per_gpu) > r.kv_per_request_bytes_per_gpu else []),
         f"  KV capacity                      {mem.kv_capacity_tokens:>10,} tokens",
         f"  Max concurrency                  {r.max_concurrency:>10,} requests per replica  {_band(r, 'kv_capacity')}",
         "",

@@ -600,6 +600,22 @@ def test_fits_per_gpu_says_fits_or_needs_and_has():
     assert set(f["gpu_id"]) == set(catalog.gpus())
 
 
+def test_fits_per_gpu_needs_what_admitting_one_request_asks():
+    """Gemma-3-27B at 16,384 tokens: vLLM 0.26 admits a request with its whole prompt's blocks free in all 7 KV groups
+    (7 x 1,024 blocks of 16 x 10 x 8,192 B), where it then holds 1,024 + 6 x 65: the row needs the ask and counts
+    what :func:`planner.memory.max_concurrency` counts."""
+    from planner.memory import max_concurrency, memory_budget
+    from planner.specs import Deployment
+
+    m, g = catalog.model("gemma-3-27b"), catalog.gpu("h200-sxm")
+    dep = Deployment.for_gpu(g)
+    prof = catalog.profile_for("h200-sxm", "0.26.0")
+    row = headline.fits_per_gpu(m, [g], dep, 16384, lambda _: prof).iloc[0]
+    b = memory_budget(m, g, dep, prof)
+    assert row["needs_bytes"] == b.weight_bytes + b.overhead_bytes + 7 * 1024 * 16 * 10 * 8192
+    assert row["max_users_per_replica"] == max_concurrency(m, g, dep, 16384, prof) > 0
+
+
 def test_premium_preset_on_int4_is_warned():
     assert headline.quality_warning(("quality", "latency"), "int4", 0.97, "premium chat").startswith(
         "The premium chat preset keeps quality, but this configuration serves int4")

@@ -229,7 +229,8 @@ def fits_per_gpu(model: ModelSpec, gpus: Iterable[GpuSpec], base: Deployment, co
                  profile_for: Callable[[str], CalibrationProfile]) -> pd.DataFrame:
     """Per catalog GPU, at the scenario's TP, dtypes and memory utilisation: does the model fit, and how many
     requests of ``context_tokens`` one replica holds.  Columns: gpu_id, fits, max_users_per_replica,
-    needs_bytes (weights + overhead + one request's KV, per GPU), usable_bytes, sentence."""
+    needs_bytes (weights + overhead + what admitting one request asks free of its KV, per GPU), usable_bytes,
+    sentence."""
     rows = []
     for g in gpus:
         dep = Deployment.for_gpu(g, num_gpus=base.gpus_per_replica, tensor_parallel=base.tensor_parallel,
@@ -237,10 +238,9 @@ def fits_per_gpu(model: ModelSpec, gpus: Iterable[GpuSpec], base: Deployment, co
                                  kv_cache_dtype=base.kv_cache_dtype,
                                  gpu_memory_utilization=base.gpu_memory_utilization)
         m = memory_budget(model, g, dep, profile_for(g.id))
-        per_req = request_kv_bytes_per_gpu(model, dep, context_tokens)
-        users = kv_pool_concurrency(m.kv_pool_bytes, per_req, m.fits, admission_kv_bytes_per_gpu(model, dep,
-                                                                                                   context_tokens))
-        needs = m.weight_bytes + m.overhead_bytes + per_req
+        per_req, ask = (f(model, dep, context_tokens) for f in (request_kv_bytes_per_gpu, admission_kv_bytes_per_gpu))
+        users = kv_pool_concurrency(m.kv_pool_bytes, per_req, m.fits, ask)
+        needs = m.weight_bytes + m.overhead_bytes + max(per_req, ask)  # a sliding-window model asks its whole prompt
         if users >= 1:
             text = (f"fits: {users:,} requests per replica (needs {fmt_gib(needs)} for one, has "
                     f"{fmt_gib(m.usable_bytes)})")
