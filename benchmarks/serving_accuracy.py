@@ -52,12 +52,14 @@ lengths, multi-turn parents and engine settings:
   with fp8 weights on one machine, chat 10 req/s, traced: checked; calibration/data/h200-2026-12-04-stream-check: the
   served-steps runs q, r, s again (the same commands) on another host, 2026-12-04, and h200-2026-12-04-mode-check:
   Qwen3-30B-A3B and Llama-3.1-8B chat 10 req/s served beside the probes' mode on one host: checked.  The five
-  Qwen3-30B-A3B hosts of the fused MoE's launch median (calibration.refit.FUSED_FLOOR_FIT; b/ is the compile's fit host, reported) are checked against the
-  median of the other five.
+  Qwen3-30B-A3B hosts of the fused MoE's launch median (calibration.refit.FUSED_FLOOR_FIT; b/ is the compile's fit
+  host, reported) are checked against the median of the other five, the eight MLA hosts of MLA's
+  (calibration.refit.MLA_FLOOR_FIT: Moonlight-16B-A3B l/ o/ s/ and again, a/; DeepSeek-V2-Lite n/, b/) against the
+  median of the other seven.
 * Every held-out traced run again with its own host's eager launch floor, traced in that run (what ``planner
   calibrate +serve`` measures on a host; reported, with the share of runs within each target): the committed profile
-  carries one dense host's floor and six Qwen3 hosts' median for the fused MoE, and the traced hosts' own were 0.59-1.39
-  of what it predicts for their engines.
+  carries one dense host's floor, six Qwen3 hosts' median for the fused MoE and eight hosts' for MLA; the traced
+  hosts' own differ from what it predicts for their engines by the launch spread the benchmark prints.
 
 Targets, below saturation: output throughput within 3 %, TPOT p50 within 7 %, TTFT p50 within 10 %, TTFT
 p99 within 20 %; at and above saturation, throughput within 5 % and the simulated queue growing too.  A run is at
