@@ -182,6 +182,32 @@ def test_a_sliding_window_request_holds_only_its_window_in_the_sliding_groups():
     assert short.completed.all() and short.num_preemptions > 0
 
 
+def test_a_prompt_chunk_holds_its_tokens_in_the_sliding_groups_until_its_step_ends():
+    """vLLM 0.26 allocates a chunk's every token in each sliding group and frees what left the window at the request's
+    next allocation.  Gemma-3-27B's layout (6 sliding groups, 1,024-token window: 65 blocks of 16), a 16,384-token
+    prompt in two 8,192-token chunks: the first holds blocks 0-511 in each sliding group, 447 beyond its 65 side blocks
+    (6 x 447 = 2,682 in all); after its step they go; the second holds blocks 448-1,023 (576: 511 beyond).  A prompt
+    inside its window holds nothing more.  Admission asks for the chunk's too."""
+    from planner.serving.block_pool import BlockPool
+    from planner.serving.request import Request
+
+    pool = BlockPool(20_000, 16, False, window_groups=6, window_blocks=65, window_admission_blocks=1089)
+    req = Request(0, 16_384, 1, 0, ())
+    assert pool.admission_blocks(req, 0, 8192) == 1024 + 6 * 1024  # the whole prompt asked in every group
+    pool.admit(req, 0, 8192)
+    assert req.window_chunk_blocks == 6 * (512 - 65) == 2682
+    assert pool.num_used() == 512 + 6 * 65 + 2682
+    pool.end_chunk(req)
+    req.num_computed = 8192
+    assert pool.num_used() == 512 + 6 * 65
+    pool.allocate_chunk(req, 8192)
+    assert req.window_chunk_blocks == 6 * (1024 - 448 - 65) == 3066
+    pool.release(req, 8192 + 8192)
+    assert pool.num_used() == 0 and req.window_chunk_blocks == 0
+    short = Request(1, 1000, 10, 1, ())
+    assert pool.chunk_window_blocks(short, 0, 1000) == 0
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.integers(1, 12), st.integers(1, 40), st.sampled_from([128, 512, 1024]), st.booleans(),
        st.integers(60, 400))

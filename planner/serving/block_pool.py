@@ -82,7 +82,27 @@ class BlockPool:
         n = req.num_tokens
         ask = self.blocks_for(req, n, hit_blocks) + self.state_blocks + self.window_groups * min(
             cdiv(n, self.block_size), self.window_admission_blocks)
-        return max(ask, self.blocks_for(req, tokens, hit_blocks) + self.side_blocks(req))
+        start = hit_blocks * self.block_size
+        return max(ask, self.blocks_for(req, tokens, hit_blocks) + self.side_blocks(req)
+                   + self.chunk_window_blocks(req, start, tokens - start))
+
+    def chunk_window_blocks(self, req: Request, start: int, new: int) -> int:
+        """The blocks a prompt chunk of ``new`` tokens from ``start`` holds in the sliding groups beyond
+        :meth:`side_blocks` while it computes: vLLM 0.26 allocates every token of the chunk there and frees what left
+        the window at the request's next allocation (SlidingWindowManager.remove_skipped_blocks), so a group holds the
+        window before the chunk and the chunk (Gemma-3-27B, an 8,192-token chunk from 8,192: blocks 448-1,023, 576
+        where its side blocks are 65: 511 more in each of its 6 sliding groups)."""
+        if not self.window_groups:
+            return 0
+        bs = self.block_size
+        lo = max(0, start - (self.window_blocks - 1) * bs + 1) // bs
+        held = min(cdiv(req.prompt_tokens + req.output_tokens, bs), self.window_blocks)
+        return self.window_groups * max(0, cdiv(start + new, bs) - lo - held)
+
+    def end_chunk(self, req: Request) -> None:
+        """After its chunk's step: req's sliding groups keep only its window (:meth:`chunk_window_blocks`)."""
+        self.num_free_uncached += req.window_chunk_blocks
+        req.window_chunk_blocks = 0
 
     def most_blocks(self, req: Request) -> int:
         """The most blocks ``req`` asks free or holds, alone in the engine: at its last token (:meth:`side_blocks`,
@@ -201,7 +221,8 @@ class BlockPool:
                     hi = min(run.cached_end, old_ref_end)
                     if hi > run.referenced_end:
                         queue.append([run, run.referenced_end, hi])
-        self.num_free_uncached += req.num_uncached_blocks + self.side_blocks(req)
+        self.num_free_uncached += req.num_uncached_blocks + self.side_blocks(req) + req.window_chunk_blocks
+        req.window_chunk_blocks = 0
         req.cache_refs = []
         req.num_cached_blocks = 0
         req.num_uncached_blocks = 0
@@ -272,6 +293,9 @@ class BlockPool:
         if need > 0:
             self.take(need)
             req.num_uncached_blocks += need
+        if self.window_groups and (extra := self.chunk_window_blocks(req, req.num_computed, new_tokens)):
+            self.take(extra)
+            req.window_chunk_blocks += extra
         if self.prefix_caching:
             full = end // self.block_size
             if full > req.shared_prefix_blocks and not req.has_next_turn:

@@ -241,7 +241,7 @@ class Engine:
         pool, batch, scheduler = self.pool, self.batch, self.scheduler
         bs, tokens = pool.block_size, batch.tokens_advanced
         referenced, used = pool.check()
-        uncached = sum(r.num_uncached_blocks for r in scheduler.prefilling)
+        uncached = sum(r.num_uncached_blocks + r.window_chunk_blocks for r in scheduler.prefilling)
         uncached += sum(cdiv(r.context_offset + tokens, bs) - r.num_cached_blocks for r in batch.by_seq.values())
         uncached += sum(map(pool.side_blocks, [*scheduler.prefilling, *batch.by_seq.values()]))
         assert used == referenced + uncached, ("used", used, referenced, uncached)

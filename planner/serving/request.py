@@ -49,6 +49,7 @@ class Request:
         "shared_prefix_blocks",
         "shared_segments",
         "state",
+        "window_chunk_blocks",
     )
 
     def __init__(self, index: int, prompt_tokens: int, output_tokens: int, owner_id: int, shared_segments: tuple):
@@ -66,6 +67,7 @@ class Request:
         self.cache_refs: list = []  # [run, end block] per prefix-cache run whose blocks this request references
         self.num_cached_blocks = 0  # blocks held through cache_refs
         self.num_uncached_blocks = 0  # blocks held outside the prefix cache
+        self.window_chunk_blocks = 0  # sliding groups' blocks beyond its window while a prompt chunk computes
         self.num_registered_blocks = 0  # blocks [0, n) are referenced or were considered for caching
         self.admit_seq = -1  # admission order among running requests (preemption takes the latest)
         self.context_offset = 0  # while decoding: context = offset + the batch's tokens advanced

@@ -197,8 +197,10 @@ class Scheduler:
     def update_prefills(self, chunks: list[Chunk], now: float) -> None:
         """After a step: the chunks' tokens are computed; a finished prompt samples its first token
         and joins the decoders (or finishes, with one output token)."""
-        prefilling = self.prefilling
+        prefilling, pool = self.prefilling, self.pool
         for req, start, new in chunks:
+            if req.window_chunk_blocks:
+                pool.end_chunk(req)
             computed = req.num_computed = start + new
             if computed >= req.num_tokens:
                 prefilling.remove(req)
@@ -283,7 +285,7 @@ class Scheduler:
             if self.state_aligned_chunks and not (new := self.aligned_chunk(req, req.num_computed, new)):
                 i += 1  # no block boundary within the budget: it waits a step
                 continue
-            blocks = pool.blocks_for(req, req.num_computed + new)
+            blocks = pool.blocks_for(req, req.num_computed + new) + pool.chunk_window_blocks(req, req.num_computed, new)
             victim = None
             while blocks > pool.num_free() and victim is not req:
                 victim = self.preempt_latest()
