@@ -29,6 +29,20 @@ def test_cli_simulate_json():
     assert d["prefix_cache_hit_rate"] > 0.7 and d["completed"] == 200
 
 
+def test_cli_simulate_says_the_weights_it_simulated():
+    """Without --weight-dtype the model's published dtype is simulated (gpt-oss-20b: MXFP4), and the header and the
+    JSON say so, not the flag's absence."""
+    base = ("simulate", "--model", "gpt-oss-20b", "--gpu", "h200-sxm", "--rate", "2", "-n", "40",
+            "--prompt-tokens", "512", "--output-tokens", "32")
+    r = _cli(*base, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["weight_dtype"] == "mxfp4"
+    r = _cli(*base)
+    assert r.exit_code == 0 and "(TP 1, mxfp4 weights, bf16 KV)" in r.stdout.splitlines()[0], r.output
+    r = _cli(*base, "--weight-dtype", "bf16", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["weight_dtype"] == "bf16", r.output
+
+
 def test_cli_simulate_variants(tmp_path):
     base = ("simulate", "--model", "mistral-7b-v0.3", "--gpu", "h200-sxm", "--profile", "none", "-n", "100",
             "--prompt-tokens", "512", "--output-tokens", "128")

@@ -236,7 +236,7 @@ def simulate_cmd(
     res = simulate_sequential(reqs, cost) if sequential else simulate(reqs, cost, cfg)
     out = res.summary()
     out.update({
-        "model": m.id, "gpu": g.id, "tensor_parallel": tp, "weight_dtype": weight_dtype, "kv_cache_dtype": kv_dtype,
+        "model": m.id, "gpu": g.id, "tensor_parallel": tp, "weight_dtype": dep.weight_dtype, "kv_cache_dtype": kv_dtype,
         "calibration_note": mode_line, "workload": {"name": reqs.name, **_jsonable(reqs.description)},
         "total_prompt_tokens": reqs.total_prompt_tokens, "total_output_tokens": reqs.total_output_tokens,
     })
