@@ -410,14 +410,13 @@ def admission_kv_bytes_per_gpu(model: ModelSpec, deployment: Deployment, context
     """KV bytes vLLM 0.26 wants free to admit a request of ``context_tokens`` (scheduler_reserve_full_isl): its blocks
     in each sliding group too, capped by :func:`window_admission_blocks`, where it then holds its window
     (:func:`request_kv_bytes_per_gpu`).  Gemma-3-27B at 16,384 tokens: 7 × 1,024 blocks asked, 1,024 + 6 × 65 held."""
-    held = request_kv_bytes_per_gpu(model, deployment, context_tokens)
-    cap = window_admission_blocks(model, deployment)
     kv = kv_bytes_per_request(model, deployment.kv_cache_dtype, context_tokens, deployment.block_size_tokens)
-    if not cap or not kv.sliding_layer_tokens:
-        return held
+    shard = kv_shard_fraction(model, deployment.tensor_parallel, deployment.pipeline_parallel)
+    if not (cap := window_admission_blocks(model, deployment)) or not kv.sliding_layer_tokens:
+        return kv.total_bytes * shard  # what it holds (request_kv_bytes_per_gpu)
     asked = max(kv.sliding_layer_tokens, min(kv.full_layer_tokens, cap * hybrid_block_tokens(
         model, deployment.kv_cache_dtype, deployment.block_size_tokens)))  # each sliding layer's tokens asked
-    return held * (1.0 + kv.sliding_bytes * (asked / kv.sliding_layer_tokens - 1.0) / kv.total_bytes)
+    return (kv.full_bytes + kv.sliding_bytes / kv.sliding_layer_tokens * asked + kv.state_bytes) * shard
 
 
 def kv_pool_concurrency(kv_pool_bytes, kv_bytes_per_request, fits=True, admission_bytes=None):

@@ -240,7 +240,7 @@ def fits_per_gpu(model: ModelSpec, gpus: Iterable[GpuSpec], base: Deployment, co
         m = memory_budget(model, g, dep, profile_for(g.id))
         per_req, ask = (f(model, dep, context_tokens) for f in (request_kv_bytes_per_gpu, admission_kv_bytes_per_gpu))
         users = kv_pool_concurrency(m.kv_pool_bytes, per_req, m.fits, ask)
-        needs = m.weight_bytes + m.overhead_bytes + max(per_req, ask)  # a sliding-window model asks its whole prompt
+        needs = m.weight_bytes + m.overhead_bytes + ask  # >= per_req: a sliding-window model asks its whole prompt
         if users >= 1:
             text = (f"fits: {users:,} requests per replica (needs {fmt_gib(needs)} for one, has "
                     f"{fmt_gib(m.usable_bytes)})")

@@ -64,13 +64,16 @@ class BlockPool:
     def num_free(self) -> int:
         return self.num_free_uncached + self.num_evictable
 
+    def last_blocks(self, req: Request) -> int:
+        """Blocks of ``req``'s tokens at its last token (prompt + output)."""
+        return cdiv(req.prompt_tokens + req.output_tokens, self.block_size)
+
     def side_blocks(self, req: Request) -> int:
         """Blocks ``req`` holds besides its tokens' while it runs (see the class): its state's, and its sliding groups'
         at its last token (prompt + output), which it reaches by then."""
         if not self.window_groups:
             return self.state_blocks
-        last = cdiv(req.prompt_tokens + req.output_tokens, self.block_size)
-        return self.state_blocks + self.window_groups * min(last, self.window_blocks)
+        return self.state_blocks + self.window_groups * min(self.last_blocks(req), self.window_blocks)
 
     def admission_blocks(self, req: Request, hit_blocks: int, tokens: int) -> int:
         """The free blocks vLLM 0.26 asks before it admits ``req`` (waiting, or preempted), its cached prefix of
@@ -96,7 +99,7 @@ class BlockPool:
             return 0
         bs = self.block_size
         lo = max(0, start - (self.window_blocks - 1) * bs + 1) // bs
-        held = min(cdiv(req.prompt_tokens + req.output_tokens, bs), self.window_blocks)
+        held = min(self.last_blocks(req), self.window_blocks)  # each sliding group's share of side_blocks
         return self.window_groups * max(0, cdiv(start + new, bs) - lo - held)
 
     def end_chunk(self, req: Request) -> None:
@@ -107,7 +110,7 @@ class BlockPool:
     def most_blocks(self, req: Request) -> int:
         """The most blocks ``req`` asks free or holds, alone in the engine: at its last token (:meth:`side_blocks`,
         :meth:`admission_blocks` of a request preempted then); more than the pool: it can never run."""
-        last = cdiv(req.prompt_tokens + req.output_tokens, self.block_size)
+        last = self.last_blocks(req)
         return last + self.state_blocks + self.window_groups * min(last, self.window_admission_blocks)
 
     def num_used(self) -> int:
