@@ -19,7 +19,8 @@ from collections.abc import Callable
 import numpy as np
 
 from calibration.solve import METHOD, FitParam, solve, toolchain
-from planner.kernel_families import cudagraph_max_tokens, is_hybrid_swa, moe_variant
+from planner.bands import kernel_family
+from planner.kernel_families import cudagraph_max_tokens
 from planner.profile import (
     AllreduceCoeffs,
     CalibrationProfile,
@@ -96,20 +97,9 @@ KERNELS = {
 
 
 def family_of(m: Measurement) -> str:
-    """The family whose coefficients a measurement identifies (MoE, then TP, then weight format, then KV)."""
-    d = m.deployment
-    if m.model.moe is not None:
-        variant = moe_variant(m.model, d.weight_dtype)
-        return "moe" if variant == "default" else f"moe-{variant}"
-    if is_hybrid_swa(m.model):
-        return "hybrid-swa"
-    if d.tensor_parallel * d.pipeline_parallel > 1:
-        return "tp"
-    if d.weight_dtype not in ("bf16", "fp16"):
-        return d.weight_dtype
-    if d.kv_cache_dtype == "fp8":
-        return "kv-fp8"
-    return "dense"
+    """The family whose coefficients a measurement identifies: :func:`planner.bands.kernel_family` (MoE variant, then
+    sliding-window hybrid, then TP, then weight format, then KV), the family a plan's error band looks up."""
+    return kernel_family(m.model, m.deployment)
 
 
 def regime_of(m: Measurement) -> str:
