@@ -392,7 +392,7 @@ def plan_fleet(question: FleetQuestion, *, model=None, gpus=None, profile_for=No
     (``pruned``) — the answer is the one a full search of every candidate gives.  When the best has no
     calibration of its own, the search goes on among the measured candidates for :attr:`FleetPlan.best_measured`.
     """
-    from planner.fleet_eval import KneeRun, candidate_layouts, launch_range, resolve
+    from planner.fleet_eval import KneeRun, candidate_layouts, launch_range, resolve, slot_note
 
     q = question
     m, gs, prof_of, make = resolve(q, model, gpus, profile_for, make_requests)
@@ -441,4 +441,5 @@ def plan_fleet(question: FleetQuestion, *, model=None, gpus=None, profile_for=No
     best = done[0] if done and done[0].feasible else None
     run = next((r for c, r in live if c is best), None) if best is not None and best.knee is not None else None
     trial = functools.partial(launch_range, q, run.setup, make, best.knee.usable_rate_per_s) if run else None
-    return FleetPlan(q, m.name, tuple(done), notes=tuple(unpriced), launch_trial=trial)
+    return FleetPlan(q, m.name, tuple(done), notes=tuple(unpriced) + slot_note(q, best), launch_trial=trial)
+

@@ -324,3 +324,28 @@ class KneeRun:
         per_request = float(res.output_tokens_per_s) / max(float(res.requests_per_s), 1e-12)
         return Evaluated(pt.max_rate_per_s, usable, pt.confidence, pt.ttft_p99_s, pt.tpot_p99_s, t, p, t50, p50,
                          e2e, usable * e2e, usable * per_request, pt.iterations, pt.trial_requests)
+
+
+#: A replica holding at most this many requests at once can sit far below its steady-state rate at a tail target.
+FEW_SLOTS = 16
+
+
+def slot_note(q, c) -> tuple[str, ...]:
+    """Why a replica (:class:`planner.fleet.FleetCandidate` ``c`` for the question ``q``) that holds only a few
+    requests at once has its knee far (under half) below the steady state's requests/s, when the TTFT target binds
+    there: a request that arrives with every slot busy waits a whole response,
+    so a TTFT tail target needs slots free (Erlang's delay formula: at the p99, under 1 % of arrivals may find them
+    all busy; 2 slots of 5.7-s responses: about 0.15 of them busy on average, 9 slots: 3.5).  Empty unless so."""
+    if c is None or c.knee is None or not 0 < c.first_guess_batch <= FEW_SLOTS or q.ttft_slo_s is None:
+        return ()
+    k, fg = c.knee, c.first_guess_rate_per_s
+    if not fg > 0 or k.knee_rate_per_s >= 0.5 * fg:
+        return ()
+    tpot_share = k.tpot_tail_at_knee_s / q.tpot_slo_s if q.tpot_slo_s else 0.0
+    if k.ttft_tail_at_knee_s / q.ttft_slo_s < tpot_share:
+        return ()
+    return ((f"{c.layout()} holds {c.first_guess_batch:,} request(s) at once (the steady state's "
+            f"{fg:,.3g} req/s keeps them all busy); a request that finds them all busy waits a whole response, "
+            f"so holding the {q.tail} TTFT target keeps most of them free: the knee is {k.knee_rate_per_s:,.3g} "
+            f"req/s, {k.knee_rate_per_s / fg:.0%} of it. More KV room per replica (more GPU memory, an fp8 KV cache, "
+            "fewer GPUs' worth of weights) raises it"),)

@@ -174,7 +174,8 @@ def best_fleet_caption(plan: FleetPlan, demand: Demand) -> str:
                                                   f"{fmt_usd(alt.usd_per_month, 0)}/month." if alt else "."))
     band = (f" ±{b.band_pct:.0f} % throughput band: up to {b.replicas_high:,} replica(s)." if b.replicas_high
             is not None else f" No throughput band: {b.band_basis}.")
-    return f"{demand_line(plan.question, b, detail=False)}.{band}{basis}{_at_pins(plan, sentence=True)}"
+    notes = "".join(f" {n[0].upper()}{n[1:]}." for n in plan.notes)  # e.g. why a replica of few slots idles
+    return f"{demand_line(plan.question, b, detail=False)}.{band}{basis}{_at_pins(plan, sentence=True)}{notes}"
 
 
 def _at_pins(plan: FleetPlan, sentence: bool = False) -> str:
