@@ -132,8 +132,8 @@ def _demand_answer(sc: Scenario, demand: headline.Demand, pins: tuple[int, int] 
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _deploy(sc: Scenario, rate: float, replicas: int | None) -> deploy_view.DeployPanel:
-    return deploy_view.deploy_panel(_planned(sc), rate, replicas)
+def _deploy(sc: Scenario, rate: float, replicas: int | None, operating=None) -> deploy_view.DeployPanel:
+    return deploy_view.deploy_panel(_planned(sc), rate, replicas, operating)
 
 
 @st.cache_resource(max_entries=1)
@@ -469,9 +469,7 @@ def view_compare(sc: Scenario, o: Planned, r, da) -> None:
 
 
 def view_deploy(sc: Scenario, o: Planned, r, da) -> None:
-    own = da.own.best if da.own is not None else None  # the fleet engine's, for the sidebar's GPU and TP
-    rate = (own.demand_rate_per_s if own else da.fleet.request_rate_per_s) or 0.0
-    deploy_view.render(st, _deploy(sc, rate, own and own.replicas), o.model.id)
+    deploy_view.render(st, _deploy(sc, *deploy_view.fleet_args(da)), o.model.id)
 
 
 @st.cache_resource(max_entries=1)

@@ -89,6 +89,45 @@ class Evaluated:
 
 
 @dataclass(frozen=True)
+class OperatingPoint:
+    """One replica as the fleet engine runs it (SI): the rate it is given (``headroom`` below its knee at the
+    ``tail`` targets), the requests in flight then, and the tails the serving simulator gives there."""
+
+    tail: str
+    ttft_slo_s: float | None
+    tpot_slo_s: float | None
+    knee_rate_per_s: float
+    rate_per_s: float
+    in_flight: float
+    ttft_tail_s: float
+    tpot_tail_s: float
+
+    def as_dict(self) -> dict:
+        return {"tail": self.tail, "ttft_slo_s": self.ttft_slo_s, "tpot_slo_s": self.tpot_slo_s,
+                "knee_rate_per_s_per_replica": self.knee_rate_per_s, "rate_per_s_per_replica": self.rate_per_s,
+                "in_flight_per_replica": self.in_flight, "ttft_tail_s": self.ttft_tail_s,
+                "tpot_tail_s": self.tpot_tail_s}
+
+    def sentence(self) -> str:
+        """'0.811 req/s per replica (knee 1.01), 16.7 in flight: p99 TTFT 2,351 ms, TPOT 42.3 ms (targets ...)'."""
+        targets = [f"{n} {v * 1e3:,.4g} ms" for n, v in (("TTFT", self.ttft_slo_s), ("TPOT", self.tpot_slo_s)) if v]
+        return (f"{self.rate_per_s:,.3g} req/s per replica (knee {self.knee_rate_per_s:,.3g}), {self.in_flight:,.1f} "
+                f"in flight: {self.tail} TTFT {self.ttft_tail_s * 1e3:,.0f} ms, TPOT {self.tpot_tail_s * 1e3:,.1f} ms"
+                + (f" (targets: {', '.join(targets)})" if targets else ""))
+
+
+def operating_point(q, c) -> OperatingPoint | None:
+    """The operating point of the fleet engine's sized candidate ``c`` (:class:`planner.fleet.FleetCandidate`) for
+    the question ``q``; None for a candidate without a knee."""
+    k = c.knee if c is not None else None
+    if k is None:
+        return None
+    return OperatingPoint(tail=q.tail, ttft_slo_s=q.ttft_slo_s, tpot_slo_s=q.tpot_slo_s,
+                          knee_rate_per_s=k.knee_rate_per_s, rate_per_s=k.usable_rate_per_s, in_flight=k.in_flight,
+                          ttft_tail_s=k.ttft_tail_s, tpot_tail_s=k.tpot_tail_s)
+
+
+@dataclass(frozen=True)
 class LaunchRange:
     """The operating point's tails (s) with the CPU launch of the steps above the CUDA graphs at the ends of how far
     served hosts and runs launched from the profile (:attr:`planner.profile.CalibrationProfile.launch_call_spread`,

@@ -292,6 +292,13 @@ def band_lines(r: SizingReport) -> list[str]:
     return [f"  {name}: {b.text()} — {b.basis}" for name, b in sorted(r.bands.items())]
 
 
+
+#: What stopped the batch (:attr:`planner.batching.LargestBatch.binding`), in words: "limited by ...".
+LIMIT_TEXT = {"memory": "memory (max concurrency)", "max_num_seqs": "--max-num-seqs",
+              "concurrency": "the requests in flight (--users)", "tpot": "TPOT target", "ttft": "TTFT target",
+              "tpot+ttft": "TPOT and TTFT targets", "none": "nothing fits",
+              "throughput": "the best throughput (a larger batch serves less)"}
+
 def report_text(r: SizingReport, mode_line: str = "") -> str:
     """The human-readable sizing table of a report (what ``planner size`` prints)."""
     d, w, mem = r.deployment, r.workload, r.memory
@@ -336,10 +343,7 @@ def report_text(r: SizingReport, mode_line: str = "") -> str:
         f"  TTFT, one prompt                 {fmt_ms(r.ttft.time_s):>12}   {r.ttft.bound}-bound  {_band(r, 'ttft')}",
     ]
     s = r.slo
-    limit_text = {"memory": "memory (max concurrency)", "max_num_seqs": "--max-num-seqs",
-                  "concurrency": "the requests in flight (--users)", "tpot": "TPOT target", "ttft": "TTFT target",
-                  "tpot+ttft": "TPOT and TTFT targets", "none": "nothing fits",
-                  "throughput": "the best throughput (a larger batch serves less)"}.get(s.binding, s.binding)
+    limit_text = LIMIT_TEXT.get(s.binding, s.binding)
     lines.append(f"  Batch (requests in flight)       {s.batch_size:>12,}   limited by {limit_text}")
     if s.batch_size:
         lines.append(f"  TTFT joining {max(s.batch_size - 1, 0):<6,} running seqs {fmt_ms(s.ttft_s):>11}")

@@ -37,6 +37,30 @@ def test_writes_the_bundle(tmp_path):
     assert pred["sizing"]["model_id"] == "llama-3.1-8b"
 
 
+def test_the_replica_rows_meet_the_targets_and_show_the_fleet_engines_operating_point(tmp_path):
+    """Gemma-3-27B on H200s at 4 req/s, 12,000 + 800 tokens, TTFT <= 5 s, TPOT <= 60 ms: deploy's replica rows were
+    at the 136 requests that fit (TPOT 127.8 ms, twice the target) because its workload dropped the targets; they
+    are now at the largest batch under them, as the dashboard's Deploy view and `planner size` show it, and the
+    fleet engine's operating point (the rate, requests in flight and p99 tails it sized the fleet on) is beside them:
+    the same numbers `planner size --json` gives for its best fleet."""
+    ask = ["--model", "gemma-3-27b", "--gpu", "h200-sxm", "--rate", "4", "--prompt-tokens", "12000",
+           "--output-tokens", "800", "--ttft-slo-ms", "5000", "--tpot-slo-ms", "60"]
+    r = run(["deploy", *ask, "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    pred = json.loads((tmp_path / "predictions.json").read_text())
+    assert pred["tpot_s"] <= 0.060 and pred["sizing"]["slo_binding"] == "tpot"
+    assert pred["batch_size_per_replica"] < pred["max_concurrency_at_max_model_len"]
+    best = json.loads(run(["size", *ask, "--json"]).stdout)["fleet"]
+    op = pred["operating_point"]
+    assert (op["tail"], op["ttft_slo_s"], op["tpot_slo_s"]) == ("p99", 5.0, 0.06)
+    assert op["rate_per_s_per_replica"] == pytest.approx(best["usable_rate_per_s"])
+    assert op["tpot_tail_s"] == pytest.approx(best["tpot_tail_s"]) and op["tpot_tail_s"] <= 0.060
+    assert op["ttft_tail_s"] == pytest.approx(best["ttft_tail_s"]) and op["ttft_tail_s"] <= 5.0
+    line = f"{op['rate_per_s_per_replica']:,.3g} req/s per replica (knee {op['knee_rate_per_s_per_replica']:,.3g})"
+    assert f"at the fleet's operating point (serving simulator): {line}" in r.output
+    assert line in (tmp_path / "README.md").read_text() and line in (tmp_path / "serve.sh").read_text()
+
+
 def test_json_prints_everything():
     r = run(EXAMPLE + ["--json", "--disaggregated"])
     assert r.exit_code == 0, r.output

@@ -41,6 +41,23 @@ def test_bundle_replicas_are_the_plans_fleet():
     assert b.predictions["usd_per_hour"] == pytest.approx(b.replicas * g.price_usd_per_hour)
 
 
+def test_a_fleet_the_engine_sized_is_written_where_the_steady_state_finds_no_batch():
+    """The fleet engine sizes on the simulator's tails; the steady-state formula may find no batch under a target the
+    simulation meets.  Without the engine's replicas the bundle is refused (naming the flag); with them it is written
+    at the replica's limits, and a note says why (not a second answer)."""
+    from planner.deploy import DeployRefused
+
+    g, m = catalog.gpu("h200-sxm"), catalog.model("llama-3.1-8b")
+    wl = Workload(prompt_tokens=4096, output_tokens=512, request_rate_per_s=2, ttft_slo_s=0.001, tpot_slo_s=0.05)
+    with pytest.raises(DeployRefused) as e:
+        deployment_bundle(m, g, Deployment.for_gpu(g), wl)
+    assert e.value.field == "--ttft-slo-ms"
+    b = deployment_bundle(m, g, Deployment.for_gpu(g), wl, replicas=3)
+    assert b.replicas == 3 and b.report.slo.batch_size > 0 and b.report.workload.ttft_slo_s is None
+    assert b.notes[0].startswith("the steady-state formula finds no batch under the targets")
+    assert b.predictions["operating_point"] is None
+
+
 def test_md1_wait_golden():
     """ρ = 0.5, s = 0.1 s: 0.5 × 0.1 / (2 × 0.5) = 0.05 s; ρ = 2/3: (2/3 × 0.1) / (2/3) = 0.1 s; ρ ≥ 1: ∞."""
     assert md1_wait_s(0.5, 0.1) == pytest.approx(0.05)

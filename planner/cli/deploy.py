@@ -18,6 +18,7 @@ from planner.cli.common import FLAG_OF_FIELD, JsonOpt, build, cli_errors, emit_j
 from planner.cli.flags import plan_flags
 from planner.cli.options import make_dir
 from planner.cli.size import fleet_json
+from planner.report import LIMIT_TEXT
 from planner.units import GBIT_PER_S, MS, fmt_gb, fmt_gib, fmt_ms, fmt_usd
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -71,6 +72,7 @@ def deploy_cmd(
     """
     from planner.cli.plan import infeasible_reason, plan_from_flags
     from planner.deploy import DeployRefused, deployment_bundle
+    from planner.fleet_eval import operating_point
     from planner.specs import Workload
 
     if namespace is not None and not _DNS_LABEL.match(namespace):
@@ -81,14 +83,16 @@ def deploy_cmd(
         raise error_exit("infeasible", infeasible_reason(fp.fleet), code=1)
     best = fp.best
     wl = build(Workload, {"prompt_tokens": flags.prompt_tokens, "output_tokens": flags.output_tokens,
-                          "request_rate_per_s": best.demand_rate_per_s}, "--prompt-tokens")
+                          "request_rate_per_s": best.demand_rate_per_s, "ttft_slo_s": fp.fleet.question.ttft_slo_s,
+                          "tpot_slo_s": fp.fleet.question.tpot_slo_s}, "--prompt-tokens")
     try:
         b = deployment_bundle(fp.model, fp.gpu, fp.deployment, wl, profile=fp.profile, calibration_note=fp.mode_line,
                               auto_layout=False, max_model_len=max_model_len,
                               enable_prefix_caching=flags.prefix_caching,
                               spec_preset=spec_preset, spec_model=spec_model, model_path=model_path,
                               namespace=namespace, name=name, disaggregated=disaggregated,
-                              network_bytes_per_s_per_gpu=network_gbps * GBIT_PER_S, replicas=best.replicas)
+                              network_bytes_per_s_per_gpu=network_gbps * GBIT_PER_S, replicas=best.replicas,
+                              operating=operating_point(fp.fleet.question, best))
     except DeployRefused as e:  # startup_check names fields (tensor_parallel); say the flag (--tp)
         flag = e.field if e.field.startswith("--") else FLAG_OF_FIELD.get(e.field, "--" + e.field.replace("_", "-"))
         raise error_exit("infeasible", f"{flag}: {e.reason}", code=1) from None
@@ -115,7 +119,10 @@ def _text(b, out: Path | None, written: list[Path]) -> str:
          f"per GPU, {s.predicted_kv_capacity_tokens:,} tokens; max concurrency at max_model_len "
          f"{b.max_model_len:,}: {s.predicted_max_concurrency:,} requests"),
         (f"  TTFT {fmt_ms(float(r.ttft.time_s))} idle, {fmt_ms(float(r.slo.ttft_s))} joining the batch; TPOT "
-         f"{fmt_ms(float(r.tpot_effective_s))} at batch {r.slo.batch_size:,} (decode step {fmt_ms(float(r.tpot.time_s))})"),
+         f"{fmt_ms(float(r.tpot_effective_s))} at batch {r.slo.batch_size:,}, limited by "
+         f"{LIMIT_TEXT.get(r.slo.binding, r.slo.binding)} (decode step {fmt_ms(float(r.tpot.time_s))})"),
+        *([f"  at the fleet's operating point (serving simulator): {b.operating.sentence()}"]
+          if b.operating is not None else []),
         f"  boot to /health ≈ {b.probes.boot_estimate_s:,.0f} s (startup probe allows {b.probes.startup_budget_s:,} s)",
         (f"Fleet: {f.replicas:,} replica(s) = {f.num_gpus:,} GPUs, {fmt_usd(f.num_gpus * r.price_usd_per_hour)}/hour"
          + (f" for {f.request_rate_per_s:,.3g} req/s" if f.request_rate_per_s else "")

@@ -28,15 +28,28 @@ class DeployPanel:
     refusal: str | None = None
 
 
-def deploy_panel(p: Planned, rate_per_s: float | None, replicas: int | None = None) -> DeployPanel:
+def fleet_args(da) -> tuple[float, int | None, object]:
+    """(rate, replicas, operating point) of the fleet engine's answer for the sidebar's GPU and TP in ``da`` (a
+    :class:`planner.dashboard.headline.DemandAnswer`), as :func:`deploy_panel` takes them: the steady state's rate
+    and no replicas where the engine has no answer."""
+    from planner.fleet_eval import operating_point
+
+    own = da.own.best if da.own is not None else None
+    if own is None:
+        return da.fleet.request_rate_per_s or 0.0, None, None
+    return own.demand_rate_per_s or 0.0, own.replicas, operating_point(da.own.question, own)
+
+
+def deploy_panel(p: Planned, rate_per_s: float | None, replicas: int | None = None,
+                 operating=None) -> DeployPanel:
     """``planner deploy`` for the scenario as chosen (its TP and dtypes; ``replicas`` the fleet engine's for
-    ``rate_per_s``)."""
+    ``rate_per_s``, ``operating`` its operating point: :func:`planner.fleet_eval.operating_point`)."""
     w = p.workload
     wl = Workload(prompt_tokens=w.prompt_tokens, output_tokens=w.output_tokens, ttft_slo_s=w.ttft_slo_s,
                   tpot_slo_s=w.tpot_slo_s, request_rate_per_s=rate_per_s if rate_per_s and rate_per_s > 0 else None)
     try:
         b = deployment_bundle(p.model, p.gpu, p.deployment, wl, profile=p.profile, calibration_note=_note(p),
-                              auto_layout=False, replicas=replicas)
+                              auto_layout=False, replicas=replicas, operating=operating)
     except DeployRefused as e:
         return DeployPanel(None, f"vLLM would not start this plan as chosen ({e.field}): {e.reason}.")
     except ValueError as e:
@@ -54,6 +67,7 @@ def deploy_predictions(b: DeployBundle) -> pd.DataFrame:
         ("TTFT idle / under load", f"{fmt_ms(pr['ttft_idle_s'])} / {fmt_ms(pr['ttft_under_load_s'])}"
                                    + (f" ({r.bands['ttft'].text()})" if "ttft" in r.bands else "")),
         ("TPOT", fmt_ms(pr["tpot_s"]) + (f" ({r.bands['tpot'].text()})" if "tpot" in r.bands else "")),
+        *([("at the fleet's operating point", b.operating.sentence())] if b.operating is not None else []),
         ("replicas × GPUs each", f"{pr['replicas']:,} × {pr['gpus_per_replica']:,} = {pr['gpus']:,} GPUs"),
         ("fleet $ / hour", fmt_usd(pr["usd_per_hour"])),
         ("boot estimate", f"{pr['boot_estimate_s']:,.0f} s"),

@@ -59,6 +59,7 @@ from planner.deploy.layout import (
     replica_layout,
 )
 from planner.deploy.ray import head_service_selector, raycluster
+from planner.fleet_eval import OperatingPoint
 from planner.startup import StartupProblem, startup_check
 from planner.io.files import write_text
 from planner.io.jsonl import json_safe
@@ -104,6 +105,7 @@ class DeployBundle:
     notes: tuple[str, ...]
     files: dict[str, str] = field(default_factory=dict)
     pd_serve: dict[str, ServeCommand] | None = None  # with disaggregated: 'prefill' / 'decode' pool commands
+    operating: OperatingPoint | None = None  # the fleet engine's: one replica's rate, in flight and tails
 
     @property
     def serve_command(self) -> str:
@@ -139,6 +141,7 @@ class DeployBundle:
             "price_usd_per_gpu_hour": r.price_usd_per_hour, "price_source": r.price_source,
             "boot_estimate_s": self.probes.boot_estimate_s, "startup_probe_budget_s": self.probes.startup_budget_s,
             "calibration_mode": r.profile_mode, "calibration_note": self.calibration_note,
+            "operating_point": self.operating.as_dict() if self.operating is not None else None,
             "disaggregated": self._disagg_dict(),
             "notes": list(self.notes), "files": sorted(self.files),
         }
@@ -228,12 +231,15 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
                       spec_model: str | None = None, model_path: str | None = None, namespace: str | None = None,
                       name: str | None = None, image: str = DEFAULT_IMAGE, disaggregated: bool = False,
                       network_bytes_per_s_per_gpu: float = NETWORK_BYTES_PER_S_PER_GPU,
-                      replicas: int | None = None) -> DeployBundle:
+                      replicas: int | None = None, operating: OperatingPoint | None = None) -> DeployBundle:
     """The deployable form of a plan: ``base`` gives dtypes, memory utilisation and scheduler limits; its TP/PP
     are used as given when ``auto_layout`` is False, else the smallest layout that starts and meets the SLO
     is chosen (TP inside a node; beyond a node TP = the node's GPUs, PP = nodes).  ``max_model_len``
     defaults to the workload's prompt + output tokens.  ``replicas``: the fleet engine's replica count
-    (:func:`planner.fleet.plan_fleet`), which the manifests deploy instead of the steady-state report's.
+    (:func:`planner.fleet.plan_fleet`), which the manifests deploy instead of the steady-state report's, and
+    ``operating`` its operating point (:func:`planner.fleet_eval.operating_point`), shown beside the steady state's
+    rows.  A fleet the engine sized is written even where the steady-state formula finds no batch under the
+    workload's targets (the replica's rows are then at its limits, and a note says so).
     Nothing is written to disk (see :meth:`DeployBundle.write`)."""
     mml = int(max_model_len) if max_model_len is not None else workload.context_tokens
     enable_prefix_caching = prefix_caching_for(model, enable_prefix_caching)
@@ -241,7 +247,17 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
         raise ValueError(f"--max-model-len: {mml:,} is below the workload's prompt + output = "
                          f"{workload.context_tokens:,} tokens")
     spec_cfg = _spec_config(spec_preset, spec_model)
-    layout, dep, report = _choose(model, gpu, base, workload, mml, profile, auto_layout)
+    notes = []
+    try:
+        layout, dep, report = _choose(model, gpu, base, workload, mml, profile, auto_layout)
+    except DeployRefused as e:
+        if replicas is None or e.field not in ("--ttft-slo-ms", "--tpot-slo-ms"):
+            raise
+        layout, dep, report = _choose(model, gpu, base, workload.model_copy(
+            update={"ttft_slo_s": None, "tpot_slo_s": None}), mml, profile, auto_layout)
+        notes.append(f"the steady-state formula finds no batch under the targets ({e.reason}) where the fleet "
+                     "engine's serving simulation, which sized this fleet, does: the replica's rows are at its "
+                     "limits, the operating point is the simulator's")
     if replicas is not None:
         report = dataclasses.replace(report, fleet=dataclasses.replace(
             report.fleet, replicas_for_rate=int(replicas), replicas_for_concurrency=0))
@@ -256,7 +272,7 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
     ckpt = checkpoint_bytes(model)
     probes = probe_times(boot_estimate_s(model, layout))
     # the plan's "the workload needs N replicas; the deployment has 1" is what this bundle deploys
-    notes = list(cmd.notes) + [n for n in report.notes if not n.startswith("the workload needs")]
+    notes += list(cmd.notes) + [n for n in report.notes if not n.startswith("the workload needs")]
     if spec_cfg:
         notes.append("speculative decoding: the predicted TTFT/TPOT are without it (`planner simulate "
                      "--spec-preset` models it), and the draft's weights come out of the KV pool, which the "
@@ -266,7 +282,7 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
     _check_manifest_size(workload, layout, report.fleet.replicas, disagg)
     inst = k8s_name(name or f"vllm-{model.id}")
     ann = _annotations(cmd, report)
-    files: dict[str, str] = {"serve.sh": serve_script(model, gpu, layout, cmd, report, mml)}
+    files: dict[str, str] = {"serve.sh": serve_script(model, gpu, layout, cmd, report, mml, operating)}
     replicas = report.fleet.replicas
     rt = runtime_for(gpu)  # AMD: amd.com/gpu, the ROCm image, RCCL settings (planner.deploy.vendor)
     if layout.multi_node:
@@ -301,7 +317,7 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
                                                                 "disaggregated prefill/decode (NixlConnector), NOT measured"))
     files["README.md"] = files["predictions.json"] = ""  # listed in predictions' "files"; filled below
     bundle = DeployBundle(model, gpu, layout, cmd, report, mml, probes, disagg, calibration_note, tuple(notes), files,
-                          pd_cmds)
+                          pd_cmds, operating)
     files["README.md"] = bundle_readme(bundle)
     files["predictions.json"] = json.dumps(json_safe(bundle.to_dict()), indent=2, allow_nan=False, default=str) + "\n"
     return bundle

@@ -7,13 +7,13 @@ from planner.deploy.disagg_k8s import PROXY_SCRIPT, PROXY_SOURCE
 from planner.deploy.helm import CHART, CHART_COMMIT, CHART_DATE
 from planner.deploy.layout import ReplicaLayout
 from planner.quoting import comment_lines, md_code_block, md_text
-from planner.report import SizingReport
+from planner.report import LIMIT_TEXT, SizingReport
 from planner.specs import GpuSpec, ModelSpec
 from planner.units import GBIT_PER_S, fmt_gb, fmt_gib, fmt_ms, fmt_usd
 
 
 def serve_script(model: ModelSpec, gpu: GpuSpec, layout: ReplicaLayout, cmd: ServeCommand, report: SizingReport,
-                 max_model_len: int) -> str:
+                 max_model_len: int, operating=None) -> str:
     """``serve.sh``: comment lines with the predictions, then one line: ``[ENV=… ]vllm serve …``."""
     comments = [
         f"{model.name} on {gpu.name}: one replica, {layout.describe()}.",
@@ -23,6 +23,8 @@ def serve_script(model: ModelSpec, gpu: GpuSpec, layout: ReplicaLayout, cmd: Ser
         (f"Predicted TTFT {fmt_ms(float(report.ttft.time_s))} (idle), TPOT {fmt_ms(float(report.tpot_effective_s))} "
          f"at batch {report.slo.batch_size:,} ({report.profile_mode} model)."),
     ]
+    if operating is not None:
+        comments.append(f"At the fleet's operating point (serving simulator): {operating.sentence()}.")
     if layout.multi_node:
         comments.append(f"Runs on the Ray head once all {layout.nodes} nodes have joined one Ray cluster "
                         "(ray start --head / ray start --address=<head>:6379); k8s-raycluster.yaml does that.")
@@ -58,10 +60,12 @@ def bundle_readme(bundle) -> str:
              f"{fmt_gib(s.predicted_kv_pool_bytes_per_gpu, 2)} ({s.predicted_kv_capacity_tokens:,} tokens)"),
         _row(f"max concurrency at max_model_len {b.max_model_len:,}", f"{s.predicted_max_concurrency:,} requests"),
         _row("TTFT, idle / joining the batch", f"{fmt_ms(float(r.ttft.time_s))} / {fmt_ms(float(r.slo.ttft_s))}"),
-        _row(f"TPOT at batch {r.slo.batch_size:,} (decode step alone)",
-             f"{fmt_ms(float(r.tpot_effective_s))} ({fmt_ms(float(r.tpot.time_s))})"),
-        _row("throughput", f"{float(r.throughput.requests_per_s):,.3f} requests/s, "
+        _row(f"TPOT at batch {r.slo.batch_size:,}, limited by {LIMIT_TEXT.get(r.slo.binding, r.slo.binding)}",
+             f"{fmt_ms(float(r.tpot_effective_s))} (decode step alone {fmt_ms(float(r.tpot.time_s))})"),
+        _row(f"throughput at batch {r.slo.batch_size:,}", f"{float(r.throughput.requests_per_s):,.3f} requests/s, "
              f"{float(r.throughput.output_tokens_per_s):,.0f} output tokens/s"),
+        *([_row("at the fleet's operating point (serving simulator)", b.operating.sentence())]
+          if b.operating is not None else []),
         _row("boot to /health (estimate)",
              f"{b.probes.boot_estimate_s:,.0f} s; startup probe allows {b.probes.startup_budget_s:,} s"),
         "",
