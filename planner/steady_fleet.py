@@ -11,8 +11,9 @@ response-time law (Little's law on the closed loop; Lazowska et al., *Quantitati
 :func:`planner.cost.fleet_for` says for :func:`planner.plan.plan`'s replica), GPUs = replicas × TP × PP,
 $/hour = GPUs × price per GPU-hour, $/month = $/hour × :data:`HOURS_PER_MONTH`.
 
-**Error band** — a replica's throughput carries the error of the latency it is computed from: the wider
-of the TTFT and TPOT bands (:mod:`planner.bands`).  ``replicas_low`` / ``replicas_high`` are the fleet if
+**Error band** — a replica's throughput carries the error of the latency it is computed from: the band of
+the target that holds its batch, the wider of the TTFT and TPOT bands where neither or both do
+(:mod:`planner.bands`, :func:`throughput_band`).  ``replicas_low`` / ``replicas_high`` are the fleet if
 each replica served (1 ± band) × the predicted requests/s (the band moves the rate term; the
 requests-in-flight term does not depend on throughput).  Where a band has no measured basis there is no
 range, and ``band_basis`` says why.
@@ -166,13 +167,25 @@ def _num(x: float | None) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:,.3g}"
 
 
+#: The latency whose error moves a replica's rate, by what stopped its batch (``LargestBatch.binding``): the target
+#: that binds; both where both or neither do (memory, max_num_seqs: the rate is batch ÷ E2E, E2E both of them).
+BAND_OF_BINDING = {"tpot": ("tpot",), "ttft": ("ttft",)}
+
+
 def throughput_band(report: SizingReport) -> tuple[float | None, str]:
-    parts = [(name, report.bands.get(name)) for name in ("ttft", "tpot")]
+    """The error band of a replica's requests/s (module docstring): the band of the latency target that holds its
+    batch, the wider of the TTFT and TPOT bands otherwise.  A TTFT far inside its target does not move a
+    TPOT-bound rate: gpt-oss-120b at TPOT <= 50 ms takes the MXFP4 family's TPOT band (±11 %), not its single-prompt
+    TTFT band (±67 %, the launch of prompts beyond the CUDA graphs, whose time the TPOT band's mixed steps hold)."""
+    names = BAND_OF_BINDING.get(report.slo.binding, ("ttft", "tpot"))
+    parts = [(name, report.bands.get(name)) for name in names]
     missing = [f"{name}: {b.basis}" if b is not None else f"{name}: no band" for name, b in parts
                if b is None or b.pct is None]
     if missing:
         return None, "; ".join(missing)
     name, b = max(parts, key=lambda nb: nb[1].pct)
+    if len(parts) == 1:
+        return float(b.pct), f"the {name.upper()} band: its target holds the batch ({b.basis})"
     return float(b.pct), f"the wider of the TTFT and TPOT bands ({name}: {b.basis})"
 
 

@@ -47,15 +47,17 @@ def test_users_with_no_think_time_are_all_in_flight(specs):
 
 
 def test_fleet_costs_and_band(specs):
-    """$/hour = GPUs × price per GPU-hour, $/month = $/hour × 730; the band's replicas bracket the answer."""
+    """$/hour = GPUs × price per GPU-hour, $/month = $/hour × 730; the band's replicas bracket the answer.  The band
+    is the binding target's (here the TPOT target holds the batch: the TPOT band, not the wider TTFT one)."""
     m, g, d, prof = specs
     r, f = plan_for_demand(m, g, d, WL, prof, rate_per_s=5.0, size_deployment=True)
     assert f.replicas == math.ceil(5.0 / f.requests_per_s_per_replica - 1e-9)
     assert f.num_gpus == f.replicas * 4 == r.deployment.num_gpus and not r.warnings
     assert f.usd_per_hour == pytest.approx(f.num_gpus * g.price_usd_per_hour)
     assert f.usd_per_month == pytest.approx(f.usd_per_hour * 730) and HOURS_PER_MONTH == 730
-    b = max(r.bands["ttft"].pct, r.bands["tpot"].pct)
-    assert f.throughput_band_pct == b
+    assert r.slo.binding == "tpot" and r.bands["ttft"].pct > r.bands["tpot"].pct
+    b = r.bands["tpot"].pct
+    assert f.throughput_band_pct == b and f.band_basis.startswith("the TPOT band: its target holds the batch")
     assert f.replicas_low == math.ceil(5.0 / (f.requests_per_s_per_replica * (1 + b / 100)) - 1e-9)
     assert f.replicas_high == math.ceil(5.0 / (f.requests_per_s_per_replica * (1 - b / 100)) - 1e-9)
     assert f.replicas_low <= f.replicas <= f.replicas_high
@@ -98,3 +100,20 @@ def test_size_with_too_few_gpus_warns_first():
     lines = r.stdout.splitlines()
     assert lines[0].startswith("Fleet: ")
     assert any(x.startswith("  warning: --num-gpus 4 holds 1 replica(s)") for x in lines[:6])
+
+
+def test_the_throughput_band_is_the_binding_targets(specs):
+    """TTFT binding -> the TTFT band; memory (no target binds) -> the wider of the two (planner.steady_fleet)."""
+    from planner.steady_fleet import throughput_band
+
+    m, g, d, prof = specs
+    # Llama-3.1-70B on 4 H200s: one 4,096-token prompt takes 300 ms, so TTFT <= 300 ms holds the batch to 6
+    tight_ttft = WL.model_copy(update={"ttft_slo_s": 0.3, "tpot_slo_s": None})
+    r, _ = plan_for_demand(m, g, d, tight_ttft, prof, rate_per_s=5.0, size_deployment=True)
+    assert r.slo.binding == "ttft" and r.slo.batch_size == 6
+    assert throughput_band(r)[0] == r.bands["ttft"].pct and throughput_band(r)[1].startswith("the TTFT band")
+    free = WL.model_copy(update={"ttft_slo_s": None, "tpot_slo_s": None})
+    r, _ = plan_for_demand(m, g, d, free, prof, rate_per_s=5.0, size_deployment=True)
+    assert r.slo.binding in ("memory", "max_num_seqs")
+    assert throughput_band(r) == (max(r.bands["ttft"].pct, r.bands["tpot"].pct),
+                                  throughput_band(r)[1]) and throughput_band(r)[1].startswith("the wider")
