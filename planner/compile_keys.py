@@ -132,12 +132,14 @@ def shape_compile_s(model: ModelSpec, weight_dtype: str, profile) -> float:
             + moe.shape_compile_expert_s * (moe.shape_compile_offset_experts + model.moe.num_experts))
 
 
-def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> str:
+def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None, max_model_len: int | None = None) -> str:
     """What a cold vLLM 0.26 engine does before it serves at the predicted speed, and how to warm it (measured on
     the H200: engine start 54-258 s over the 51 engines served with serve_bench under calibration/data, median 128 s:
     Llama-3.1-8B 54-75 s, gpt-oss-120b 258 s): the graph capture, and for a MoE model the
     Triton compile of each new step-size key above the graphs (module docstring), how many, how long (``profile``'s
-    :func:`shape_compile_s`) and which prompts warm them."""
+    :func:`shape_compile_s`) and which prompts warm them: only those up to the engine's ``max_model_len`` (vLLM refuses a
+    longer prompt), the keys of larger steps being left to the first traffic (gpt-oss at 2,000 + 400 tokens: 86 of
+    its 448 keys can be warmed)."""
     cap, top = cudagraph_max_tokens(deployment, model), deployment.max_num_batched_tokens
     note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
             f"1-{cap} tokens before it serves (engine start 54-258 s measured on H200s, median 128 s); "
@@ -163,16 +165,26 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None) -> s
     note += (f"; the {kernel} compiles again the first time a larger step has a new kernel key (its configuration "
              f"and sizes' divisibility by 16): {n} key{'s' if n > 1 else ''} from {cap + 1:,} to {top:,} tokens "
              f"({cost}), spread over the first traffic (served chat on an H200: TTFT p50 ~1 s for 2,000 requests on "
-             f"gpt-oss, p99 x5-8 on Qwen3-30B-A3B and Mixtral); the latencies here are for an engine past them. "
-             f"Warm it with {n} request{'s' if n > 1 else ''} sent one at a time to the idle engine, output 1 token, "
-             f"texts no cache shares, prompts of ")
-    if n <= LISTED_WARM_UP_SIZES:
-        note += ", ".join(f"{s:,}" for s in sizes) + " tokens"
+             f"gpt-oss, p99 x5-8 on Qwen3-30B-A3B and Mixtral); the latencies here are for an engine past them. ")
+    mml = top if max_model_len is None else int(max_model_len)
+    if mxfp4 and n > LISTED_WARM_UP_SIZES:  # two keys a 32-token bucket: 32k + 16 and 32k + 17 tokens warm them
+        lo, hi = sizes[0] // MXFP4_BUCKET_TOKENS, min(top - 1, mml - 17) // MXFP4_BUCKET_TOKENS
+        sent = 2 * max(0, hi - lo + 1)
+        prompts = f"32k + 16 and 32k + 17 tokens for k = {lo}..{hi}"
     else:
-        lo, hi = sizes[0] // MXFP4_BUCKET_TOKENS, (top - 1) // MXFP4_BUCKET_TOKENS
-        note += (f"32k + 16 and 32k + 17 tokens for k = {lo}..{hi}" if mxfp4 else
-                 f"the {n} sizes `planner.compile_keys.warm_up_sizes` lists ({sizes[0]:,} to {sizes[-1]:,})")
-    note += " (measured: no stall afterwards"
-    return note + (f"), or serve with --max-num-batched-tokens {cap} (every step inside the graphs: no stall in "
-                   f"10,000 steps, TTFT p50 46 ms and 29 % more throughput at 30 req/s on gpt-oss-20b)" if mxfp4
-                   else ")")
+        ok = [s for s in sizes if s <= mml]
+        sent = len(ok)
+        prompts = (", ".join(f"{s:,}" for s in ok) + " tokens" if sent <= LISTED_WARM_UP_SIZES else
+                   f"the {sent} sizes `planner.compile_keys.warm_up_sizes` lists ({ok[0]:,} to {ok[-1]:,})")
+    if sent:
+        note += (f"Warm it with {sent} request{'s' if sent > 1 else ''} sent one at a time to the idle engine, output "
+                 f"1 token, texts no cache shares, prompts of {prompts} (measured: no stall afterwards)")
+    if sent < n:
+        many = n - sent > 1
+        note += (f"{'; the other' if sent else 'The'} {n - sent} key{'s' if many else ''} {'are' if many else 'is'} "
+                 f"of steps of more than {mml:,} tokens, which only steps packing several prompts make (vLLM refuses "
+                 f"a prompt over --max-model-len {mml:,}): {'they compile' if many else 'it compiles'} in the first "
+                 "traffic")
+    return note + (f"{'; or' if note.endswith('traffic') else ', or'} serve with --max-num-batched-tokens {cap} "
+                   f"(every step inside the graphs: no stall in 10,000 steps, TTFT p50 46 ms and 29 % more throughput "
+                   f"at 30 req/s on gpt-oss-20b)" if mxfp4 else "")

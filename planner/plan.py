@@ -147,7 +147,7 @@ def plan(
         notes.append(f"batch {slo.batch_size:,} serves more output tokens per second than any larger batch under the "
                      f"targets (a step-cost cliff above it), so the plan runs there, not at the largest")
     if feasible:
-        notes.append(cold_start_note(model, deployment, profile))
+        notes.append(cold_start_note(model, deployment, profile, workload.context_tokens))  # the planned max_model_len
         if note := routing_note(model, gpu, deployment, profile, b, decode_context_tokens(workload),
                                  _f(tpot.time_s)):
             notes.append(note)

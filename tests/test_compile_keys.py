@@ -190,6 +190,37 @@ def test_the_plan_names_the_fused_moe_warm_up_prompts(profile):
     assert "keys from" not in cold_start_note(QWEN, Deployment.for_gpu(H200, max_num_batched_tokens=512), profile)
 
 
+def test_the_warm_up_prompts_fit_the_engines_max_model_len(profile, tmp_path):
+    """vLLM refuses a prompt over --max-model-len, so only the keys of steps up to it can be warmed one prompt at a
+    time.  Qwen3-30B-A3B at --max-model-len 1,200: 513 and 769 of its four sizes (1,281 and 1,282 are left to the
+    first traffic).  gpt-oss-120b at 2,000 + 400 tokens (the plan's --max-model-len 2,400): buckets k = 32..74,
+    since 32 x 74 + 17 = 2,385 <= 2,400 < 32 x 75 + 17 = 2,417: 2 x 43 = 86 of its 448 keys; at 1,024 (inside its
+    graphs' 1,024 + 17) none, and the other way, --max-num-batched-tokens 1024, is named.  `planner deploy` writes
+    the note of the engine it writes (its --max-model-len)."""
+    note = cold_start_note(QWEN, Deployment.for_gpu(H200), profile, 1200)
+    assert "Warm it with 2 requests" in note and "prompts of 513, 769 tokens" in note
+    assert "the other 2 keys are of steps of more than 1,200 tokens" in note and note.endswith("first traffic")
+    oss = catalog.model("gpt-oss-120b")
+    dep = Deployment.for_gpu(H200, weight_dtype="mxfp4")
+    note = cold_start_note(oss, dep, profile, 2400)
+    assert "Warm it with 86 requests" in note and "k = 32..74" in note and "the other 362 keys" in note
+    assert "; or serve with --max-num-batched-tokens 1024" in note
+    none = cold_start_note(oss, dep, profile, 1024)
+    assert "Warm it" not in none and "The 448 keys are of steps of more than 1,024 tokens" in none
+    assert cold_start_note(oss, dep, profile) == cold_start_note(oss, dep, profile, 8192)  # every key sendable
+    assert "k = 32..255 (measured: no stall afterwards), or serve" in cold_start_note(oss, dep, profile)
+    from typer.testing import CliRunner
+
+    from planner.cli.app import app
+
+    res = CliRunner().invoke(app, ["deploy", "--model", "gpt-oss-120b", "--gpu", "h200-sxm", "--rate", "1",
+                                   "--prompt-tokens", "2000", "--output-tokens", "400", "--max-model-len", "4000",
+                                   "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    # 32 x 124 + 17 = 3,985 <= 4,000: k = 32..124, 2 x 93 = 186 keys
+    assert "Warm it with 186 requests" in (tmp_path / "README.md").read_text()
+
+
 def test_the_configuration_table_is_written_as_vllm_reads_it(tmp_path):
     """calibration.moe_configs keeps each file's {M: config} with triton_version dropped and equal configurations
     stored once; the committed table has the wheel's 326 files, and a bad folder is refused naming it (exit 2)."""

@@ -58,6 +58,7 @@ from planner.deploy.layout import (
     probe_times,
     replica_layout,
 )
+from planner.compile_keys import cold_start_note
 from planner.deploy.ray import head_service_selector, raycluster
 from planner.fleet_eval import OperatingPoint
 from planner.startup import StartupProblem, startup_check
@@ -272,7 +273,9 @@ def deployment_bundle(model: ModelSpec, gpu: GpuSpec, base: Deployment, workload
     ckpt = checkpoint_bytes(model)
     probes = probe_times(boot_estimate_s(model, layout))
     # the plan's "the workload needs N replicas; the deployment has 1" is what this bundle deploys
-    notes += list(cmd.notes) + [n for n in report.notes if not n.startswith("the workload needs")]
+    # the cold-start note of the engine as written (its --max-model-len bounds the warm-up prompts)
+    notes += list(cmd.notes) + [cold_start_note(model, dep, profile, mml) if n.startswith("cold start") else n
+                                for n in report.notes if not n.startswith("the workload needs")]
     if spec_cfg:
         notes.append("speculative decoding: the predicted TTFT/TPOT are without it (`planner simulate "
                      "--spec-preset` models it), and the draft's weights come out of the KV pool, which the "
