@@ -114,13 +114,15 @@ class ReplicaKnee:
 
 
 def replica_knee(model: ModelSpec, gpu: GpuSpec, profile: CalibrationProfile, make_requests, ttft_slo_s: float,
-                 tpot_slo_s: float, *, weight_dtype: str = "bf16", kv_cache_dtype: str = "bf16",
+                 tpot_slo_s: float, *, weight_dtype: str | None = None, kv_cache_dtype: str = "bf16",
                  tensor_parallel: int | None = None, headroom: float = DEFAULT_HEADROOM,
                  enable_prefix_caching: bool | None = None, max_model_len: int | None = None) -> ReplicaKnee:
     """The knee of one replica (the smallest TP that starts when ``tensor_parallel`` is None), from the
     simulator via :func:`planner.serving.load.fleet_candidates`.  ValueError naming the flag for a headroom
     outside [0, 0.9]; a replica that does not start, or meets the targets at no rate, is returned with
-    ``knee_rate_per_s`` 0 and the reason in ``confidence`` ('none: …')."""
+    ``knee_rate_per_s`` 0 and the reason in ``confidence`` ('none: …').  ``weight_dtype``: the model's own format
+    (``native_dtype``, as every other surface) unless given."""
+    weight_dtype = weight_dtype or model.native_dtype
     if not (math.isfinite(headroom) and 0 <= headroom <= 0.9):
         raise ValueError(f"--headroom-pct: must be from 0 to 90 %, got {100 * headroom:g}")
     probe = make_requests(1.0, num_requests=2000)

@@ -73,7 +73,7 @@ class CapacityPlan:
 
 
 def plan_capacity(model: ModelSpec, gpus: list[tuple[GpuSpec, CalibrationProfile]], demand: DemandCurve,
-                  make_requests, ttft_slo_s: float, tpot_slo_s: float, *, weight_dtype: str = "bf16",
+                  make_requests, ttft_slo_s: float, tpot_slo_s: float, *, weight_dtype: str | None = None,
                   kv_cache_dtype: str = "bf16", tensor_parallel: int | None = None,
                   headroom: float = DEFAULT_HEADROOM, min_replicas: int = 1, max_replicas: int | None = None,
                   prices: Prices | None = None, api_usd_per_mtok_output: float | None = None,

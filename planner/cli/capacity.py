@@ -130,7 +130,8 @@ def capacity_cmd(
                              ] = DEFAULT_PROMPT_TOKENS,
     output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Output tokens per request.")
                              ] = DEFAULT_OUTPUT_TOKENS,
-    weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="Weight dtype of every GPU type.")] = "bf16",
+    weight_dtype: Annotated[str | None, typer.Option("--weight-dtype", help=(
+        "Weight dtype of every GPU type (default: the model's own, as planner size)."))] = None,
     kv_dtype: KvDtypeOpt = "bf16",
     tp: Annotated[int | None, typer.Option("--tp", min=1, help="TP per replica (default: the smallest that starts).")
                   ] = None,
