@@ -46,13 +46,27 @@ def test_measured_boots_are_the_files():
         assert b.init_engine_s in took
 
 
+def test_the_boot_table_is_every_boot_under_calibration_data():
+    """planner/data's table is what calibration.boots collects from the committed serve_bench.jsonl files (65 boots
+    of 13 models, 2026-11-30 to 2026-12-05): a campaign that adds a boot must write it (python -m calibration.boots
+    --write), and none is typed by hand."""
+    from calibration.boots import TABLE, table
+
+    assert json.loads(TABLE.read_text()) == table()
+    assert len(MEASURED_BOOTS) == 65 and len({b.model_id for b in MEASURED_BOOTS}) == 13
+
+
 def test_lead_time_arithmetic():
-    """Llama-3.1-8B: polling 30 + scrape 15 + node 0 + the slowest of its 5 measured boots (103.1 s) +
-    16.06e9 B at 1 GB/s = 164.16 s; a model never booted takes the slowest boot of all (144.1 s)."""
+    """Llama-3.1-8B: polling 30 + scrape 15 + node 0 + the slowest of its 18 measured boots (144.1 s) +
+    16.06e9 B at 1 GB/s = 205.16 s; gpt-oss-120b its one boot (258.2 s, the Triton MXFP4 MoE compiled in the profiling
+    pass) + 65.1e9 B; a model never booted takes the slowest boot of all (gpt-oss-120b's)."""
     lt = lead_time(catalog.model("llama-3.1-8b"))
-    assert lt.boot_s == 103.1 and lt.total_s == pytest.approx(45 + 103.1 + 16.0605, abs=0.01)
-    other = lead_time(catalog.model("mistral-7b-v0.3"), node_provision_s=240)
-    assert other.boot_s == 144.1 and "no boot of mistral-7b-v0.3 measured" in other.boot_basis
+    assert lt.boot_s == 144.1 and lt.total_s == pytest.approx(45 + 144.1 + 16.0605, abs=0.01)
+    assert "slowest of 18 measured boot(s) of llama-3.1-8b" in lt.boot_basis
+    oss = lead_time(catalog.model("gpt-oss-120b"))
+    assert oss.boot_s == 258.2 and "of gpt-oss-120b" in oss.boot_basis and "no boot" not in oss.boot_basis
+    other = lead_time(catalog.model("qwen2.5-72b"), node_provision_s=240)
+    assert other.boot_s == 258.2 and "no boot of qwen2.5-72b measured" in other.boot_basis
     assert other.node_provision_s == 240
     with pytest.raises(ValueError, match="--node-provision-s"):
         lead_time(catalog.model("llama-3.1-8b"), node_provision_s=-1)
@@ -116,3 +130,12 @@ def test_replay_shortcut_agrees_with_the_direct_simulation(setup):
     r = replay_policy(d, pol, table)
     direct = replay_direct(d, r, table)
     assert np.max(np.abs(direct - r.attainment)) <= 0.02
+
+
+def test_a_replica_runs_the_models_own_weight_format_by_default():
+    """As planner size, simulate, replay and sweep: gpt-oss-20b is planned at mxfp4 (its published format), not bf16
+    (planner capacity's old default, which doubled gpt-oss-120b's GPUs per replica)."""
+    g = catalog.gpu("h200-sxm")
+    k = replica_knee(catalog.model("gpt-oss-20b"), g, catalog.resolve_profile("auto", g.id)[0],
+                     workload_maker(1024, 128), 0.5, 0.05)
+    assert k.weight_dtype == "mxfp4" and k.knee_rate_per_s > 0

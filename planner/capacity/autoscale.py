@@ -29,13 +29,15 @@ dummy weights (``boot_s`` of each ``serve_bench.jsonl`` boot record; the engine'
 engine (profile, create kv cache, warmup model) took … s" is ``init_engine_s``); the slowest boot of the
 same model is used, else the slowest of all.  Dummy weights read nothing, so the checkpoint's bytes at
 :data:`planner.deploy.layout.WEIGHT_LOAD_BYTES_PER_S` are added.  Llama-3.1-8B, one node, KEDA polling
-30 s + scrape 15 s: 45 + 0 + 103.1 + 16.06 = 164.2 s.
+30 s + scrape 15 s: 45 + 0 + 144.1 + 16.06 = 205.2 s.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -60,6 +62,7 @@ HPA_TOLERANCE = 0.1
 #: How often Prometheus scrapes vLLM's /metrics: 15 s, a common ServiceMonitor interval (our assumption;
 #: Prometheus's own default scrape_interval is 1 min).
 SCRAPE_INTERVAL_S = 15.0
+BOOTS_TABLE = Path(__file__).resolve().parent.parent / "data" / "measured_boots_vllm-0.26.0.json"
 
 
 @dataclass(frozen=True)
@@ -75,22 +78,10 @@ class BootRecord:
     source: str
 
 
-_D30, _D01 = "calibration/data/h200x2-2026-11-30/", "calibration/data/h200x2-2026-12-01/"
-#: vLLM 0.26.0 on H200, --load-format dummy (``boot_s``, ``init_engine_s`` of each file's boot record;
-#: pinned to the files by tests/test_capacity_autoscale.py).
-MEASURED_BOOTS = tuple(
-    BootRecord(m, "h200-sxm", tp, boot, init, date, f"{folder}{run}/serve_bench.jsonl")
-    for m, tp, boot, init, date, folder, run in (
-        ("llama-3.1-8b", 1, 89.1, 42.06, "2026-11-30", _D30, "serve-llama-3.1-8b"),
-        ("mixtral-8x7b", 1, 117.1, 59.82, "2026-11-30", _D30, "serve-mixtral-8x7b"),
-        ("qwen2.5-32b", 2, 117.1, 60.61, "2026-11-30", _D30, "serve-qwen2.5-32b-tp2"),
-        ("llama-3.1-8b", 1, 74.1, 26.07, "2026-12-01", _D01, "serve-llama-chat"),
-        ("llama-3.1-8b", 1, 75.1, 27.05, "2026-12-01", _D01, "serve-llama-nocache"),
-        ("llama-3.1-8b", 1, 54.1, 9.73, "2026-12-01", _D01, "refused-verify-llama"),
-        ("llama-3.1-8b", 1, 103.1, 38.87, "2026-12-01", _D01, "verify-llama"),
-        ("qwen2.5-32b", 2, 132.1, 57.28, "2026-12-01", _D01, "refused-serve-qwen2.5-32b-tp2"),
-        ("qwen2.5-32b", 2, 144.1, 61.42, "2026-12-01", _D01, "serve-qwen2.5-32b-tp2"),
-    ))
+#: vLLM 0.26.0 on H200, --load-format dummy: every boot record of a serve_bench.jsonl under calibration/data
+#: (``python -m calibration.boots --write`` collects them into planner/data; tests/test_capacity_autoscale.py checks
+#: the table against the files and their engines' logs).
+MEASURED_BOOTS = tuple(BootRecord(**b) for b in json.loads(BOOTS_TABLE.read_text(encoding="utf-8"))["boots"])
 
 
 @dataclass(frozen=True)

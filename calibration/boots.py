@@ -1,0 +1,67 @@
+"""The measured vLLM boots the capacity plan's scale-up lead time takes (planner.capacity.autoscale.MEASURED_BOOTS).
+
+Every ``serve_bench.jsonl`` under calibration/data that holds a boot record (``calibration/serve_bench.py``: container
+start to ``/health`` answering, dummy weights, vLLM 0.26.0 on lent H200s) gives one: its model, tensor parallel (the
+command's ``--tensor-parallel-size``), ``boot_s``, ``init_engine_s`` (the engine's log line "init engine (profile,
+create kv cache, warmup model) took … s"), the date of its campaign folder and its path.  The table is written to
+``planner/data/measured_boots_vllm-0.26.0.json`` (the planner reads no calibration data at run time), and
+``tests/test_capacity_autoscale.py`` checks it is exactly what this collects from the committed files.
+
+    python -m calibration.boots            # print the table; exit 1 if the committed one differs
+    python -m calibration.boots --write    # write it
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "calibration" / "data"
+TABLE = ROOT / "planner" / "data" / "measured_boots_vllm-0.26.0.json"
+#: every served engine under calibration/data ran on a lent H200 (the folders are named h200-… / h200x2-…)
+GPU_ID = "h200-sxm"
+
+
+def collect(data: Path = DATA) -> list[dict]:
+    """The boot of every serve_bench.jsonl under ``data`` that has one, in path order."""
+    out = []
+    for f in sorted(data.rglob("serve_bench.jsonl")):
+        recs = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        boot = next((r for r in recs if r.get("type") == "boot"), None)
+        argv = next((r["argv"] for r in recs if "argv" in r), None)
+        if boot is None or argv is None:
+            continue
+        tp = int(argv[argv.index("--tensor-parallel-size") + 1]) if "--tensor-parallel-size" in argv else 1
+        date = re.search(r"(\d{4}-\d{2}-\d{2})", str(f.relative_to(data)))
+        out.append({"model_id": boot["model"], "gpu_id": GPU_ID, "tensor_parallel": tp,
+                    "boot_s": round(float(boot["boot_s"]), 1), "init_engine_s": round(float(boot["init_engine_s"]), 2),
+                    "date": date.group(1) if date else "", "source": str(f.relative_to(ROOT))})
+    return out
+
+
+def table(data: Path = DATA) -> dict:
+    return {"vllm_version": "0.26.0", "weights": "dummy (--load-format dummy): the checkpoint's read is added apart",
+            "collected_by": "python -m calibration.boots --write", "boots": collect(data)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    t = table()
+    text = json.dumps(t, indent=1) + "\n"
+    if "--write" in args:
+        TABLE.write_text(text)
+        print(f"wrote {len(t['boots'])} boots to {TABLE.relative_to(ROOT)}")
+        return 0
+    for b in t["boots"]:
+        print(f"{b['model_id']:22s} TP {b['tensor_parallel']}  boot {b['boot_s']:6.1f} s  init {b['init_engine_s']:6.2f} s"
+              f"  {b['source']}")
+    same = TABLE.exists() and TABLE.read_text() == text
+    print(f"{len(t['boots'])} boots; {TABLE.relative_to(ROOT)} {'matches' if same else 'DIFFERS (run with --write)'}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
