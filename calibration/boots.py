@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {len(t['boots'])} boots to {TABLE.relative_to(ROOT)}")
         return 0
     for b in t["boots"]:
-        print(f"{b['model_id']:22s} TP {b['tensor_parallel']}  boot {b['boot_s']:6.1f} s  init {b['init_engine_s']:6.2f} s"
-              f"  {b['source']}")
+        print(f"{b['model_id']:22s} TP {b['tensor_parallel']}  boot {b['boot_s']:6.1f} s  "
+              f"init {b['init_engine_s']:6.2f} s  {b['source']}")
     same = TABLE.exists() and TABLE.read_text() == text
     print(f"{len(t['boots'])} boots; {TABLE.relative_to(ROOT)} {'matches' if same else 'DIFFERS (run with --write)'}")
     return 0 if same else 1

@@ -1,14 +1,14 @@
 """The expected error of a prediction ("±x %"), from how its kernel families did on measurements.
 
-A prediction belongs to families by what it runs (:func:`families`): its kernel family (:func:`kernel_family`:
-the MoE variant, ``moe``, ``moe-mxfp4``, ``moe-mla`` or ``moe-fp8``, or ``hybrid-swa`` for a sliding-window hybrid
-dense model), its weight format (fp8, int4, ... ; dense 16-bit otherwise) where that family does not already run
-it, ``kv-fp8`` for an fp8 KV cache, ``tp`` under tensor parallel.  The calibration fit stores, per ``<family>/<regime>``, the p90 absolute error on held-out
-engines (or, where none was measured, on the engines it was fitted on; the basis says which) —
-:class:`planner.profile.ErrorBand`.  A prediction's band is the widest of its families' bands for its
-regime; a transferred profile (another GPU's calibration on this GPU's datasheet roofs) adds, in
-quadrature, the error measured against published numbers for this GPU.  Where any family or the GPU has
-no measured basis the band says so instead of showing a number.
+A prediction belongs to families by what it runs (:func:`families`): its kernel family (:func:`kernel_family`: the
+MoE variant, ``moe``, ``moe-mxfp4``, ``moe-mla`` or ``moe-fp8``, or ``hybrid-swa`` for a sliding-window hybrid dense
+model), its weight format (fp8, int4, ... ; dense 16-bit otherwise) where that family does not already run it,
+``kv-fp8`` for an fp8 KV cache, ``tp`` under tensor parallel. The calibration fit stores, per ``<family>/<regime>``,
+the p90 absolute error on held-out engines (or, where none was measured, on the engines it was fitted on; the basis
+says which) — :class:`planner.profile.ErrorBand`. A prediction's band is the widest of its families' bands for its
+regime; a transferred profile (another GPU's calibration on this GPU's datasheet roofs) adds, in quadrature, the
+error measured against published numbers for this GPU. Where any family or the GPU has no measured basis the band
+says so instead of showing a number.
 
 Regimes: ``decode`` (a decode step / TPOT), ``prefill_short`` (prompts of ≤ 2,048 tokens: CPU overheads
 and CUDA-graph boundaries dominate), ``prefill_long``, ``mixed`` (a prefill chunk with running decodes),

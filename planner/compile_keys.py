@@ -137,9 +137,9 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None, max_
     the H200: engine start 54-258 s over the 51 engines served with serve_bench under calibration/data, median 128 s:
     Llama-3.1-8B 54-75 s, gpt-oss-120b 258 s): the graph capture, and for a MoE model the
     Triton compile of each new step-size key above the graphs (module docstring), how many, how long (``profile``'s
-    :func:`shape_compile_s`) and which prompts warm them: only those up to the engine's ``max_model_len`` (vLLM refuses a
-    longer prompt), the keys of larger steps being left to the first traffic (gpt-oss at 2,000 + 400 tokens: 86 of
-    its 448 keys can be warmed)."""
+    :func:`shape_compile_s`) and which prompts warm them: only those up to the engine's ``max_model_len`` (vLLM
+    refuses a longer prompt), the keys of larger steps being left to the first traffic (gpt-oss at 2,000 + 400
+    tokens: 86 of its 448 keys can be warmed)."""
     cap, top = cudagraph_max_tokens(deployment, model), deployment.max_num_batched_tokens
     note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
             f"1-{cap} tokens before it serves (engine start 54-258 s measured on H200s, median 128 s); "

@@ -134,6 +134,7 @@ class FleetCandidate(WholeFleet):
     band_pct: float | None
     band_basis: str
     first_guess_batch: int = 0
+    first_guess_binding: str = ""  # what holds the steady state's batch (planner.batching.LargestBatch.binding)
     first_guess_rate_per_s: float = 0.0
     saturation_rate_per_s: float = 0.0
     knee: Evaluated | None = None

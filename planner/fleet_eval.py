@@ -276,9 +276,9 @@ def first_guess(q, m, c, setup: Setup):
                       tpot_slo_s=q.tpot_slo_s)
         r = plan(m, setup.gpu, setup.deployment, wl, setup.profile)
         pct, basis = throughput_band(r)
-        return r.batch_size, float(r.fleet.requests_per_s_per_replica or 0.0), pct, basis
+        return r.batch_size, float(r.fleet.requests_per_s_per_replica or 0.0), pct, basis, r.slo.binding
 
-    batch, rate, pct, basis = _remember(("guess", setup.key, q.prompt_tokens, q.output_tokens, q.ttft_slo_s,
+    batch, rate, pct, basis, binding = _remember(("guess", setup.key, q.prompt_tokens, q.output_tokens, q.ttft_slo_s,
                                          q.tpot_slo_s), compute)
     if pct is not None and c.confidence == "transferred":
         basis = f"transferred calibration; {basis}"
@@ -286,7 +286,7 @@ def first_guess(q, m, c, setup: Setup):
     # (e.g. a weight format never measured) is 'none' like the ideal roofline
     confidence = "none" if (pct is None and c.confidence == "measured") else c.confidence
     return replace(c, first_guess_batch=int(batch), first_guess_rate_per_s=rate, band_pct=pct, band_basis=basis,
-                   confidence=confidence)
+                   confidence=confidence, first_guess_binding=binding)
 
 
 def _engine(setup: Setup):
@@ -371,11 +371,13 @@ FEW_SLOTS = 16
 
 def slot_note(q, c) -> tuple[str, ...]:
     """Why a replica (:class:`planner.fleet.FleetCandidate` ``c`` for the question ``q``) that holds only a few
-    requests at once has its knee far (under half) below the steady state's requests/s, when the TTFT target binds
-    there: a request that arrives with every slot busy waits a whole response,
-    so a TTFT tail target needs slots free (Erlang's delay formula: at the p99, under 1 % of arrivals may find them
-    all busy; 2 slots of 5.7-s responses: about 0.15 of them busy on average, 9 slots: 3.5).  Empty unless so."""
-    if c is None or c.knee is None or not 0 < c.first_guess_batch <= FEW_SLOTS or q.ttft_slo_s is None:
+    requests at once (its memory or max_num_seqs, not a target, holds the steady state's batch) has its knee far
+    (under half) below the steady state's requests/s, when the TTFT target binds there: a request that arrives with
+    every slot busy waits a whole response, so a TTFT tail target needs slots free (Erlang's delay formula: at the
+    p99, under 1 % of arrivals may find them all busy; 2 slots of 5.7-s responses: about 0.15 of them busy on
+    average, 9 slots: 3.5).  Empty unless so."""
+    if (c is None or c.knee is None or not 0 < c.first_guess_batch <= FEW_SLOTS or q.ttft_slo_s is None
+            or c.first_guess_binding not in ("memory", "max_num_seqs")):
         return ()
     k, fg = c.knee, c.first_guess_rate_per_s
     if not fg > 0 or k.knee_rate_per_s >= 0.5 * fg:

@@ -32,13 +32,15 @@ def qwen3_moe():
 @pytest.mark.parametrize("model, fields, primary, every", [
     (gpt_oss_120b, {"weight_dtype": "mxfp4"}, "moe-mxfp4", ("moe-mxfp4",)),
     (gpt_oss_120b, {"weight_dtype": "bf16"}, "moe", ("moe",)),  # bf16 experts: the Triton fused MoE
-    (deepseek_v3, {"weight_dtype": "fp8", "tensor_parallel": 8, "num_gpus": 8}, "moe-mla", ("moe-mla", "moe-fp8", "tp")),
+    (deepseek_v3, {"weight_dtype": "fp8", "tensor_parallel": 8, "num_gpus": 8}, "moe-mla",
+     ("moe-mla", "moe-fp8", "tp")),
     (deepseek_v3, {"weight_dtype": "bf16"}, "moe-mla", ("moe-mla",)),
     (qwen3_moe, {"weight_dtype": "fp8"}, "moe-fp8", ("moe-fp8",)),
     (qwen3_moe, {"weight_dtype": "bf16", "kv_cache_dtype": "fp8"}, "moe", ("moe", "kv-fp8")),
     (qwen3_moe, {"weight_dtype": "int4"}, "moe", ("moe", "int4")),
     (gemma_3_27b, {"weight_dtype": "bf16"}, "hybrid-swa", ("hybrid-swa",)),
-    (gemma_3_27b, {"weight_dtype": "fp8", "tensor_parallel": 2, "num_gpus": 2}, "hybrid-swa", ("hybrid-swa", "fp8", "tp")),
+    (gemma_3_27b, {"weight_dtype": "fp8", "tensor_parallel": 2, "num_gpus": 2}, "hybrid-swa",
+     ("hybrid-swa", "fp8", "tp")),
     (mistral_7b, {"weight_dtype": "bf16"}, "dense", ("dense",)),
     (mistral_7b, {"weight_dtype": "fp8", "kv_cache_dtype": "fp8"}, "fp8", ("fp8", "kv-fp8")),
     (mistral_7b, {"weight_dtype": "bf16", "kv_cache_dtype": "fp8"}, "kv-fp8", ("kv-fp8",)),
