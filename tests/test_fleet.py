@@ -148,6 +148,11 @@ def test_a_replica_of_few_slots_says_why_its_knee_is_far_below_the_steady_state(
     from planner.dashboard.headline import DEMAND_MODES, Demand, best_fleet_caption  # the headline says it too
 
     assert "L4 TP 1 bf16 holds 9 request(s) at once" in best_fleet_caption(p, Demand(DEMAND_MODES[0], 2.0))
+    flags = ["--model", "llama-3.1-8b", "--gpu", "l4", "--tp", "1", "--rate", "2", "--prompt-tokens", "4096",
+             "--output-tokens", "512", "--ttft-slo-ms", "3000", "--tpot-slo-ms", "100"]
+    res = runner.invoke(app, ["slo-search", *flags, "--json"])  # slo-search says it too
+    assert res.exit_code == 0 and note[0] in json.loads(res.stdout)["notes"]
+    assert f"note: {note[0]}" in runner.invoke(app, ["slo-search", *flags]).stdout
     assert not [n for n in plan_fleet(FleetQuestion(**ask)).notes if "at once" in n]
 
 

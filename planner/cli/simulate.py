@@ -14,16 +14,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.common import (
-    JsonOpt,
-    build,
-    cli_errors,
-    emit_json,
-    error_exit,
-    finite,
-    refuse_unless_starts,
-    table,
-)
+from planner.cli.common import JsonOpt, build, cli_errors, emit_json, error_exit, finite, refuse_unless_starts, table
 from planner.cli.options import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_OUTPUT_TOKENS,
@@ -418,12 +409,15 @@ def slo_search_cmd(
         for r in out_rows:
             w.writerow({k: ("" if r.get(k) is None else csv_cell(r.get(k))) for k in cols})
         write_csv_out(buf.getvalue(), csv)
+    notes = list(dict.fromkeys(n for p in plans for n in p.notes))  # unpriced GPUs, a replica of few slots, ...
     if json_out:
         emit_json({"model": m.id, "tail": tail, "ttft_slo_s": ttft_slo_ms * MS, "tpot_slo_s": tpot_slo_ms * MS,
                    "target_rate_per_s": rate, "fleet": best.as_dict() if best else None,
-                   "sentence": plans[0].sentence() if plans else "", "candidates": out_rows})
+                   "sentence": plans[0].sentence() if plans else "", "candidates": out_rows, "notes": notes})
     elif not writes_stdout(csv):
         _print_search(m.id, rows, ttft_slo_ms, tpot_slo_ms, seed, tail, headroom_pct)
+        for n in notes:
+            typer.echo(f"note: {n}")
     if best is None:
         raise infeasible_exit([f"no candidate meets {tail} TTFT and {tail} TPOT at any request rate"])
 
