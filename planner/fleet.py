@@ -181,7 +181,7 @@ class FleetCandidate(WholeFleet):
              "error_band_pct": self.band_pct, "error_band_basis": self.band_basis,
              "price_usd_per_gpu_hour": self.price_usd_per_gpu_hour, "price_source": self.price_source,
              "first_guess_batch": self.first_guess_batch, "first_guess_rate_per_s": self.first_guess_rate_per_s,
-             "saturation_rate_per_s": self.saturation_rate_per_s,
+             "first_guess_binding": self.first_guess_binding, "saturation_rate_per_s": self.saturation_rate_per_s,
              "knee_rate_per_s": k.knee_rate_per_s if k else None,
              "usable_rate_per_s": k.usable_rate_per_s if k else None,
              "knee_confidence": k.confidence if k else None,
