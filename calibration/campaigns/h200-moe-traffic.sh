@@ -11,6 +11,8 @@
 # c: gpt-oss-120b with 32 of its 128 experts (calibration.variants; held out of the MXFP4 compile law's k, one of
 #    the two variants its offset is taken from in-process): long prompts at 2 req/s on a cold engine, then chat, to
 #    check the law's per-expert compile stall served.
+# Then, here (no GPU), after committing the folders: python -m calibration.boots --write (each engine's boot joins
+# the lead time's table), the runs into benchmarks/serving_accuracy.py, python -m calibration.refit --write.
 set -u
 D=$1
 END=$(( $(date +%s) + $2 ))
