@@ -1,0 +1,79 @@
+"""The next GPU campaign (calibration/campaigns/h200-moe-traffic.sh, written 2026-12-05, not yet run: no machine was
+lent) run here through a stub ``python3``: each ``-m calibration.*`` command is parsed by that module's real argument
+parser, so a flag the module does not take, or a run spec it cannot read, is found before device time is spent on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_disagg_campaign import HARNESS
+
+from calibration.variants import probe_model
+from planner.io import catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "calibration/campaigns/h200-moe-traffic.sh"
+
+
+def run_part(tmp_path: Path, part: str) -> tuple[list[dict], str]:
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (tmp_path / "harness.py").write_text(HARNESS)
+    (stub / "python3").write_text(
+        "#!/usr/bin/env bash\n"
+        'echo "CUDA=${CUDA_VISIBLE_DEVICES:-} $*" >> "$STUB_LOG"\n'
+        'if [ "$1" = "-m" ] && [[ "$2" == calibration.* ]]; then exec "$REAL_PY" "$HARNESS" "$@"; fi\n'
+        "exit 0\n")
+    (stub / "python3").chmod(0o755)
+    for name in ("nvidia-smi",):  # the machine's tools, absent here
+        (stub / name).write_text("#!/usr/bin/env bash\nexit 0\n")
+        (stub / name).chmod(0o755)
+    out = tmp_path / "out"
+    env = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "STUB_LOG": str(tmp_path / "calls.log"),
+           "STUB_PARSED": str(tmp_path / "parsed.jsonl"), "REAL_PY": sys.executable,
+           "HARNESS": str(tmp_path / "harness.py"), "PYTHONPATH": str(ROOT)}
+    r = subprocess.run(["bash", str(SCRIPT), str(out), "3000", part], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    parsed = [json.loads(x) for x in (tmp_path / "parsed.jsonl").read_text().splitlines()]
+    return [p["args"] for p in parsed if Path(p["module"]).stem == "serve_bench"], (out / "jobs.log").read_text()
+
+
+def rates(runs: list[str]) -> list[float]:
+    return [float(x.split("rate=")[1].split(",")[0]) for x in runs]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="no bash/timeout")
+def test_part_a_serves_qwen3_with_a_shared_prefix_and_sessions_caching_on_then_off(tmp_path):
+    """Two engines of Qwen3-30B-A3B: caching on (prefix at 8 and 16 req/s, 24 agentic sessions), then off (the
+    prefix at 8 req/s and the sessions again); every step traced, the bf16 compile keys warmed first."""
+    (on, off), log = run_part(tmp_path, "a")
+    assert on["model"] == off["model"] == "qwen3-30b-a3b" and on["step_trace"] and off["step_trace"]
+    assert rates(on["run"]) == [8, 16] and rates(off["run"]) == [8]
+    assert all("prefix=2048" in x for x in on["run"] + off["run"])
+    assert on["agentic"] and on["agentic"] == off["agentic"] and "sessions=24" in on["agentic"]
+    assert not on["no_prefix_caching"] and off["no_prefix_caching"]
+    assert [len(x["size_sweep"]) for x in (on, off)] == [3, 3]  # the four compile-key sizes: 513, 769, 1,281-1,282
+    assert on["port"] != off["port"] and log.count("START") == 2
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="no bash/timeout")
+def test_part_b_serves_gemma_long_prompts_on_a_small_pool(tmp_path):
+    (gemma,), _ = run_part(tmp_path, "b")
+    assert gemma["model"] == "gemma-3-27b" and float(gemma["gpu_memory_utilization"]) == 0.5
+    assert int(gemma["max_model_len"]) == 16384 and rates(gemma["run"]) == [0.6, 4]
+    catalog.model(gemma["model"])  # a catalog model
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="no bash/timeout")
+def test_part_c_serves_the_32_expert_gpt_oss_variant(tmp_path):
+    (oss,), _ = run_part(tmp_path, "c")
+    assert oss["model"] == "gpt-oss-120b-e32" and probe_model(oss["model"]).moe.num_experts == 32
+    assert rates(oss["run"]) == [2, 10] and int(oss["max_model_len"]) >= 8000 + 32
