@@ -304,6 +304,7 @@ def main() -> int:
                 note = (f"{s_.get('stalls', 0)} stalls > {STALL_S:g} s ({c.predicted.get('compile_stalls', 0)} "
                         f"predicted), {s_.get('stall_s', 0.0):.1f} s of {s_.get('wall_s', 0.0):.0f} s")
             print(line(f"{c.name} ({c.num_requests} req)", e, joined(note, cap)))
+    h100_runs()
     own_floor_runs(prof, [(base / folder, model) for base, folder, model, role in traced_runs
                           if role in ("held", "piecewise", "cv", "cv-mla")])
     served_step_runs(prof, [(base / folder, model) for base, folder, model, _ in traced_runs], missed)
@@ -339,6 +340,31 @@ def main() -> int:
         return 1
     print("all serving targets met")
     return 0
+
+
+#: One lent H100, 2026-12-05 (its COMMAND.md): Qwen3-30B-A3B served a shared 2,048-token prefix at 8 req/s and 24
+#: multi-turn sessions with prefix caching on, then the sessions with it off; every step traced
+H100_MOE_TRAFFIC = ROOT / "calibration/data/h100-2026-12-05-moe-traffic/a"
+
+
+def h100_runs() -> None:
+    """The H100 runs replayed with the profile `planner` uses there (the H200's calibration transferred to the H100's
+    datasheet roofs): reported, not checked (no calibration of that GPU), with the caching gain of the sessions."""
+    prof = catalog.resolve_profile("auto", "h100-sxm")[0]
+    print(f"vllm serve + vllm bench serve, 2026-12-05, one H100, every engine step timed (h100-2026-12-05-moe-traffic; "
+          f"the profile {prof.mode} from the H200: reported only):")
+    ttft = {}
+    for folder in ("serve-qwen3-prefix-on", "serve-qwen3-prefix-off"):
+        for c in replay_folder(H100_MOE_TRAFFIC / folder, "qwen3-30b-a3b", prof):
+            e, _, cap = judged(f"h100-moe-traffic/{folder}/{c.name}", c, None)
+            hit = c.predicted.get("prefix_cache_hit_rate")
+            ttft[folder, c.name] = c.measured["ttft_p50_s"], c.predicted["ttft_p50_s"]
+            print(line(f"{folder.removeprefix('serve-qwen3-')} {c.name} ({c.num_requests} req)", e, joined(
+                cap, f"prefix-cache hit rate simulated {hit:.1%}" if hit else "",
+                f"{c.predicted.get('compile_stalls', 0)} compile stall(s) predicted")))
+    (m_on, p_on), (m_off, p_off) = (ttft[f"serve-qwen3-prefix-{x}", "serve_bench"] for x in ("on", "off"))
+    print(f"  the sessions' caching gain (TTFT p50 off / on): measured {m_off / m_on:.2f}x, simulated "
+          f"{p_off / p_on:.2f}x")
 
 
 def asyncllm_runs(prof, path: str, prefix: str, missed: list) -> None:

@@ -1,7 +1,7 @@
 """The measured vLLM boots the capacity plan's scale-up lead time takes (planner.capacity.autoscale.MEASURED_BOOTS).
 
 Every ``serve_bench.jsonl`` under calibration/data that holds a boot record (``calibration/serve_bench.py``: container
-start to ``/health`` answering, dummy weights, vLLM 0.26.0 on lent H200s) gives one: its model, tensor parallel (the
+start to ``/health`` answering, dummy weights, vLLM 0.26.0 on lent H200s, one H100) gives one: its model, tensor parallel (the
 command's ``--tensor-parallel-size``), ``boot_s``, ``init_engine_s`` (the engine's log line "init engine (profile,
 create kv cache, warmup model) took … s"), the date of its campaign folder and its path.  The table is written to
 ``planner/data/measured_boots_vllm-0.26.0.json`` (the planner reads no calibration data at run time), and
@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "calibration" / "data"
 TABLE = ROOT / "planner" / "data" / "measured_boots_vllm-0.26.0.json"
-#: every served engine under calibration/data ran on a lent H200 (the folders are named h200-… / h200x2-…)
+#: the GPU of a record whose deploy record does not name one (the first campaigns: all on lent H200s)
 GPU_ID = "h200-sxm"
 
 
@@ -32,11 +32,12 @@ def collect(data: Path = DATA) -> list[dict]:
         recs = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
         boot = next((r for r in recs if r.get("type") == "boot"), None)
         argv = next((r["argv"] for r in recs if "argv" in r), None)
+        gpu = next((r["gpu"] for r in recs if r.get("type") == "deploy" and r.get("gpu")), GPU_ID)
         if boot is None or argv is None:
             continue
         tp = int(argv[argv.index("--tensor-parallel-size") + 1]) if "--tensor-parallel-size" in argv else 1
         date = re.search(r"(\d{4}-\d{2}-\d{2})", str(f.relative_to(data)))
-        out.append({"model_id": boot["model"], "gpu_id": GPU_ID, "tensor_parallel": tp,
+        out.append({"model_id": boot["model"], "gpu_id": gpu, "tensor_parallel": tp,
                     "boot_s": round(float(boot["boot_s"]), 1), "init_engine_s": round(float(boot["init_engine_s"]), 2),
                     "date": date.group(1) if date else "", "source": str(f.relative_to(ROOT))})
     return out

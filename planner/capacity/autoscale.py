@@ -114,7 +114,8 @@ def lead_time(model: ModelSpec, *, nodes: int = 1, node_provision_s: float = 0.0
     own = [b for b in MEASURED_BOOTS if b.model_id == model.id]
     pool = own or list(MEASURED_BOOTS)
     worst = max(pool, key=lambda b: b.boot_s)
-    basis = (f"slowest of {len(own)} measured boot(s) of {model.id} (vLLM 0.26.0, H200, dummy weights; {worst.source})"
+    basis = (f"slowest of {len(own)} measured boot(s) of {model.id} (vLLM 0.26.0, {worst.gpu_id}, dummy weights; "
+             f"{worst.source})"
              if own else f"no boot of {model.id} measured: the slowest of all {len(pool)} measured boots "
                          f"({worst.model_id}, {worst.source})")
     load = checkpoint_bytes(model) / max(1, nodes) / WEIGHT_LOAD_BYTES_PER_S
