@@ -1,10 +1,10 @@
 """The measured vLLM boots the capacity plan's scale-up lead time takes (planner.capacity.autoscale.MEASURED_BOOTS).
 
 Every ``serve_bench.jsonl`` under calibration/data that holds a boot record (``calibration/serve_bench.py``: container
-start to ``/health`` answering, dummy weights, vLLM 0.26.0 on lent H200s, one H100) gives one: its model, tensor parallel (the
-command's ``--tensor-parallel-size``), ``boot_s``, ``init_engine_s`` (the engine's log line "init engine (profile,
-create kv cache, warmup model) took … s"), the date of its campaign folder and its path.  The table is written to
-``planner/data/measured_boots_vllm-0.26.0.json`` (the planner reads no calibration data at run time), and
+start to ``/health`` answering, dummy weights, vLLM 0.26.0 on lent H200s, one H100) gives one: its model, tensor
+parallel (the command's ``--tensor-parallel-size``), ``boot_s``, ``init_engine_s`` (the engine's log line "init engine
+(profile, create kv cache, warmup model) took … s"), the date of its campaign folder and its path. The table is
+written to ``planner/data/measured_boots_vllm-0.26.0.json`` (the planner reads no calibration data at run time), and
 ``tests/test_capacity_autoscale.py`` checks it is exactly what this collects from the committed files.
 
     python -m calibration.boots            # print the table; exit 1 if the committed one differs
