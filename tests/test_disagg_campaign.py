@@ -122,10 +122,10 @@ runpy.run_module(mod, run_name="__main__", alter_sys=True)
 '''
 
 
-@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="no bash/timeout")
-def test_campaign_script_commands(tmp_path):
-    """`h200x2-disagg.sh all`: the 1P1D job on GPUs 0,1 at 10/20/30 req/s with chat-like lengths, co-located on
-    GPU 0 at the same rates and on GPU 1 at half of them; every module argv parses with its real parser."""
+def stubbed_env(tmp_path: Path, tools: tuple[str, ...] = ()) -> dict:
+    """The environment a campaign script runs in here: a stub ``python3`` on PATH that logs each call (``CUDA=… argv``
+    to calls.log) and hands every ``-m calibration.*`` to :data:`HARNESS` (its argv parsed by the module's real parser,
+    into parsed.jsonl); ``tools``: the machine's other commands (nvidia-smi, ...) stubbed to succeed."""
     stub = tmp_path / "bin"
     stub.mkdir()
     (tmp_path / "harness.py").write_text(HARNESS)
@@ -135,10 +135,20 @@ def test_campaign_script_commands(tmp_path):
         'if [ "$1" = "-m" ] && [[ "$2" == calibration.* ]]; then exec "$REAL_PY" "$HARNESS" "$@"; fi\n'
         "exit 0\n")
     (stub / "python3").chmod(0o755)
+    for name in tools:
+        (stub / name).write_text("#!/usr/bin/env bash\nexit 0\n")
+        (stub / name).chmod(0o755)
+    return {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "STUB_LOG": str(tmp_path / "calls.log"),
+            "STUB_PARSED": str(tmp_path / "parsed.jsonl"), "REAL_PY": sys.executable,
+            "HARNESS": str(tmp_path / "harness.py"), "PYTHONPATH": str(ROOT)}
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="no bash/timeout")
+def test_campaign_script_commands(tmp_path):
+    """`h200x2-disagg.sh all`: the 1P1D job on GPUs 0,1 at 10/20/30 req/s with chat-like lengths, co-located on
+    GPU 0 at the same rates and on GPU 1 at half of them; every module argv parses with its real parser."""
+    env = stubbed_env(tmp_path)
     out = tmp_path / "out"
-    env = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "STUB_LOG": str(tmp_path / "calls.log"),
-           "STUB_PARSED": str(tmp_path / "parsed.jsonl"), "REAL_PY": sys.executable,
-           "HARNESS": str(tmp_path / "harness.py"), "PYTHONPATH": str(ROOT)}
     r = subprocess.run(["bash", str(ROOT / "calibration/campaigns/h200x2-disagg.sh"), "all", str(out)], cwd=ROOT,
                        env=env, capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr

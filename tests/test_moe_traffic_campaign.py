@@ -6,14 +6,12 @@ parser, so a flag the module does not take, or a run spec it cannot read, is fou
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from test_disagg_campaign import HARNESS
+from test_disagg_campaign import stubbed_env
 
 from calibration.variants import probe_model
 from planner.io import catalog
@@ -23,22 +21,7 @@ SCRIPT = ROOT / "calibration/campaigns/h200-moe-traffic.sh"
 
 
 def run_part(tmp_path: Path, part: str) -> tuple[list[dict], str]:
-    stub = tmp_path / "bin"
-    stub.mkdir()
-    (tmp_path / "harness.py").write_text(HARNESS)
-    (stub / "python3").write_text(
-        "#!/usr/bin/env bash\n"
-        'echo "CUDA=${CUDA_VISIBLE_DEVICES:-} $*" >> "$STUB_LOG"\n'
-        'if [ "$1" = "-m" ] && [[ "$2" == calibration.* ]]; then exec "$REAL_PY" "$HARNESS" "$@"; fi\n'
-        "exit 0\n")
-    (stub / "python3").chmod(0o755)
-    for name in ("nvidia-smi",):  # the machine's tools, absent here
-        (stub / name).write_text("#!/usr/bin/env bash\nexit 0\n")
-        (stub / name).chmod(0o755)
-    out = tmp_path / "out"
-    env = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "STUB_LOG": str(tmp_path / "calls.log"),
-           "STUB_PARSED": str(tmp_path / "parsed.jsonl"), "REAL_PY": sys.executable,
-           "HARNESS": str(tmp_path / "harness.py"), "PYTHONPATH": str(ROOT)}
+    env, out = stubbed_env(tmp_path, ("nvidia-smi",)), tmp_path / "out"
     r = subprocess.run(["bash", str(SCRIPT), str(out), "3000", part], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr
