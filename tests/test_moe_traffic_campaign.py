@@ -20,9 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "calibration/campaigns/h200-moe-traffic.sh"
 
 
-def run_part(tmp_path: Path, part: str) -> tuple[list[dict], str]:
+def run_part(tmp_path: Path, *parts: str, gpu: str | None = None) -> tuple[list[dict], str]:
     env, out = stubbed_env(tmp_path, ("nvidia-smi",)), tmp_path / "out"
-    r = subprocess.run(["bash", str(SCRIPT), str(out), "3000", part], cwd=ROOT, env=env, capture_output=True,
+    if gpu:
+        env["GPU"] = gpu
+    r = subprocess.run(["bash", str(SCRIPT), str(out), "3000", *parts], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr
     parsed = [json.loads(x) for x in (tmp_path / "parsed.jsonl").read_text().splitlines()]
@@ -45,6 +47,18 @@ def test_part_a_serves_qwen3_with_a_shared_prefix_and_sessions_caching_on_then_o
     assert not on["no_prefix_caching"] and off["no_prefix_caching"]
     assert [len(x["size_sweep"]) for x in (on, off)] == [3, 3]  # the four compile-key sizes: 513, 769, 1,281-1,282
     assert on["port"] != off["port"] and log.count("START") == 2
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="no bash/timeout")
+def test_parts_run_in_the_order_given_and_a_names_its_gpu(tmp_path):
+    """a1 and a2 are part a's two engines, so that a device call can hold one; parts share the seconds, in order;
+    GPU in the environment names the GPU the records are filed under (the H200's default otherwise)."""
+    (off, gemma), log = run_part(tmp_path, "a2", "b", gpu="h100-sxm")
+    assert off["no_prefix_caching"] and gemma["model"] == "gemma-3-27b"
+    assert off["gpu"] == gemma["gpu"] == "h100-sxm" and log.index("qwen3-prefix-off") < log.index("gemma-long")
+    (tmp_path / "2").mkdir()
+    (on,), _ = run_part(tmp_path / "2", "a1")
+    assert not on["no_prefix_caching"] and on["gpu"] == "h200-sxm"
 
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="no bash/timeout")
