@@ -85,7 +85,7 @@ sys.path.insert(0, str(ROOT))
 from calibration.refit import DATA, FUSED_FLOOR_FIT, MLA_FLOOR_FIT, STREAM_OUTPUT_FIT
 from calibration.serve_floor import served_terms, traced_engines, with_traces  # noqa: E402
 from calibration.served_steps import served_runs  # noqa: E402
-from calibration.serving_points import replay_folder  # noqa: E402
+from calibration.serving_points import replay_folder, served_kv_pools  # noqa: E402
 from calibration.trace_points import (  # noqa: E402
     STALL_S,
     delivery_line,
@@ -222,6 +222,7 @@ def main() -> int:
     mode = ROOT / "calibration/data/h200-2026-12-04-mode-check"  # served beside the probes' mode on one host
     budget = ROOT / "calibration/data/h200-2026-12-04-budget-check"  # two step budgets on one host; long prompts
     mla_long = ROOT / "calibration/data/h200-2026-12-05-mla-long"  # MLA, MXFP4 engines: long prompts, then chat
+    traffic = ROOT / "calibration/data/h200-2026-12-05-moe-traffic"  # b, d: Gemma-3-27B served; c: gpt-oss-120b-e32
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
@@ -231,6 +232,7 @@ def main() -> int:
                  "compile": "the new-size compile and the MoE eager launch are fitted on it: reported only",
                  "piecewise": "the piecewise prompt steps' launch is fitted on it: reported only",
                  "pair": "the fp8 fused MoE's launch beyond the bf16 one is fitted on this pair: reported only",
+                 "variant": "its in-process probes gave the MXFP4 compile law's expert offset: reported only",
                  "cv": "its host is one of the six the fused MoE's launch is the median of: checked against the "
                        "median of the other five",
                  "cv-mla": "its host is one of the eight MLA's launch is the median of: checked against the median "
@@ -285,7 +287,10 @@ def main() -> int:
                                       (budget, "c/serve-qwen3-long", "qwen3-30b-a3b", "held"),
                                       (mla_long, "a/serve-moonlight-long", "moonlight-16b-a3b", "cv-mla"),
                                       (mla_long, "b/serve-dsv2lite-long", "deepseek-v2-lite", "cv-mla"),
-                                      (mla_long, "c/serve-oss20-long", "gpt-oss-20b", "held"))
+                                      (mla_long, "c/serve-oss20-long", "gpt-oss-20b", "held"),
+                                      (traffic, "b/serve-gemma-3-27b-long", "gemma-3-27b", "held"),
+                                      (traffic, "d/serve-gemma-3-27b-u07", "gemma-3-27b", "held"),
+                                      (traffic, "c/serve-oss120e32-long", "gpt-oss-120b-e32", "variant"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""
@@ -304,7 +309,8 @@ def main() -> int:
                 note = (f"{s_.get('stalls', 0)} stalls > {STALL_S:g} s ({c.predicted.get('compile_stalls', 0)} "
                         f"predicted), {s_.get('stall_s', 0.0):.1f} s of {s_.get('wall_s', 0.0):.0f} s")
             print(line(f"{c.name} ({c.num_requests} req)", e, joined(note, cap)))
-    h100_runs()
+    moe_traffic_runs(missed)
+    served_kv_check(missed)
     own_floor_runs(prof, [(base / folder, model) for base, folder, model, role in traced_runs
                           if role in ("held", "piecewise", "cv", "cv-mla")])
     served_step_runs(prof, [(base / folder, model) for base, folder, model, _ in traced_runs], missed)
@@ -342,29 +348,55 @@ def main() -> int:
     return 0
 
 
-#: One lent H100, 2026-12-05 (its COMMAND.md): Qwen3-30B-A3B served a shared 2,048-token prefix at 8 req/s and 24
-#: multi-turn sessions with prefix caching on, then the sessions with it off; every step traced
-H100_MOE_TRAFFIC = ROOT / "calibration/data/h100-2026-12-05-moe-traffic/a"
+#: MoE traffic (calibration/campaigns/h200-moe-traffic.sh a; each folder's COMMAND.md): Qwen3-30B-A3B served a shared
+#: 2,048-token prefix and 24 multi-turn sessions with prefix caching on, then with it off; every step traced.  The
+#: H100's is reported only (the H200's calibration transferred there); the H200's is held out of every fit: checked.
+MOE_TRAFFIC = ((ROOT / "calibration/data/h100-2026-12-05-moe-traffic/a", "h100-sxm", False),
+               (ROOT / "calibration/data/h200-2026-12-05-moe-traffic/a", "h200-sxm", True))
 
 
-def h100_runs() -> None:
-    """The H100 runs replayed with the profile `planner` uses there (the H200's calibration transferred to the H100's
-    datasheet roofs): reported, not checked (no calibration of that GPU), with the caching gain of the sessions."""
-    prof = catalog.resolve_profile("auto", "h100-sxm")[0]
-    print(f"vllm serve + vllm bench serve, 2026-12-05, one H100, every engine step timed (h100-2026-12-05-moe-traffic; "
-          f"the profile {prof.mode} from the H200: reported only):")
-    ttft = {}
-    for folder in ("serve-qwen3-prefix-on", "serve-qwen3-prefix-off"):
-        for c in replay_folder(H100_MOE_TRAFFIC / folder, "qwen3-30b-a3b", prof):
-            e, _, cap = judged(f"h100-moe-traffic/{folder}/{c.name}", c, None)
-            hit = c.predicted.get("prefix_cache_hit_rate")
-            ttft[folder, c.name] = c.measured["ttft_p50_s"], c.predicted["ttft_p50_s"]
-            print(line(f"{folder.removeprefix('serve-qwen3-')} {c.name} ({c.num_requests} req)", e, joined(
-                cap, f"prefix-cache hit rate simulated {hit:.1%}" if hit else "",
-                f"{c.predicted.get('compile_stalls', 0)} compile stall(s) predicted")))
-    (m_on, p_on), (m_off, p_off) = (ttft[f"serve-qwen3-prefix-{x}", "serve_bench"] for x in ("on", "off"))
-    print(f"  the sessions' caching gain (TTFT p50 off / on): measured {m_off / m_on:.2f}x, simulated "
-          f"{p_off / p_on:.2f}x")
+def moe_traffic_runs(missed: list) -> None:
+    """The MoE shared-prefix and multi-turn runs replayed with the profile `planner` uses on their GPU, with the
+    sessions' caching gain (TTFT p50 with caching off / on)."""
+    for base, gpu, checked in MOE_TRAFFIC:
+        if not base.is_dir():
+            continue
+        prof = catalog.resolve_profile("auto", gpu)[0]
+        print(f"vllm serve + vllm bench serve, {base.parent.name[5:15]}, one {gpu}, every engine step timed "
+              f"({base.parent.name}; the profile {prof.mode}: {'checked' if checked else 'reported only'}):")
+        ttft = {}
+        for folder in ("serve-qwen3-prefix-on", "serve-qwen3-prefix-off"):
+            for c in replay_folder(base / folder, "qwen3-30b-a3b", prof):
+                e, _, cap = judged(f"{base.parent.name[:4]}-moe-traffic/{folder}/{c.name}", c,
+                                   missed if checked else None)
+                hit = c.predicted.get("prefix_cache_hit_rate")
+                ttft[folder, c.name] = c.measured["ttft_p50_s"], c.predicted["ttft_p50_s"]
+                print(line(f"{folder.removeprefix('serve-qwen3-')} {c.name} ({c.num_requests} req)", e, joined(
+                    cap, f"prefix-cache hit rate simulated {hit:.1%}" if hit else "",
+                    f"{c.predicted.get('compile_stalls', 0)} compile stall(s) predicted")))
+        if all((f"serve-qwen3-prefix-{x}", "serve_bench") in ttft for x in ("on", "off")):
+            (m_on, p_on), (m_off, p_off) = (ttft[f"serve-qwen3-prefix-{x}", "serve_bench"] for x in ("on", "off"))
+            print(f"  the sessions' caching gain (TTFT p50 off / on): measured {m_off / m_on:.2f}x, simulated "
+                  f"{p_off / p_on:.2f}x")
+
+
+#: the issue's KV pool target: every served engine's pool (vLLM's "Available KV cache memory") within 1 %
+KV_POOL_PCT = 1.0
+
+
+def served_kv_check(missed: list) -> None:
+    """Every served engine's KV pool, as vLLM logged it at boot, against the planner's for its recorded deployment
+    (the same engine settings twice: one line)."""
+    rows = served_kv_pools(DATA)
+    seen: dict = {}
+    for where, logged, pred, err in rows:
+        seen.setdefault((where.rsplit("/", 1)[-1].rsplit("-", 1)[0], round(logged / 2**20), round(err, 2)), where)
+    print(f"served KV pools ({len(rows)} boots; checked within {KV_POOL_PCT:g} %; each distinct engine once):")
+    for (_, logged, err), where in sorted(seen.items(), key=lambda kv: -abs(kv[0][2])):
+        print(f"  {where:70s} logged {logged / 1024:7.2f} GiB  predicted {err:+6.2f}%")
+        if abs(err) > KV_POOL_PCT:
+            missed.append(f"served KV pool {where}: {err:+.2f}% (target {KV_POOL_PCT:g} %)")
+    print(f"  largest error {max(abs(r[3]) for r in rows):.2f} %")
 
 
 def asyncllm_runs(prof, path: str, prefix: str, missed: list) -> None:

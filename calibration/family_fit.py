@@ -13,6 +13,7 @@ Each family has its own few terms, fitted on ONE engine with everything else hel
 | moe-fp8 (W8A8 Triton fused MoE) | moe_variants.fp8 (same terms) | qwen3-30b-a3b fp8 | mixtral-8x7b fp8 |
 | hybrid-swa (Gemma-3 5:1) | hybrid_step_overhead_s | gemma-3-12b | gemma-3-27b |
 | MXFP4 weight bytes | mxfp4_expert_bytes_factor (x the 4.25-bit experts) | gpt-oss-120b | gpt-oss-20b |
+| lm_head peak (V2) | head_peak_bytes_per_weight | Llama-3.1-8B, -70B-i7168, Qwen2.5-32B | Qwen2.5-7B, Gemma-3-27B |
 | MoE memory (V1 runner) | v1_cudagraph_estimate_bytes, v1_sampler_logits_copies | gpt-oss-120b,
   qwen3-30b-a3b | gpt-oss-20b, moonlight-16b-a3b, qwen3-30b-a3b fp8 |
 
@@ -51,7 +52,9 @@ from calibration.fit import points_from_records, profile_to_yaml
 from calibration.probes import PROBE_MAX_NUM_BATCHED_TOKENS, PROBE_MAX_NUM_SEQS
 from calibration.records import parse_engine_log, read_records, sha256_file
 from calibration.solve import FitParam
+from calibration.variants import probe_model
 from planner.io import catalog
+from planner.io.jsonl import read_jsonl
 from planner.kernel_families import FUSED_MOE_VARIANTS, fused_moe_workspace_bytes
 from planner.memory import rope_cache_bytes, weight_bytes
 from planner.profile import CalibrationProfile, MoeCoeffs
@@ -89,6 +92,13 @@ KERNELS = {"mxfp4": "Triton MXFP4 MoE (OAITritonMxfp4ExpertsMonolithic), bf16 at
 #: MoE engines on vLLM's V1 runner whose start-up logs fit the two memory terms
 V1_MEMORY_FIT = [(f"{CAMPAIGN}/mxfp4/h200-families.gpt-oss-120b.wmxfp4.auto.fit.log", "gpt-oss-120b", "mxfp4"),
                  ("h200x2-2026-11-30/h200x2-moe-fit.qwen3-30b-a3b.auto.fit.log", "qwen3-30b-a3b", "bf16")]
+#: dense engines on vLLM's V2 runner served with `vllm serve`'s 8,192 tokens / 1,024 sequences whose profiling peak
+#: is above their forward's activations: the bytes per lm_head weight at that peak (head_peak_bytes_per_weight) are
+#: their median (2.22-2.26).  Held out: Qwen2.5-7B (2.23) and Gemma-3-27B (262,208-token vocabulary, 2.13; its KV pool
+#: was +10.3 % at --gpu-memory-utilization 0.5 without the term), benchmarks/serving_accuracy.py's served KV pools
+HEAD_PEAK_FIT = (("h200-2026-12-02-serve-steps/c/serve-llama-trace", "llama-3.1-8b"),
+                 ("h200-2026-12-03-deep/u/serve-llama-3.1-70b-i7168-steps", "llama-3.1-70b-i7168"),
+                 ("h200-2026-12-03-deep/t/serve-qwen2.5-32b-steps", "qwen2.5-32b"))
 COLD_RATIO = 3.0
 #: terms a variant keeps from the bf16 fused-MoE stage instead of fitting them on its one engine: fp8's engine
 #: (Qwen3-30B-A3B, default Triton configuration, fp8 router) cannot tell the expert reads from its collapsed routing or
@@ -193,7 +203,19 @@ def fit_memory(data: dict) -> dict:
         wb.quantized_bytes
     out = {k: v for k, v in data.items() if k != "v1_moe_workspace_factor"}
     return dict(out, v1_cudagraph_estimate_bytes=float(np.median(est)), mxfp4_expert_bytes_factor=float(factor),
-                v1_sampler_logits_copies=max(0.0, float(np.median(copies))))
+                v1_sampler_logits_copies=max(0.0, float(np.median(copies))),
+                head_peak_bytes_per_weight=float(np.median([head_peak_bytes_per_weight(DATA / f, m)
+                                                            for f, m in HEAD_PEAK_FIT])))
+
+
+def head_peak_bytes_per_weight(folder: Path, model_id: str) -> float:
+    """A served engine's profiling peak (its ``boot`` record) per lm_head weight of its GPU (vocabulary x hidden
+    size / TP)."""
+    recs = read_jsonl(folder / "serve_bench.jsonl")
+    boot = next(r for r in recs if r.get("type") == "boot")
+    tp = int(next(r for r in recs if r.get("type") == "deploy").get("tensor_parallel", 1))
+    m = probe_model(model_id)
+    return float(boot["peak_activation_bytes"]) / (m.vocab_size * m.hidden_size / tp)
 
 
 def fit_new_families(profile: CalibrationProfile, points) -> CalibrationProfile:

@@ -68,8 +68,11 @@ def serving_points(folder: Path, model_id: str) -> list[Measurement]:
 
 def recorded_deployment(deploy: dict, model_id: str | None = None) -> Deployment:
     """The Deployment a serve_bench ``deploy`` record started: its GPU, TP, dtypes and the scheduler limits of its
-    ``vllm serve`` argv (``model_id``: the engine's catalog id, by default the record's)."""
+    ``vllm serve`` argv, its --gpu-memory-utilization where given (``model_id``: the engine's catalog id, by default
+    the record's)."""
     argv = deploy["argv"]
+    util = {"gpu_memory_utilization": float(argv[argv.index("--gpu-memory-utilization") + 1])} \
+        if "--gpu-memory-utilization" in argv else {}
     tp = int(deploy.get("tensor_parallel", 1))
     weights = deploy.get("weight_dtype", "bf16")
     if model_id := model_id or deploy.get("model"):  # the weights it loaded (a bf16-asked MXFP4 MoE ran MXFP4)
@@ -78,7 +81,7 @@ def recorded_deployment(deploy: dict, model_id: str | None = None) -> Deployment
                               weight_dtype=weights,
                               kv_cache_dtype=KV_ALIASES.get(deploy.get("kv_cache_dtype", "bf16"), "bf16"),
                               max_num_batched_tokens=int(argv[argv.index("--max-num-batched-tokens") + 1]),
-                              max_num_seqs=int(argv[argv.index("--max-num-seqs") + 1]))
+                              max_num_seqs=int(argv[argv.index("--max-num-seqs") + 1]), **util)
 
 
 def chunk_starts(step: dict) -> list[int]:
@@ -184,3 +187,25 @@ def fit_http_frontend(folder: Path, model_id: str, profile, run: str) -> float:
     simulated engine put it, at the TTFT median of a light-load run (``run``), never below 0."""
     comp = next(c for c in replay_folder(folder, model_id, profile, frontend_overhead_s=0.0) if c.name == run)
     return max(0.0, comp.measured["ttft_p50_s"] - comp.predicted["ttft_p50_s"])
+
+
+def served_kv_pools(data: Path) -> list[tuple[str, float, float, float]]:
+    """(folder, vLLM's logged KV pool bytes, the planner's today (planner.memory.memory_budget on the boot's recorded
+    deployment and its GPU's profile), error %) of every served engine under ``data`` (serve_bench ``boot`` records
+    with the pool vLLM logged), in path order."""
+    from planner.memory import memory_budget
+
+    out = []
+    for f in sorted(Path(data).rglob("serve_bench.jsonl")):
+        recs = read_jsonl(f)
+        deploy = next((r for r in recs if r.get("type") == "deploy" and not r.get("role")), None)
+        boot = next((r for r in recs if r.get("type") == "boot" and not r.get("role")), None)
+        if deploy is None or not (boot or {}).get("kv_available_bytes"):
+            continue
+        gpu = catalog.gpu(deploy.get("gpu", "h200-sxm"))
+        model = probe_model(deploy["model"])
+        pool = memory_budget(model, gpu, recorded_deployment(deploy), catalog.profile_for(gpu.id, transfer=True))
+        logged = float(boot["kv_available_bytes"])
+        out.append((str(f.parent.relative_to(data)), logged, pool.kv_pool_bytes, 100.0 * (pool.kv_pool_bytes - logged)
+                    / logged))
+    return out

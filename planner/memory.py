@@ -1,8 +1,5 @@
-"""Memory: weight bytes, KV-cache bytes, the vLLM-style memory budget and max concurrency.
-
-All sizes are bytes.  Functions return small frozen result objects that keep their parts, so a UI
-can show *why* a number is what it is.
-"""
+"""Memory: weight bytes, KV-cache bytes, the vLLM-style memory budget and max concurrency.  All sizes are bytes.
+Functions return small frozen result objects that keep their parts, so a UI can show *why* a number is what it is."""
 
 from __future__ import annotations
 
@@ -232,7 +229,8 @@ def activation_peak_bytes(
     per GPU.  First-principles default: the widest live intermediates of one layer in 16 bits
     (the gate/up output 2 × FFN width plus the down input, plus a few hidden-size buffers), and the
     fp32 logits of max_num_seqs sampled rows, whichever is larger (they are not live together).
-    A calibrated profile replaces the 2 bytes per token-width with what vLLM's profiler measured.
+    A calibrated profile replaces the 2 bytes per token-width with what vLLM's profiler measured and adds a transient
+    the size of the lm_head weight shard (``head_peak_bytes_per_weight``, calibration.family_fit.HEAD_PEAK_FIT).
     MoE models on vLLM's V1 runner: the sampler's logits plus the fused-MoE workspace (below).
     """
     tp = deployment.tensor_parallel
@@ -253,7 +251,8 @@ def activation_peak_bytes(
     coef = profile.activation_bytes_per_batched_token_per_width or BF16_BYTES
     forward = tokens * width * coef
     sampler = rows * model.vocab_size / tp * 4.0
-    return max(forward, sampler)
+    head = profile.head_peak_bytes_per_weight * model.vocab_size * model.hidden_size / tp  # HEAD_PEAK_FIT
+    return max(forward, sampler, head)
 
 
 @dataclass(frozen=True)

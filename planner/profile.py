@@ -334,6 +334,10 @@ class CalibrationProfile(FrozenSpec):
         0.0, description="fp32 copies of the max_num_seqs × vocabulary logits live at the profiling-pass peak of "
         "MoE engines on vLLM's V1 runner (the dummy sampler run; the fused-MoE workspace comes on top, "
         "planner.kernel_families.fused_moe_workspace_bytes); 0: one copy")
+    head_peak_bytes_per_weight: Annotated[float, Field(ge=0)] = Field(
+        0.0, description="bytes per lm_head weight (vocabulary × hidden size, per GPU) live at the profiling-pass "
+        "peak of engines on vLLM's V2 runner: a transient the size of that weight, the peak where it exceeds the "
+        "forward's activations (Gemma-3-27B at 8,192 tokens: 2.79 GiB, its forward's 1.27); 0: not modelled")
     mxfp4_expert_bytes_factor: Annotated[float, Field(gt=0)] = Field(
         1.0, description="measured ÷ counted bytes of MXFP4 experts (4.25 bits) as vLLM's Triton MXFP4 layout "
         "loads them")

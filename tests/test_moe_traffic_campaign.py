@@ -1,5 +1,5 @@
-"""The next GPU campaign (calibration/campaigns/h200-moe-traffic.sh, written 2026-12-05, not yet run: no machine was
-lent) run here through a stub ``python3``: each ``-m calibration.*`` command is parsed by that module's real argument
+"""The MoE-traffic GPU campaign (calibration/campaigns/h200-moe-traffic.sh, run on 2026-12-05: part a on an H100, then
+all parts on an H200, calibration/data/h*-2026-12-05-moe-traffic) run here through a stub ``python3``: each ``-m calibration.*`` command is parsed by that module's real argument
 parser, so a flag the module does not take, or a run spec it cannot read, is found before device time is spent on it.
 """
 

@@ -154,8 +154,8 @@ def test_a_sliding_window_request_holds_only_its_window_in_the_sliding_groups():
     tokens x 10 layers x 8,192 B, and a request holds a block per 16 tokens in the full group plus, in each sliding
     group, the blocks of its last window (1,024 / 16 + 1 = 65).  The plan's KV per request at 2,000 + 500 tokens:
     (2,512 x 10 + 1,040 x 60) x 8,192 B = 716,963,840 B (60 = the sliding groups' slots, padding included).  The
-    simulator's pool: the memory model's 143,280 tokens (of all 70 slots) = 8,955 blocks of 70 pages = 62,685 blocks of
-    10.  A burst of such requests peaks at no fewer than the plan's 113 (every request at its last token: 157 + 6 x 65
+    simulator's pool: the memory model's 140,144 tokens (of all 70 slots) = 8,759 blocks of 70 pages = 61,313 blocks of
+    10.  A burst of such requests peaks at no fewer than the plan's 111 (every request at its last token: 157 + 6 x 65
     = 547 blocks, the last one in asking 7 x 157 free); holding every layer's KV at full length (before) it ran 71 at once."""
     from planner.io import catalog
     from planner.memory import kv_bytes_per_request, max_concurrency
@@ -167,15 +167,15 @@ def test_a_sliding_window_request_holds_only_its_window_in_the_sliding_groups():
     prof = catalog.profile_for("h200-sxm", "0.26.0")
     assert kv_bytes_per_request(m, "bf16", 2500, 16).total_bytes == (2512 * 10 + 1040 * 60) * 8192 == 716_963_840
     cost, c = engine_setup(m, gpu, dep, prof)
-    assert (c.window_groups, c.window_blocks, c.num_blocks, c.pool_tokens) == (6, 65, 62_685, 143_280)
+    assert (c.window_groups, c.window_blocks, c.num_blocks, c.pool_tokens) == (6, 65, 61_313, 140_144)
     promised = max_concurrency(m, gpu, dep, 2500, prof)
     # the last request in finds its whole 2,500 tokens free in all 7 groups (vLLM 0.26's admission ask): 1 + the rest
-    assert promised == 1 + (62_685 - 7 * 157) // (157 + 6 * 65) == 113
+    assert promised == 1 + (61_313 - 7 * 157) // (157 + 6 * 65) == 111
     burst = make_requests(np.full(1000, 2000), np.full(1000, 500), np.zeros(1000))
     res = simulate(burst, cost, c)
-    assert promised <= res.series_running.max() <= 62_685 // (126 + 6 * 65)  # at most: every prompt just prefilled
-    assert res.summary()["kv_capacity_tokens"] == 143_280
-    full_length = simulate(burst, cost, replace(c, kv_capacity_tokens=143_280, window_groups=0, window_blocks=0))
+    assert promised <= res.series_running.max() <= 61_313 // (126 + 6 * 65)  # at most: every prompt just prefilled
+    assert res.summary()["kv_capacity_tokens"] == 140_144
+    full_length = simulate(burst, cost, replace(c, kv_capacity_tokens=140_144, window_groups=0, window_blocks=0))
     assert full_length.series_running.max() < 0.7 * promised
     small = replace(c, kv_capacity_tokens=30 * 16 * (57 + 6 * 57))  # ~30 chat requests: preemptions
     short = simulate(chat(200, rate_per_s=50, seed=2), cost, small, debug=True)
