@@ -18,6 +18,8 @@ import re
 import sys
 from pathlib import Path
 
+from calibration.serving_points import served_engines
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "calibration" / "data"
 TABLE = ROOT / "planner" / "data" / "measured_boots_vllm-0.26.0.json"
@@ -28,16 +30,11 @@ GPU_ID = "h200-sxm"
 def collect(data: Path = DATA) -> list[dict]:
     """The boot of every serve_bench.jsonl under ``data`` that has one, in path order."""
     out = []
-    for f in sorted(data.rglob("serve_bench.jsonl")):
-        recs = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-        boot = next((r for r in recs if r.get("type") == "boot"), None)
-        argv = next((r["argv"] for r in recs if "argv" in r), None)
-        gpu = next((r["gpu"] for r in recs if r.get("type") == "deploy" and r.get("gpu")), GPU_ID)
-        if boot is None or argv is None:
-            continue
+    for folder, deploy, boot in served_engines(data):
+        argv, f = deploy["argv"], folder / "serve_bench.jsonl"
         tp = int(argv[argv.index("--tensor-parallel-size") + 1]) if "--tensor-parallel-size" in argv else 1
         date = re.search(r"(\d{4}-\d{2}-\d{2})", str(f.relative_to(data)))
-        out.append({"model_id": boot["model"], "gpu_id": gpu, "tensor_parallel": tp,
+        out.append({"model_id": boot["model"], "gpu_id": deploy.get("gpu") or GPU_ID, "tensor_parallel": tp,
                     "boot_s": round(float(boot["boot_s"]), 1), "init_engine_s": round(float(boot["init_engine_s"]), 2),
                     "date": date.group(1) if date else "", "source": str(f.relative_to(ROOT))})
     return out

@@ -51,10 +51,10 @@ from calibration.families import (
 from calibration.fit import points_from_records, profile_to_yaml
 from calibration.probes import PROBE_MAX_NUM_BATCHED_TOKENS, PROBE_MAX_NUM_SEQS
 from calibration.records import parse_engine_log, read_records, sha256_file
+from calibration.serving_points import recorded_deployment, served_engines
 from calibration.solve import FitParam
 from calibration.variants import probe_model
 from planner.io import catalog
-from planner.io.jsonl import read_jsonl
 from planner.kernel_families import FUSED_MOE_VARIANTS, fused_moe_workspace_bytes
 from planner.memory import rope_cache_bytes, weight_bytes
 from planner.profile import CalibrationProfile, MoeCoeffs
@@ -211,10 +211,8 @@ def fit_memory(data: dict) -> dict:
 def head_peak_bytes_per_weight(folder: Path, model_id: str) -> float:
     """A served engine's profiling peak (its ``boot`` record) per lm_head weight of its GPU (vocabulary x hidden
     size / TP)."""
-    recs = read_jsonl(folder / "serve_bench.jsonl")
-    boot = next(r for r in recs if r.get("type") == "boot")
-    tp = int(next(r for r in recs if r.get("type") == "deploy").get("tensor_parallel", 1))
-    m = probe_model(model_id)
+    (_, deploy, boot), = served_engines(folder)
+    m, tp = probe_model(model_id), recorded_deployment(deploy, model_id).tensor_parallel
     return float(boot["peak_activation_bytes"]) / (m.vocab_size * m.hidden_size / tp)
 
 

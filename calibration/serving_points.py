@@ -189,23 +189,30 @@ def fit_http_frontend(folder: Path, model_id: str, profile, run: str) -> float:
     return max(0.0, comp.measured["ttft_p50_s"] - comp.predicted["ttft_p50_s"])
 
 
-def served_kv_pools(data: Path) -> list[tuple[str, float, float, float]]:
-    """(folder, vLLM's logged KV pool bytes, the planner's today (planner.memory.memory_budget on the boot's recorded
-    deployment and its GPU's profile), error %) of every served engine under ``data`` (serve_bench ``boot`` records
-    with the pool vLLM logged), in path order."""
-    from planner.memory import memory_budget
-
-    out = []
+def served_engines(data: Path):
+    """(folder, ``deploy`` record, ``boot`` record) of every served engine under ``data`` (a serve_bench.jsonl with
+    both), in path order."""
     for f in sorted(Path(data).rglob("serve_bench.jsonl")):
         recs = read_jsonl(f)
         deploy = next((r for r in recs if r.get("type") == "deploy" and not r.get("role")), None)
         boot = next((r for r in recs if r.get("type") == "boot" and not r.get("role")), None)
-        if deploy is None or not (boot or {}).get("kv_available_bytes"):
+        if deploy is not None and boot is not None:
+            yield f.parent, deploy, boot
+
+
+def served_kv_pools(data: Path) -> list[tuple[str, float, float, float]]:
+    """(folder, vLLM's logged KV pool bytes, the planner's today (planner.memory.memory_budget on the boot's recorded
+    deployment and its GPU's profile), error %) of every served engine under ``data`` whose boot logged its pool."""
+    from planner.memory import memory_budget
+
+    out = []
+    for folder, deploy, boot in served_engines(data):
+        if not boot.get("kv_available_bytes"):
             continue
         gpu = catalog.gpu(deploy.get("gpu", "h200-sxm"))
         model = probe_model(deploy["model"])
         pool = memory_budget(model, gpu, recorded_deployment(deploy), catalog.profile_for(gpu.id, transfer=True))
         logged = float(boot["kv_available_bytes"])
-        out.append((str(f.parent.relative_to(data)), logged, pool.kv_pool_bytes, 100.0 * (pool.kv_pool_bytes - logged)
+        out.append((str(folder.relative_to(data)), logged, pool.kv_pool_bytes, 100.0 * (pool.kv_pool_bytes - logged)
                     / logged))
     return out
