@@ -253,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-prefix-caching", action="store_true")
     ap.add_argument("--max-num-batched-tokens", type=int, default=Deployment.default("max_num_batched_tokens"),
                     help="the scheduler's token budget per step (vllm serve's default 8,192)")
+    ap.add_argument("--max-cudagraph-capture-size", type=int, default=None,
+                    help="the largest step (tokens) vLLM replays as a CUDA graph (default: vLLM's, 512)")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--api-server-count", type=int, default=1,
                     help="vllm serve --api-server-count: OpenAI server processes in front of the one engine")
@@ -283,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     ns.weight_dtype = loaded_weight_dtype(model, ns.weight_dtype or model.native_dtype)
     dep = Deployment.for_gpu(gpu, num_gpus=ns.tp, tensor_parallel=ns.tp, weight_dtype=ns.weight_dtype,
                              kv_cache_dtype=ns.kv_dtype, gpu_memory_utilization=ns.gpu_memory_utilization,
-                             max_num_batched_tokens=ns.max_num_batched_tokens)
+                             max_num_batched_tokens=ns.max_num_batched_tokens,
+                             max_cudagraph_capture_tokens=ns.max_cudagraph_capture_size)
     profile = catalog.profile_for(gpu.id, transfer=True)
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"serve-bench-{model.id}-{ns.weight_dtype}-{ns.port}"
     model_dir = write_hf_config(model, work, ns.weight_dtype)

@@ -69,10 +69,12 @@ def serving_points(folder: Path, model_id: str) -> list[Measurement]:
 def recorded_deployment(deploy: dict, model_id: str | None = None) -> Deployment:
     """The Deployment a serve_bench ``deploy`` record started: its GPU, TP, dtypes and the scheduler limits of its
     ``vllm serve`` argv, its --gpu-memory-utilization where given (``model_id``: the engine's catalog id, by default
-    the record's)."""
+    the record's) and its --max-cudagraph-capture-size where given."""
     argv = deploy["argv"]
     util = {"gpu_memory_utilization": float(argv[argv.index("--gpu-memory-utilization") + 1])} \
         if "--gpu-memory-utilization" in argv else {}
+    if "--max-cudagraph-capture-size" in argv:
+        util["max_cudagraph_capture_tokens"] = int(argv[argv.index("--max-cudagraph-capture-size") + 1])
     tp = int(deploy.get("tensor_parallel", 1))
     weights = deploy.get("weight_dtype", "bf16")
     if model_id := model_id or deploy.get("model"):  # the weights it loaded (a bf16-asked MXFP4 MoE ran MXFP4)

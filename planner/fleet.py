@@ -85,6 +85,7 @@ class FleetQuestion(BaseModel):
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="None: Deployment's default")
     max_num_seqs: int | None = Field(None, ge=1)
     max_num_batched_tokens: int | None = Field(None, ge=1)
+    max_cudagraph_capture_tokens: int | None = Field(None, ge=1, description="None: vLLM's default CUDA graphs")
     price_usd_per_gpu_hour: float | None = Field(None, gt=0, allow_inf_nan=False,
                                                  description="override (one GPU only)")
     discount_pct: float = Field(0.0, ge=0, lt=100, description="off every GPU's price (on top of the basis)")

@@ -203,7 +203,8 @@ def gpu_price(q, g) -> tuple[float | None, str]:
 def _deployment(q, g, tp: int, pp: int, dtype: str) -> Deployment:
     extra = {k: v for k, v in (("gpu_memory_utilization", q.gpu_memory_utilization),
                                ("max_num_seqs", q.max_num_seqs),
-                               ("max_num_batched_tokens", q.max_num_batched_tokens)) if v is not None}
+                               ("max_num_batched_tokens", q.max_num_batched_tokens),
+                               ("max_cudagraph_capture_tokens", q.max_cudagraph_capture_tokens)) if v is not None}
     return Deployment.for_gpu(g, num_gpus=tp * pp, tensor_parallel=tp, pipeline_parallel=pp, weight_dtype=dtype,
                               kv_cache_dtype=q.kv_cache_dtype, **extra)
 

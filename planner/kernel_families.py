@@ -257,9 +257,11 @@ def linear_kernel_factor(hw, tokens, xp=np):
 
 
 def cudagraph_max_tokens(deployment: Deployment, model: ModelSpec | None = None) -> int:
-    """vLLM 0.26's largest CUDA-graph capture size: min(2 × max_num_seqs, 512 — 1,024 for gpt-oss), capped at
-    max_num_batched_tokens (config/vllm.py); bigger steps run their kernels without graphs."""
-    return min(2 * deployment.max_num_seqs, graph_capture_limit(model), deployment.max_num_batched_tokens)
+    """vLLM 0.26's largest CUDA-graph capture size: the deployment's ``max_cudagraph_capture_tokens``
+    (--max-cudagraph-capture-size), else min(2 × max_num_seqs, 512 — 1,024 for gpt-oss); capped at
+    max_num_batched_tokens (config/vllm.py ``_set_cudagraph_sizes``); bigger steps run their kernels without graphs."""
+    top = deployment.max_cudagraph_capture_tokens or min(2 * deployment.max_num_seqs, graph_capture_limit(model))
+    return min(top, deployment.max_num_batched_tokens)
 
 
 def allreduce_s(mc, hw, tokens, xp=np):

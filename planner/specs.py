@@ -411,6 +411,10 @@ class Deployment(FrozenSpec):
     max_num_seqs: PositiveInt = Field(SERVE_LIMITS_LARGE_GPU[1], description=(
         "sequences scheduled at once (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)"))
     block_size_tokens: PositiveInt = Field(16, description="paged KV block size")
+    max_cudagraph_capture_tokens: PositiveInt | None = Field(None, description=(
+        "vllm serve --max-cudagraph-capture-size: the largest step, in tokens, replayed as a CUDA graph (piecewise "
+        "for steps carrying prompt tokens); None: vLLM 0.26's default, min(2 × max_num_seqs, 512; 1,024 for "
+        "gpt-oss); either way at most max_num_batched_tokens"))
 
     @classmethod
     def for_gpu(cls, gpu: GpuSpec, **fields) -> Deployment:

@@ -250,6 +250,7 @@ FLAG_OF_FIELD = {
     "gpu_memory_utilization": "--gpu-memory-utilization",
     "max_num_batched_tokens": "--max-num-batched-tokens",
     "max_num_seqs": "--max-num-seqs",
+    "max_cudagraph_capture_tokens": "--max-cudagraph-capture-size",
 }
 
 

@@ -19,6 +19,7 @@ from planner.cli.common import error_exit, finite
 from planner.cli.options import (
     DEFAULT_OUTPUT_TOKENS,
     DEFAULT_PROMPT_TOKENS,
+    CudagraphCaptureOpt,
     GpuChoiceOpt,
     KvDtypeOpt,
     MaxNumBatchedTokensOpt,
@@ -77,6 +78,7 @@ PLAN_OPTIONS: tuple[tuple[str, object, object], ...] = (
         help="Fraction of GPU memory vLLM may use (0-1]; default vLLM's.")], None),
     ("max_num_batched_tokens", MaxNumBatchedTokensOpt, None),
     ("max_num_seqs", MaxNumSeqsOpt, None),
+    ("max_cudagraph_capture_size", CudagraphCaptureOpt, None),
     ("prefix_caching", PrefixCachingOpt, None),
     ("price_usd_per_hour", Annotated[float | None, typer.Option(
         "--price-usd-per-hour", callback=finite("--price-usd-per-hour"),
@@ -117,6 +119,7 @@ class PlanFlags(BaseModel):
     gpu_memory_utilization: float | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
+    max_cudagraph_capture_size: int | None = None
     prefix_caching: bool | None = None
     price_usd_per_hour: float | None = None
     discount_pct: float = 0.0
@@ -179,6 +182,7 @@ class PlanFlags(BaseModel):
             pipeline_parallels=(self.pp,) if self.pp else None, weight_dtype=self.weight_dtype,
             kv_cache_dtype=self.kv_dtype, gpu_memory_utilization=self.gpu_memory_utilization,
             max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
+            max_cudagraph_capture_tokens=self.max_cudagraph_capture_size,
             enable_prefix_caching=self.prefix_caching, price_usd_per_gpu_hour=self.price_usd_per_hour,
             discount_pct=self.discount_pct,
             price_basis=typing.cast(PriceBasis, self.price_basis), price_provider=self.price_provider,

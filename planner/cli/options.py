@@ -131,6 +131,10 @@ GpuMemoryUtilizationOpt = Annotated[float, typer.Option(
 MaxNumBatchedTokensOpt = Annotated[int | None, typer.Option("--max-num-batched-tokens", min=1, help=(
     "Chunked-prefill token budget per step (default: vLLM serve's for the GPU: 8192, or 2048 below 70 GiB "
     "and on A100)."))]
+CudagraphCaptureOpt = Annotated[int | None, typer.Option("--max-cudagraph-capture-size", min=1, help=(
+    "vLLM's largest CUDA graph, tokens per step (default vLLM's: 512, 1024 for gpt-oss). Steps above it launch "
+    "every kernel from the CPU (60-90 ms a step for a MoE model on an H200's host); up to "
+    "--max-num-batched-tokens every prompt-carrying step runs as piecewise graphs (boot captures each size)."))]
 MaxNumSeqsOpt = Annotated[int | None, typer.Option("--max-num-seqs", min=1, help=(
     "Max sequences per step (default: vLLM serve's for the GPU: 1024, or 256)."))]
 PrefixCachingOpt = Annotated[bool | None, typer.Option("--prefix-caching/--no-prefix-caching", help=(

@@ -84,7 +84,8 @@ def plan_from_flags(flags, **question) -> FlagPlan:
             note="--price-basis, --price-provider, --price-usd-per-hour or --discount-pct"))
     sched = {k: v for k, v in (("gpu_memory_utilization", flags.gpu_memory_utilization),
                                ("max_num_batched_tokens", flags.max_num_batched_tokens),
-                               ("max_num_seqs", flags.max_num_seqs)) if v is not None}
+                               ("max_num_seqs", flags.max_num_seqs),
+                               ("max_cudagraph_capture_tokens", flags.max_cudagraph_capture_size)) if v is not None}
     dep = build(functools.partial(Deployment.for_gpu, g), {
         "num_gpus": best.gpus_per_replica, "tensor_parallel": best.tensor_parallel,
         "pipeline_parallel": best.pipeline_parallel, "weight_dtype": best.weight_dtype,

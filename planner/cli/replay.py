@@ -14,6 +14,7 @@ import typer
 
 from planner.cli.common import JsonOpt, build, cli_errors, emit_json, error_exit, refuse_unless_starts, table
 from planner.cli.options import (
+    CudagraphCaptureOpt,
     GpuOpt,
     KvDtypeOpt,
     MaxNumBatchedTokensOpt,
@@ -45,6 +46,7 @@ def replay_cmd(
                                              "beside the file, else the memory model's)")] = None,
     max_num_seqs: MaxNumSeqsOpt = None,
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    max_cudagraph_capture_size: CudagraphCaptureOpt = None,
     prefix_caching: PrefixCachingOpt = None,
     http: Annotated[bool, typer.Option("--http/--in-process", help="Requests went through vLLM's OpenAI server (its "
                                                                     "per-request overhead is added) or in-process")] = True,
@@ -81,7 +83,9 @@ def replay_cmd(
         fields = {"num_gpus": tp, "tensor_parallel": tp, "weight_dtype": weight_dtype or m.native_dtype,
                   "kv_cache_dtype": kv_dtype}
         for name, value in (("max_num_seqs", max_num_seqs or hints.get("max_num_seqs")),
-                            ("max_num_batched_tokens", max_num_batched_tokens or hints.get("max_num_batched_tokens"))):
+                            ("max_num_batched_tokens", max_num_batched_tokens or hints.get("max_num_batched_tokens")),
+                            ("max_cudagraph_capture_tokens",
+                             max_cudagraph_capture_size or hints.get("max_cudagraph_capture_tokens"))):
             if value:
                 fields[name] = int(value)
         dep = build(lambda **kw: Deployment.for_gpu(g, **kw), fields, "--tp")

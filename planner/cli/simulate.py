@@ -21,6 +21,7 @@ from planner.cli.options import (
     DEFAULT_PROMPT_TOKENS,
     P99_SIMULATED,
     CsvOpt,
+    CudagraphCaptureOpt,
     GpuListOpt,
     GpuMemoryUtilizationOpt,
     GpuOpt,
@@ -157,6 +158,7 @@ def simulate_cmd(
         "--max-num-batched-tokens", min=1, help="Token budget per step (default: vLLM serve's for the GPU).")] = None,
     kv_capacity_tokens: Annotated[int | None, typer.Option(
         "--kv-capacity-tokens", min=16, help="KV pool size in tokens (default: from the memory model).")] = None,
+    max_cudagraph_capture_size: CudagraphCaptureOpt = None,
     gpu_memory_utilization: GpuMemoryUtilizationOpt = DEFAULT_GPU_MEMORY_UTILIZATION,
     spec_preset: Annotated[str | None, typer.Option("--spec-preset", help="Speculative decoding preset: "
                                                     "draft-model, eagle, medusa.")] = None,
@@ -199,6 +201,7 @@ def simulate_cmd(
         "kv_cache_dtype": kv_dtype, "gpu_memory_utilization": gpu_memory_utilization,
         **({"max_num_batched_tokens": max_num_batched_tokens} if max_num_batched_tokens else {}),
         **({"max_num_seqs": max_num_seqs} if max_num_seqs else {}),
+        **({"max_cudagraph_capture_tokens": max_cudagraph_capture_size} if max_cudagraph_capture_size else {}),
     }, "--tp")
     max_num_batched_tokens, max_num_seqs = dep.max_num_batched_tokens, dep.max_num_seqs
     if max_num_batched_tokens < max_num_seqs:

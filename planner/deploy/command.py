@@ -105,6 +105,8 @@ def serve_command(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, *, max
             "--max-model-len", str(int(max_model_len)),
             "--max-num-seqs", str(deployment.max_num_seqs),
             "--max-num-batched-tokens", str(deployment.max_num_batched_tokens)]
+    if deployment.max_cudagraph_capture_tokens is not None:
+        argv += ["--max-cudagraph-capture-size", str(deployment.max_cudagraph_capture_tokens)]
     # --block-size only when it is not vLLM's default: given, it also rules out every attention backend that cannot
     # run it ("--block-size 16 precluded higher-priority backend(s)": on a B200 an MLA model falls from FlashInfer MLA
     # to Triton MLA); left out, vLLM takes its default (16) where the backend runs it, else the backend's smallest

@@ -324,7 +324,8 @@ def engine_hints(path: str | Path) -> dict:
     deploy = next((r for r in recs if r.get("type") == "deploy"), None)
     argv = deploy.get("argv", []) if deploy else []
     argv = [str(a) for a in argv] if isinstance(argv, list) else []
-    for flag, key in (("--max-num-seqs", "max_num_seqs"), ("--max-num-batched-tokens", "max_num_batched_tokens")):
+    for flag, key in (("--max-num-seqs", "max_num_seqs"), ("--max-num-batched-tokens", "max_num_batched_tokens"),
+                      ("--max-cudagraph-capture-size", "max_cudagraph_capture_tokens")):
         if flag in argv:
             i = argv.index(flag) + 1
             out[key] = whole(argv[i] if i < len(argv) else None, flag)
