@@ -162,3 +162,31 @@ def routing_note(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile
             f"routing spreads wider, and a decode step of {batch_size:,} sequences would take up to "
             f"{1e3 * wide:.1f} ms (here {1e3 * planned_s:.1f} ms) if it reached as many experts as uniform routing "
             f"does")
+
+
+def graph_note(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile: CalibrationProfile, batch_size: int,
+               context_tokens: float, prompt_tokens: int) -> str | None:
+    """Where a step carrying one of the plan's prompts beside its decodes is larger than vLLM's largest CUDA graph
+    (:func:`~planner.kernel_families.cudagraph_max_tokens`) and the CPU's kernel-by-kernel launch makes it slower
+    than the same step as piecewise graphs: both step times, and the flag that captures graphs up to the token
+    budget.  None where it does not apply (no such step, or the graphs gain less than 10 %)."""
+    from planner.kernel_families import cudagraph_max_tokens
+    from planner.roofline import hw_coeffs, model_costs
+
+    cap, top = cudagraph_max_tokens(deployment, model), deployment.max_num_batched_tokens
+    b, chunk = max(int(batch_size), 1), min(int(prompt_tokens), top)
+    if top <= cap or b + chunk <= cap:
+        return None
+    hw = hw_coeffs(gpu, deployment.weight_dtype, profile, model)
+    eager = mixed_step_time(model_costs(model, deployment), hw, b, context_tokens, chunk)
+    graphs = mixed_step_time(model_costs(model, deployment.replace(max_cudagraph_capture_tokens=top)), hw, b,
+                             context_tokens, chunk)
+    slow, fast = float(eager.total_s), float(graphs.total_s)
+    if slow < 1.1 * fast:
+        return None
+    return (f"CUDA graphs: a step with one {chunk:,}-token prompt beside {b:,} decodes is above vLLM's largest graph "
+            f"({cap:,} tokens) and takes {1e3 * slow:.1f} ms, {1e3 * float(eager.launch_s):.1f} ms of it the CPU "
+            f"launching its kernels one by one; with --max-cudagraph-capture-size {top} (vLLM captures every step "
+            f"size up to it at start, and compiles every MoE kernel key then) it would run as piecewise graphs in "
+            f"{1e3 * fast:.1f} ms: TTFT and, with prompts arriving, TPOT improve (planner simulate "
+            f"--max-cudagraph-capture-size {top} shows the served effect)")

@@ -19,7 +19,7 @@ from planner.batching import check_workload_tokens, decode_context_tokens, large
 from planner.cost import effective_tpot_s, fleet_for, prefill_busy_costs, throughput, token_cost
 from planner.memory import (admission_kv_bytes_per_gpu, kv_bytes_per_request, kv_pool_concurrency, memory_budget,
                             request_kv_bytes_per_gpu)
-from planner.phases import decode_step_costs, prefill_time_costs, routing_note
+from planner.phases import decode_step_costs, graph_note, prefill_time_costs, routing_note
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.quality import quality_estimate
 from planner.report import SizingReport
@@ -150,6 +150,9 @@ def plan(
         notes.append(cold_start_note(model, deployment, profile, workload.context_tokens))  # the planned max_model_len
         if note := routing_note(model, gpu, deployment, profile, b, decode_context_tokens(workload),
                                  _f(tpot.time_s)):
+            notes.append(note)
+        if note := graph_note(model, gpu, deployment, profile, b, decode_context_tokens(workload),
+                              workload.prompt_tokens):
             notes.append(note)
     warnings: list[str] = []
     if served and fleet.num_gpus > deployment.num_gpus and (workload.request_rate_per_s or workload.concurrency):

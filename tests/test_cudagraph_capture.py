@@ -75,3 +75,23 @@ def test_a_larger_graph_never_slows_a_launch_bound_moe_engine():
     out = [json.loads(RUN.invoke(app, base + extra).output) for extra in ([], ["--max-cudagraph-capture-size", "8192"])]
     assert out[1]["ttft_s"]["p50"] < out[0]["ttft_s"]["p50"]
     assert out[1]["tpot_s"]["p50"] < out[0]["tpot_s"]["p50"]
+
+
+def test_the_plan_says_when_a_prompt_step_is_launch_bound_above_the_graphs():
+    from planner.phases import graph_note, mixed_step_time
+    from planner.roofline import hw_coeffs, model_costs
+
+    prof = catalog.profile_for("h200-sxm", "0.26.0")
+    dep = Deployment.for_gpu(H200)
+    note = graph_note(QWEN, H200, dep, prof, 64, 1500.0, 1500)
+    assert note is not None and "--max-cudagraph-capture-size 8192" in note and "(512 tokens)" in note
+    # the two step times it quotes are the step formula's: eager (launch-bound) and piecewise
+    hw = hw_coeffs(H200, "bf16", prof, QWEN)
+    eager = float(mixed_step_time(model_costs(QWEN, dep), hw, 64, 1500.0, 1500).total_s)
+    graphs = float(mixed_step_time(model_costs(QWEN, dep.replace(max_cudagraph_capture_tokens=8192)), hw, 64, 1500.0,
+                                   1500).total_s)
+    assert f"{1e3 * eager:.1f} ms" in note and f"{1e3 * graphs:.1f} ms" in note and graphs < eager / 1.1
+    # nothing to say: inside the graphs already, or a dense model whose eager step is GPU-bound
+    assert graph_note(QWEN, H200, dep.replace(max_cudagraph_capture_tokens=8192), prof, 64, 1500.0, 1500) is None
+    assert graph_note(QWEN, H200, dep, prof, 64, 300.0, 300) is None  # 64 + 300 tokens: inside the 512 graphs
+    assert graph_note(catalog.model("llama-3.1-8b"), H200, dep, prof, 64, 1500.0, 1500) is None

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One lent H200, 2026-12-05 (issue #21).  Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
-#   bash calibration/campaigns/h200-capture.sh OUTDIR SECONDS PART...   (in order, sharing the SECONDS)
+#   bash calibration/campaigns/h200-capture.sh OUTDIR SECONDS PART...   (in order, sharing the SECONDS; GPU=h100-sxm
+#   in the environment names another GPU than the H200 for the records)
 # Does raising vLLM's largest CUDA graph (--max-cudagraph-capture-size, default 512) take a launch-bound MoE engine's
 # prompt-carrying steps off the eager launch floor (60-90 ms of CPU a step on these hosts) and onto the GPU, as the
 # simulator predicts?  The same chat traffic as the 2026-12-02 served-steps campaign (r/, s/), every step traced:
@@ -19,30 +20,31 @@ CHAT="input=1024,output=128,ratio=0.8"
 KEYS="--size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1"
 KEYS="$KEYS --size-sweep c:from=1281,step=1,n=2,output=1"
 QRUNS="--run chat8:$CHAT,n=160,rate=8 --run chat14:$CHAT,n=280,rate=14 --run chat20:$CHAT,n=400,rate=20"
+G=${GPU:+--gpu $GPU}
 MRUNS="--run chat10:$CHAT,n=200,rate=10 --run chat20:$CHAT,n=400,rate=20 --run chat30:$CHAT,n=600,rate=30"
 part() {
   case "$1" in
   a)
     t=$(budget qwen3-cg8192 200 560) || return 0
     # shellcheck disable=SC2086
-    job 0 "$t" qwen3-cg8192 python3 -m calibration.serve_bench --model qwen3-30b-a3b --max-model-len 4096 \
+    job 0 "$t" qwen3-cg8192 python3 -m calibration.serve_bench --model qwen3-30b-a3b $G --max-model-len 4096 \
       --max-cudagraph-capture-size 8192 --step-trace --out "$D/serve-qwen3-cg8192" --port 8071 \
       --boot-timeout-s $(( t - 60 )) --budget-s $(( t - 30 )) $QRUNS ;;
   b)
     t=$(budget qwen3-default 150 400) || return 0
     # shellcheck disable=SC2086
-    job 0 "$t" qwen3-default python3 -m calibration.serve_bench --model qwen3-30b-a3b --max-model-len 4096 \
+    job 0 "$t" qwen3-default python3 -m calibration.serve_bench --model qwen3-30b-a3b $G --max-model-len 4096 \
       --step-trace --out "$D/serve-qwen3-default" --port 8072 --budget-s $(( t - 30 )) $KEYS $QRUNS ;;
   c)
     t=$(budget moonlight-cg8192 200 560) || return 0
     # shellcheck disable=SC2086
-    job 0 "$t" moonlight-cg8192 python3 -m calibration.serve_bench --model moonlight-16b-a3b --max-model-len 4096 \
+    job 0 "$t" moonlight-cg8192 python3 -m calibration.serve_bench --model moonlight-16b-a3b $G --max-model-len 4096 \
       --max-cudagraph-capture-size 8192 --step-trace --out "$D/serve-moonlight-cg8192" --port 8073 \
       --boot-timeout-s $(( t - 60 )) --budget-s $(( t - 30 )) $MRUNS ;;
   d)
     t=$(budget moonlight-default 150 400) || return 0
     # shellcheck disable=SC2086
-    job 0 "$t" moonlight-default python3 -m calibration.serve_bench --model moonlight-16b-a3b --max-model-len 4096 \
+    job 0 "$t" moonlight-default python3 -m calibration.serve_bench --model moonlight-16b-a3b $G --max-model-len 4096 \
       --step-trace --out "$D/serve-moonlight-default" --port 8074 --budget-s $(( t - 30 )) $MRUNS ;;
   *) echo "unknown part $1 (a, b, c, d)" >&2; return 2 ;;
   esac
