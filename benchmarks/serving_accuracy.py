@@ -310,6 +310,7 @@ def main() -> int:
                         f"predicted), {s_.get('stall_s', 0.0):.1f} s of {s_.get('wall_s', 0.0):.0f} s")
             print(line(f"{c.name} ({c.num_requests} req)", e, joined(note, cap)))
     moe_traffic_runs(missed)
+    capture_runs(prof, missed)
     served_kv_check(missed)
     own_floor_runs(prof, [(base / folder, model) for base, folder, model, role in traced_runs
                           if role in ("held", "piecewise", "cv", "cv-mla")])
@@ -378,6 +379,38 @@ def moe_traffic_runs(missed: list) -> None:
             (m_on, p_on), (m_off, p_off) = (ttft[f"serve-qwen3-prefix-{x}", "serve_bench"] for x in ("on", "off"))
             print(f"  the sessions' caching gain (TTFT p50 off / on): measured {m_off / m_on:.2f}x, simulated "
                   f"{p_off / p_on:.2f}x")
+
+
+#: the CUDA-graph campaign (calibration/campaigns/h200-capture.sh): (part, folder, model); the default-graph engines are
+#: the same host's control.  Every run held out: the larger graphs' runs check the simulator's prediction for them.
+CAPTURE = ROOT / "calibration/data/h200-2026-12-05-capture"
+CAPTURE_RUNS = (("a", "serve-qwen3-cg8192", "qwen3-30b-a3b"), ("b", "serve-qwen3-default", "qwen3-30b-a3b"),
+                ("c", "serve-moonlight-cg8192", "moonlight-16b-a3b"),
+                ("d", "serve-moonlight-default", "moonlight-16b-a3b"))
+
+
+def capture_runs(prof, missed: list) -> None:
+    """Each engine served with --max-cudagraph-capture-size 8192 (every step a CUDA graph) and its same-host control
+    with vLLM's default graphs: the runs against the simulator, and the measured and simulated gain of the larger
+    graphs (TTFT and TPOT p50, default / larger) where both engines ran."""
+    p50: dict = {}
+    for part, folder, model in CAPTURE_RUNS:
+        if not (CAPTURE / part / folder).is_dir():
+            continue
+        print(f"vllm serve + vllm bench serve, 2026-12-05, CUDA graphs {folder.rsplit('-', 1)[-1]}, every engine step "
+              f"timed ({part}/{folder}; held out: checked):")
+        for c in replay_folder(CAPTURE / part / folder, model, prof):
+            e, _, note = judged(f"capture/{part}/{folder}/{c.name}", c, missed)
+            p50[model, folder.endswith("default"), c.name] = (c.measured, c.predicted)
+            print(line(f"{c.name} ({c.num_requests} req)", e, joined(
+                note, f"{c.predicted.get('compile_stalls', 0)} compile stall(s) predicted")))
+    for (model, default, run), (m_def, p_def) in sorted(p50.items()):
+        if default and (model, False, run) in p50:
+            m_big, p_big = p50[model, False, run]
+            gain = {k: (m_def[k] / m_big[k], p_def[k] / p_big[k]) for k in ("ttft_p50_s", "tpot_p50_s")}
+            print(f"  {model} {run}: the larger graphs' gain (default / 8192), TTFT p50 measured "
+                  f"{gain['ttft_p50_s'][0]:.2f}x, simulated {gain['ttft_p50_s'][1]:.2f}x; TPOT p50 measured "
+                  f"{gain['tpot_p50_s'][0]:.2f}x, simulated {gain['tpot_p50_s'][1]:.2f}x")
 
 
 #: the issue's KV pool target: every served engine's pool (vLLM's "Available KV cache memory") within 1 %
