@@ -36,7 +36,10 @@ def collect(data: Path = DATA) -> list[dict]:
         date = re.search(r"(\d{4}-\d{2}-\d{2})", str(f.relative_to(data)))
         out.append({"model_id": boot["model"], "gpu_id": deploy.get("gpu") or GPU_ID, "tensor_parallel": tp,
                     "boot_s": round(float(boot["boot_s"]), 1), "init_engine_s": round(float(boot["init_engine_s"]), 2),
-                    "date": date.group(1) if date else "", "source": str(f.relative_to(ROOT))})
+                    "date": date.group(1) if date else "", "source": str(f.relative_to(ROOT)),
+                    # an engine with more CUDA graphs than vLLM's default captures longer: said, and kept apart
+                    **({"max_cudagraph_capture_tokens": int(argv[argv.index("--max-cudagraph-capture-size") + 1])}
+                       if "--max-cudagraph-capture-size" in argv else {})})
     return out
 
 

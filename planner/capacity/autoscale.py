@@ -76,6 +76,7 @@ class BootRecord:
     init_engine_s: float
     date: str
     source: str
+    max_cudagraph_capture_tokens: int | None = None  # the engine's --max-cudagraph-capture-size; None: vLLM's default
 
 
 #: vLLM 0.26.0 on H200, --load-format dummy: every boot record of a serve_bench.jsonl under calibration/data
@@ -111,8 +112,9 @@ def lead_time(model: ModelSpec, *, nodes: int = 1, node_provision_s: float = 0.0
         raise ValueError(f"--node-provision-s: must be from 0 to 3,600 s, got {node_provision_s:g}")
     if not (math.isfinite(polling_interval_s) and 1 <= polling_interval_s <= 600):
         raise ValueError(f"--polling-interval-s: must be from 1 to 600 s, got {polling_interval_s:g}")
-    own = [b for b in MEASURED_BOOTS if b.model_id == model.id]
-    pool = own or list(MEASURED_BOOTS)
+    default = [b for b in MEASURED_BOOTS if b.max_cudagraph_capture_tokens is None]  # the plan's engines: vLLM's graphs
+    own = [b for b in default if b.model_id == model.id]
+    pool = own or default
     worst = max(pool, key=lambda b: b.boot_s)
     basis = (f"slowest of {len(own)} measured boot(s) of {model.id} (vLLM 0.26.0, {worst.gpu_id}, dummy weights; "
              f"{worst.source})"
