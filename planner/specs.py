@@ -412,9 +412,7 @@ class Deployment(FrozenSpec):
         "sequences scheduled at once (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)"))
     block_size_tokens: PositiveInt = Field(16, description="paged KV block size")
     max_cudagraph_capture_tokens: PositiveInt | None = Field(None, description=(
-        "vllm serve --max-cudagraph-capture-size: the largest step, in tokens, replayed as a CUDA graph (piecewise "
-        "for steps carrying prompt tokens); None: vLLM 0.26's default, min(2 × max_num_seqs, 512; 1,024 for "
-        "gpt-oss); either way at most max_num_batched_tokens"))
+        "--max-cudagraph-capture-size: the largest CUDA-graph step, tokens (None: vLLM's; kernel_families)"))
 
     @classmethod
     def for_gpu(cls, gpu: GpuSpec, **fields) -> Deployment:

@@ -1,5 +1,5 @@
 """The MoE-traffic GPU campaign (calibration/campaigns/h200-moe-traffic.sh, run on 2026-12-05: part a on an H100, then
-all parts on an H200, calibration/data/h*-2026-12-05-moe-traffic) run here through a stub ``python3``: each ``-m calibration.*`` command is parsed by that module's real argument
+all parts on an H200, calibration/data/h*-2026-12-05-moe-traffic) and the CUDA-graph one (h200-capture.sh) run here through a stub ``python3``: each ``-m calibration.*`` command is parsed by that module's real argument
 parser, so a flag the module does not take, or a run spec it cannot read, is found before device time is spent on it.
 """
 
@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "calibration/campaigns/h200-moe-traffic.sh"
 
 
-def run_part(tmp_path: Path, *parts: str, gpu: str | None = None) -> tuple[list[dict], str]:
+def run_part(tmp_path: Path, *parts: str, gpu: str | None = None, script: Path = SCRIPT) -> tuple[list[dict], str]:
     env, out = stubbed_env(tmp_path, ("nvidia-smi",)), tmp_path / "out"
     if gpu:
         env["GPU"] = gpu
-    r = subprocess.run(["bash", str(SCRIPT), str(out), "3000", *parts], cwd=ROOT, env=env, capture_output=True,
+    r = subprocess.run(["bash", str(script), str(out), "3000", *parts], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr
     parsed = [json.loads(x) for x in (tmp_path / "parsed.jsonl").read_text().splitlines()]
@@ -74,3 +74,17 @@ def test_part_c_serves_the_32_expert_gpt_oss_variant(tmp_path):
     (oss,), _ = run_part(tmp_path, "c")
     assert oss["model"] == "gpt-oss-120b-e32" and probe_model(oss["model"]).moe.num_experts == 32
     assert rates(oss["run"]) == [2, 10] and int(oss["max_model_len"]) >= 8000 + 32
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="no bash/timeout")
+def test_capture_campaign_serves_each_moe_engine_with_larger_graphs_and_its_default_control(tmp_path):
+    """h200-capture.sh: Qwen3-30B-A3B and Moonlight-16B-A3B with --max-cudagraph-capture-size 8192 (no warm-up: the
+    captures compile the keys) and each with vLLM's default graphs (Qwen3's keys warmed), the same chat runs."""
+    runs, log = run_part(tmp_path, "a", "b", "c", "d", script=ROOT / "calibration/campaigns/h200-capture.sh")
+    qa, qb, ma, mb = runs
+    assert [r["model"] for r in runs] == ["qwen3-30b-a3b"] * 2 + ["moonlight-16b-a3b"] * 2
+    assert qa["max_cudagraph_capture_size"] == ma["max_cudagraph_capture_size"] == 8192
+    assert qb["max_cudagraph_capture_size"] is None and mb["max_cudagraph_capture_size"] is None
+    assert qa["run"] == qb["run"] and rates(qa["run"]) == [8, 14, 20] and rates(ma["run"]) == [10, 20, 30]
+    assert qa["size_sweep"] == [] and len(qb["size_sweep"]) == 3 and all(r["step_trace"] for r in runs)
+    assert len({r["port"] for r in runs}) == 4 and log.count("START") == 4

@@ -27,3 +27,11 @@ budget() {  # budget NAME MINIMUM_S LIMIT_S: prints the job's limit, LIMIT_S or 
   if [ "$left" -lt "$2" ]; then echo "[$(date -u +%T)] SKIP $1: ${left}s left" | tee -a "$D/jobs.log" >&2; return 1; fi
   echo $(( left < $3 ? left : $3 ))
 }
+
+# Shared by the campaigns: chat-like lengths (1,024 in, 128 out, each +-80 %), the plan's warm-up of Qwen3-30B-A3B
+# bf16 at vllm serve's 8,192 tokens a step (planner.compile_keys.warm_up_sizes: 513, 769, 1,281 twice), and GPU=
+# in the environment naming another GPU than the H200 for serve_bench's records.
+CHAT="input=1024,output=128,ratio=0.8"
+QWEN3_BF16_KEYS="--size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1"
+QWEN3_BF16_KEYS="$QWEN3_BF16_KEYS --size-sweep c:from=1281,step=1,n=2,output=1"
+G=${GPU:+--gpu $GPU}

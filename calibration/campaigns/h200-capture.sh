@@ -13,39 +13,24 @@
 # d: Moonlight with the default graphs: its control.
 # Then, here (no GPU): python -m calibration.boots --write, the runs into benchmarks/serving_accuracy.py.
 set -u
-D=$1
-END=$(( $(date +%s) + $2 ))
+D=$1 END=$(( $(date +%s) + $2 ))  # common.sh makes D; budget reads END
 . "$(dirname "$0")/common.sh"
-CHAT="input=1024,output=128,ratio=0.8"
-KEYS="--size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1"
-KEYS="$KEYS --size-sweep c:from=1281,step=1,n=2,output=1"
 QRUNS="--run chat8:$CHAT,n=160,rate=8 --run chat14:$CHAT,n=280,rate=14 --run chat20:$CHAT,n=400,rate=20"
-G=${GPU:+--gpu $GPU}
 MRUNS="--run chat10:$CHAT,n=200,rate=10 --run chat20:$CHAT,n=400,rate=20 --run chat30:$CHAT,n=600,rate=30"
+serve() {  # serve NAME MODEL PORT MINIMUM_S LIMIT_S serve_bench-args...: one engine, its boot given the job's time
+  local t
+  t=$(budget "$1" "$4" "$5") || return 0
+  # shellcheck disable=SC2086
+  job 0 "$t" "$1" python3 -m calibration.serve_bench --model "$2" $G --max-model-len 4096 --step-trace \
+    --out "$D/serve-$1" --port "$3" --boot-timeout-s $(( t - 60 )) --budget-s $(( t - 30 )) "${@:6}"
+}
 part() {
+  # shellcheck disable=SC2086
   case "$1" in
-  a)
-    t=$(budget qwen3-cg8192 200 560) || return 0
-    # shellcheck disable=SC2086
-    job 0 "$t" qwen3-cg8192 python3 -m calibration.serve_bench --model qwen3-30b-a3b $G --max-model-len 4096 \
-      --max-cudagraph-capture-size 8192 --step-trace --out "$D/serve-qwen3-cg8192" --port 8071 \
-      --boot-timeout-s $(( t - 60 )) --budget-s $(( t - 30 )) $QRUNS ;;
-  b)
-    t=$(budget qwen3-default 150 400) || return 0
-    # shellcheck disable=SC2086
-    job 0 "$t" qwen3-default python3 -m calibration.serve_bench --model qwen3-30b-a3b $G --max-model-len 4096 \
-      --step-trace --out "$D/serve-qwen3-default" --port 8072 --budget-s $(( t - 30 )) $KEYS $QRUNS ;;
-  c)
-    t=$(budget moonlight-cg8192 200 560) || return 0
-    # shellcheck disable=SC2086
-    job 0 "$t" moonlight-cg8192 python3 -m calibration.serve_bench --model moonlight-16b-a3b $G --max-model-len 4096 \
-      --max-cudagraph-capture-size 8192 --step-trace --out "$D/serve-moonlight-cg8192" --port 8073 \
-      --boot-timeout-s $(( t - 60 )) --budget-s $(( t - 30 )) $MRUNS ;;
-  d)
-    t=$(budget moonlight-default 150 400) || return 0
-    # shellcheck disable=SC2086
-    job 0 "$t" moonlight-default python3 -m calibration.serve_bench --model moonlight-16b-a3b $G --max-model-len 4096 \
-      --step-trace --out "$D/serve-moonlight-default" --port 8074 --budget-s $(( t - 30 )) $MRUNS ;;
+  a) serve qwen3-cg8192 qwen3-30b-a3b 8071 200 560 --max-cudagraph-capture-size 8192 $QRUNS ;;
+  b) serve qwen3-default qwen3-30b-a3b 8072 150 400 $QWEN3_BF16_KEYS $QRUNS ;;
+  c) serve moonlight-cg8192 moonlight-16b-a3b 8073 200 560 --max-cudagraph-capture-size 8192 $MRUNS ;;
+  d) serve moonlight-default moonlight-16b-a3b 8074 150 400 $MRUNS ;;
   *) echo "unknown part $1 (a, b, c, d)" >&2; return 2 ;;
   esac
 }

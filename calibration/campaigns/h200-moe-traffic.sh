@@ -18,12 +18,9 @@ set -u
 D=$1
 END=$(( $(date +%s) + $2 ))
 . "$(dirname "$0")/common.sh"
-CHAT="input=1024,output=128,ratio=0.8"
 PREFIX="input=256,output=64,prefix=2048"
 AGENT="sessions=24,turns=4,system=1024,user=128,output=96,think=1.0,session_rate=3"
-KEYS="--size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1"
-KEYS="$KEYS --size-sweep c:from=1281,step=1,n=2,output=1"
-G=${GPU:+--gpu $GPU}
+KEYS=$QWEN3_BF16_KEYS
 part() {
   case "$1" in
   a) part a1; part a2 ;;

@@ -69,12 +69,9 @@
 set -u
 D=$2
 . "$(dirname "$0")/common.sh"
-CHAT="input=1024,output=128,ratio=0.8"
 PREFIX="input=256,output=64,prefix=2048"
-# the bf16 Qwen3-30B-A3B engine's compile keys above the CUDA graphs (513, 769, 1,281-1,282 tokens), as size sweeps
-# before its runs (stages m, r, y, fb)
-QWEN3_BF16_KEYS="--size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1"
-QWEN3_BF16_KEYS="$QWEN3_BF16_KEYS --size-sweep c:from=1281,step=1,n=2,output=1"
+# CHAT and QWEN3_BF16_KEYS (the bf16 Qwen3-30B-A3B engine's compile keys above the CUDA graphs, 513, 769, 1,281-1,282
+# tokens, as size sweeps before its runs: stages m, r, y, fb) come from common.sh
 case $1 in
   a) job 0 270 x-moe-k python3 -m calibration.mixed_probe --model qwen3-30b-a3b --out "$D/mixed-k.jsonl" \
        --budget-s 250 --batches 0,64,128 --chunks 1024,2048 --prompts 1,2,4 --repeats 3 ;;
