@@ -406,13 +406,11 @@ class Deployment(FrozenSpec):
     kv_cache_dtype: KvDtype = "bf16"
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = Field(
         0.92, description="fraction of total GPU memory vLLM may use (vLLM 0.26 default 0.92)")
-    max_num_batched_tokens: PositiveInt = Field(SERVE_LIMITS_LARGE_GPU[0], description=(
-        "chunked-prefill token budget per step (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)"))
-    max_num_seqs: PositiveInt = Field(SERVE_LIMITS_LARGE_GPU[1], description=(
-        "sequences scheduled at once (Deployment.for_gpu: vLLM 0.26 `serve`'s for the GPU)"))
+    # the scheduler's token budget per step and sequences at once (Deployment.for_gpu: vLLM 0.26 serve's for the GPU)
+    max_num_batched_tokens: PositiveInt = Field(SERVE_LIMITS_LARGE_GPU[0], description="chunked-prefill token budget")
+    max_num_seqs: PositiveInt = Field(SERVE_LIMITS_LARGE_GPU[1], description="sequences scheduled at once")
     block_size_tokens: PositiveInt = Field(16, description="paged KV block size")
-    max_cudagraph_capture_tokens: PositiveInt | None = Field(None, description=(
-        "--max-cudagraph-capture-size: the largest CUDA-graph step, tokens (None: vLLM's; kernel_families)"))
+    max_cudagraph_capture_tokens: PositiveInt | None = Field(None, description="largest CUDA-graph step; None: vLLM's")
 
     @classmethod
     def for_gpu(cls, gpu: GpuSpec, **fields) -> Deployment:
