@@ -144,6 +144,10 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None, max_
     note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
             f"1-{cap} tokens before it serves (engine start 54-258 s measured on H200s, median 128 s); "
             + ("larger steps run without graphs" if top > cap else "no step is larger"))
+    default = deployment.replace(max_cudagraph_capture_tokens=None)
+    if cap > cudagraph_max_tokens(default, model):  # more graphs than the engines whose starts were measured
+        note += (f"; {len(capture_sizes(deployment, model))} graph sizes where vLLM's default captures "
+                 f"{len(capture_sizes(default, model))}: a longer start than those measured (by how much: not measured)")
     if model.attention.kind == "mla":  # traced on five MLA engines (context_compile_s, mixed_context)
         s = context_compile_s(model, profile)
         note += (f"; an MLA engine also stalls once{f', {s:.2f} s' if s else ''} (0.50-0.70 s traced), on its first "

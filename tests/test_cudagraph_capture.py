@@ -95,3 +95,12 @@ def test_the_plan_says_when_a_prompt_step_is_launch_bound_above_the_graphs():
     assert graph_note(QWEN, H200, dep.replace(max_cudagraph_capture_tokens=8192), prof, 64, 1500.0, 1500) is None
     assert graph_note(QWEN, H200, dep, prof, 64, 300.0, 300) is None  # 64 + 300 tokens: inside the 512 graphs
     assert graph_note(catalog.model("llama-3.1-8b"), H200, dep, prof, 64, 1500.0, 1500) is None
+
+
+def test_the_cold_start_note_counts_the_graphs_a_larger_capture_adds():
+    from planner.compile_keys import cold_start_note
+
+    prof = catalog.profile_for("h200-sxm", "0.26.0")
+    big = cold_start_note(QWEN, Deployment.for_gpu(H200, max_cudagraph_capture_tokens=8192), prof, 4096)
+    assert "1-8192 tokens" in big and "531 graph sizes where vLLM's default captures 51" in big
+    assert "graph sizes" not in cold_start_note(QWEN, Deployment.for_gpu(H200), prof, 4096)
