@@ -147,7 +147,8 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None, max_
     default = deployment.replace(max_cudagraph_capture_tokens=None)
     if cap > cudagraph_max_tokens(default, model):  # more graphs than the engines whose starts were measured
         note += (f"; {len(capture_sizes(deployment, model))} graph sizes where vLLM's default captures "
-                 f"{len(capture_sizes(default, model))}: a longer start than those measured (by how much: not measured)")
+                 f"{len(capture_sizes(default, model))}: a longer start than those measured (by how much: not "
+                 "measured)")
     if model.attention.kind == "mla":  # traced on five MLA engines (context_compile_s, mixed_context)
         s = context_compile_s(model, profile)
         note += (f"; an MLA engine also stalls once{f', {s:.2f} s' if s else ''} (0.50-0.70 s traced), on its first "

@@ -1,5 +1,6 @@
 """The MoE-traffic GPU campaign (calibration/campaigns/h200-moe-traffic.sh, run on 2026-12-05: part a on an H100, then
-all parts on an H200, calibration/data/h*-2026-12-05-moe-traffic) and the CUDA-graph one (h200-capture.sh) run here through a stub ``python3``: each ``-m calibration.*`` command is parsed by that module's real argument
+all parts on an H200, calibration/data/h*-2026-12-05-moe-traffic) and the CUDA-graph one (h200-capture.sh) run
+here through a stub ``python3``: each ``-m calibration.*`` command is parsed by that module's real argument
 parser, so a flag the module does not take, or a run spec it cannot read, is found before device time is spent on it.
 """
 
