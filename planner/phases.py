@@ -189,4 +189,5 @@ def graph_note(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, profile: 
             f"launching its kernels one by one; with --max-cudagraph-capture-size {top} (vLLM captures every step "
             f"size up to it at start, and compiles every MoE kernel key then) it would run as piecewise graphs in "
             f"{1e3 * fast:.1f} ms: TTFT and, with prompts arriving, TPOT improve (planner simulate "
-            f"--max-cudagraph-capture-size {top} shows the served effect)")
+            f"--max-cudagraph-capture-size {top} shows the served effect; a prediction of the step formula: no engine "
+            f"with larger graphs measured yet)")
