@@ -18,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-from calibration.serving_points import served_engines
+from calibration.serving_points import recorded_deployment, served_engines
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "calibration" / "data"
@@ -38,8 +38,8 @@ def collect(data: Path = DATA) -> list[dict]:
                     "boot_s": round(float(boot["boot_s"]), 1), "init_engine_s": round(float(boot["init_engine_s"]), 2),
                     "date": date.group(1) if date else "", "source": str(f.relative_to(ROOT)),
                     # an engine with more CUDA graphs than vLLM's default captures longer: said, and kept apart
-                    **({"max_cudagraph_capture_tokens": int(argv[argv.index("--max-cudagraph-capture-size") + 1])}
-                       if "--max-cudagraph-capture-size" in argv else {})})
+                    **({"max_cudagraph_capture_tokens": graphs}
+                       if (graphs := recorded_deployment(deploy, boot["model"]).max_cudagraph_capture_tokens) else {})})
     return out
 
 

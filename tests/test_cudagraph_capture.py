@@ -104,3 +104,19 @@ def test_the_cold_start_note_counts_the_graphs_a_larger_capture_adds():
     big = cold_start_note(QWEN, Deployment.for_gpu(H200, max_cudagraph_capture_tokens=8192), prof, 4096)
     assert "1-8192 tokens" in big and "531 graph sizes where vLLM's default captures 51" in big
     assert "graph sizes" not in cold_start_note(QWEN, Deployment.for_gpu(H200), prof, 4096)
+
+
+def test_the_boots_table_marks_an_engine_with_larger_graphs(tmp_path, monkeypatch):
+    from calibration import boots
+
+    monkeypatch.setattr(boots, "ROOT", tmp_path)  # the sources are named relative to the repository
+
+    argv = ["vllm", "serve", "m", "--tensor-parallel-size", "1", "--max-num-seqs", "1024",
+            "--max-num-batched-tokens", "8192"]
+    for name, extra in (("a", []), ("b", ["--max-cudagraph-capture-size", "8192"])):
+        (tmp_path / name).mkdir()
+        recs = [{"type": "deploy", "model": "qwen3-30b-a3b", "gpu": "h200-sxm", "argv": argv + extra},
+                {"type": "boot", "model": "qwen3-30b-a3b", "boot_s": 100.0, "init_engine_s": 60.0}]
+        (tmp_path / name / "serve_bench.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    default, larger = boots.collect(tmp_path)
+    assert "max_cudagraph_capture_tokens" not in default and larger["max_cudagraph_capture_tokens"] == 8192
