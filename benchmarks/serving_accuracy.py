@@ -60,6 +60,9 @@ lengths, multi-turn parents and engine settings:
   calibrate +serve`` measures on a host; reported, with the share of runs within each target): the committed profile
   carries one dense host's floor, six Qwen3 hosts' median for the fused MoE and eight hosts' for MLA; the traced
   hosts' own differ from what it predicts for their engines by the launch spread the benchmark prints.
+* calibration/data/h100-2026-12-05-capture (calibration/campaigns/h200-capture.sh, on an H100): Qwen3-30B-A3B and
+  Moonlight-16B-A3B with --max-cudagraph-capture-size 8192 and with vLLM's default graphs on one host, chat, traced:
+  replayed with the profile transferred to the H100 (reported), with the measured and simulated gain of the graphs.
 
 Targets, below saturation: output throughput within 3 %, TPOT p50 within 7 %, TTFT p50 within 10 %, TTFT
 p99 within 20 %; at and above saturation, throughput within 5 % and the simulated queue growing too.  A run is at
@@ -310,7 +313,7 @@ def main() -> int:
                         f"predicted), {s_.get('stall_s', 0.0):.1f} s of {s_.get('wall_s', 0.0):.0f} s")
             print(line(f"{c.name} ({c.num_requests} req)", e, joined(note, cap)))
     moe_traffic_runs(missed)
-    capture_runs(prof, missed)
+    capture_runs(missed)
     served_kv_check(missed)
     own_floor_runs(prof, [(base / folder, model) for base, folder, model, role in traced_runs
                           if role in ("held", "piecewise", "cv", "cv-mla")])
@@ -381,26 +384,28 @@ def moe_traffic_runs(missed: list) -> None:
                   f"{p_off / p_on:.2f}x")
 
 
-#: the CUDA-graph campaign (calibration/campaigns/h200-capture.sh): (part, folder, model); the default-graph engines are
-#: the same host's control.  Every run held out: the larger graphs' runs check the simulator's prediction for them.
-CAPTURE = ROOT / "calibration/data/h200-2026-12-05-capture"
+#: the CUDA-graph campaign (calibration/campaigns/h200-capture.sh, run on a lent H100: GPU=h100-sxm): (part, folder,
+#: model); the default-graph engines are the same host's control.  Replayed with the profile `planner` uses on an H100
+#: (the H200's calibration on the H100's datasheet roofs, as MOE_TRAFFIC's H100 runs): reported, not checked.
+CAPTURE = ROOT / "calibration/data/h100-2026-12-05-capture"
 CAPTURE_RUNS = (("a", "serve-qwen3-cg8192", "qwen3-30b-a3b"), ("b", "serve-qwen3-default", "qwen3-30b-a3b"),
                 ("c", "serve-moonlight-cg8192", "moonlight-16b-a3b"),
                 ("d", "serve-moonlight-default", "moonlight-16b-a3b"))
 
 
-def capture_runs(prof, missed: list) -> None:
+def capture_runs(missed: list) -> None:
     """Each engine served with --max-cudagraph-capture-size 8192 (every step a CUDA graph) and its same-host control
     with vLLM's default graphs: the runs against the simulator, and the measured and simulated gain of the larger
     graphs (TTFT and TPOT p50, default / larger) where both engines ran."""
     p50: dict = {}
+    prof = catalog.resolve_profile("auto", "h100-sxm")[0]
     for part, folder, model in CAPTURE_RUNS:
         if not (CAPTURE / part / folder).is_dir():
             continue
-        print(f"vllm serve + vllm bench serve, 2026-12-05, CUDA graphs {folder.rsplit('-', 1)[-1]}, every engine step "
-              f"timed ({part}/{folder}; held out: checked):")
+        print(f"vllm serve + vllm bench serve, 2026-12-05, one h100-sxm, CUDA graphs {folder.rsplit('-', 1)[-1]}, every "
+              f"engine step timed ({part}/{folder}; the profile {prof.mode}: reported only):")
         for c in replay_folder(CAPTURE / part / folder, model, prof):
-            e, _, note = judged(f"capture/{part}/{folder}/{c.name}", c, missed)
+            e, _, note = judged(f"capture/{part}/{folder}/{c.name}", c, None)
             p50[model, folder.endswith("default"), c.name] = (c.measured, c.predicted)
             print(line(f"{c.name} ({c.num_requests} req)", e, joined(
                 note, f"{c.predicted.get('compile_stalls', 0)} compile stall(s) predicted")))

@@ -16,6 +16,7 @@ Each family has its own few terms, fitted on ONE engine with everything else hel
 | lm_head peak (V2) | head_peak_bytes_per_weight | Llama-3.1-8B, -70B-i7168, Qwen2.5-32B | Qwen2.5-7B, Gemma-3-27B |
 | MoE memory (V1 runner) | v1_cudagraph_estimate_bytes, v1_sampler_logits_copies | gpt-oss-120b,
   qwen3-30b-a3b | gpt-oss-20b, moonlight-16b-a3b, qwen3-30b-a3b fp8 |
+| CUDA graphs past vLLM's default | v1_cudagraph_bytes_per_graph, cudagraph_capture_s_per_graph (H100 logs) | qwen3-30b-a3b | moonlight-16b-a3b |
 
 The MLA stage keeps the bf16 stage's expert bandwidth efficiency (the same Triton fused MoE kernel; HELD_FROM_BF16
 says why).  The fp8 stage keeps the bf16 stage's expert bandwidth efficiency, GEMM half-point and eager launch
@@ -92,6 +93,12 @@ KERNELS = {"mxfp4": "Triton MXFP4 MoE (OAITritonMxfp4ExpertsMonolithic), bf16 at
 #: MoE engines on vLLM's V1 runner whose start-up logs fit the two memory terms
 V1_MEMORY_FIT = [(f"{CAMPAIGN}/mxfp4/h200-families.gpt-oss-120b.wmxfp4.auto.fit.log", "gpt-oss-120b", "mxfp4"),
                  ("h200x2-2026-11-30/h200x2-moe-fit.qwen3-30b-a3b.auto.fit.log", "qwen3-30b-a3b", "bf16")]
+#: vLLM's CUDA graphs past its default largest (calibration/campaigns/h200-capture.sh, run on an H100): Qwen3-30B-A3B
+#: served with --max-cudagraph-capture-size 8192 (614 graphs) and with vLLM's default (102) on one host; its V1-runner
+#: estimate and capture time per graph more (graph_terms).  Moonlight-16B-A3B's pair (c/, d/) is held out
+#: (tests/test_cudagraph_capture.py)
+CAPTURE_FIT = ("h100-2026-12-05-capture/a/serve-qwen3-cg8192/serve.log",
+               "h100-2026-12-05-capture/b/serve-qwen3-default/serve.log")
 #: dense engines on vLLM's V2 runner served with `vllm serve`'s 8,192 tokens / 1,024 sequences whose profiling peak
 #: is above their forward's activations: the bytes per lm_head weight at that peak (head_peak_bytes_per_weight) are
 #: their median (2.22-2.26).  Held out: Qwen2.5-7B (2.23) and Gemma-3-27B (262,208-token vocabulary, 2.13; its KV pool
@@ -202,10 +209,21 @@ def fit_memory(data: dict) -> dict:
     factor = ((t["weights_bytes"] - rope_cache_bytes(m)) / prof.weight_bytes_factor - wb.kept_16bit_bytes) / \
         wb.quantized_bytes
     out = {k: v for k, v in data.items() if k != "v1_moe_workspace_factor"}
-    return dict(out, v1_cudagraph_estimate_bytes=float(np.median(est)), mxfp4_expert_bytes_factor=float(factor),
+    per_graph_bytes, per_graph_s = graph_terms(*(DATA / f for f in CAPTURE_FIT))
+    return dict(out, v1_cudagraph_estimate_bytes=float(np.median(est)), v1_cudagraph_bytes_per_graph=per_graph_bytes,
+                cudagraph_capture_s_per_graph=per_graph_s, mxfp4_expert_bytes_factor=float(factor),
                 v1_sampler_logits_copies=max(0.0, float(np.median(copies))),
                 head_peak_bytes_per_weight=float(np.median([head_peak_bytes_per_weight(DATA / f, m)
                                                             for f, m in HEAD_PEAK_FIT])))
+
+
+def graph_terms(more: Path, default: Path) -> tuple[float, float]:
+    """(V1-runner estimate bytes, capture seconds) per CUDA graph: the differences between an engine's start-up log
+    with more graphs and the same engine's with vLLM's default ones, over the difference in graphs."""
+    big, base = (parse_engine_log(p.read_text(encoding="utf-8", errors="replace")) for p in (more, default))
+    n = big["cudagraph_graphs"] - base["cudagraph_graphs"]
+    return ((big["cudagraph_estimate_bytes"] - base["cudagraph_estimate_bytes"]) / n,
+            (big["graph_capture_s"] - base["graph_capture_s"]) / n)
 
 
 def head_peak_bytes_per_weight(folder: Path, model_id: str) -> float:

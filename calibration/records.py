@@ -131,6 +131,8 @@ _LOG_PATTERNS = {
     "requested": re.compile(r"Desired GPU memory utilization is \(([0-9.]+), " + _GIB + r"\)"),
     "max_concurrency": re.compile(r"Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x"),
     "cudagraph_estimate_gib": re.compile(r"Estimated CUDA graph memory:\s*" + _GIB + r" total"),
+    "cudagraph_graphs": re.compile(r"Profiling CUDA graph memory: (.*)"),
+    "graph_capture_s": re.compile(r"Graph capturing finished in ([0-9.]+) secs?"),
 }
 
 
@@ -168,6 +170,10 @@ def parse_engine_log(text: str) -> dict:
             out["requested_bytes"] = float(m[1]) * GIB
         elif key == "cudagraph_estimate_gib":  # V1 runner: subtracted from the KV pool at start-up
             out["cudagraph_estimate_bytes"] = float(m) * GIB
+        elif key == "cudagraph_graphs":  # "PIECEWISE=531 (largest=8192), FULL=83 (largest=1024)": 614 graphs
+            out["cudagraph_graphs"] = sum(int(n) for n in re.findall(r"[A-Z_]+=([0-9]+)", m))
+        elif key == "graph_capture_s":
+            out["graph_capture_s"] = float(m)
         elif key == "max_concurrency":
             out["max_model_len"] = int(m[0].replace(",", ""))
             out["max_concurrency"] = float(m[1])

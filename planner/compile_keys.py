@@ -93,6 +93,28 @@ def capture_sizes(deployment: Deployment, model: ModelSpec | None) -> list[int]:
     return sorted(sizes)
 
 
+def graph_count(deployment: Deployment, model: ModelSpec | None) -> int:
+    """The CUDA graphs vLLM 0.26 captures (its log's "Profiling CUDA graph memory: PIECEWISE=..., FULL=..."): a
+    piecewise graph per capture size and a full graph per size up to max_num_seqs (the uniform decode batches):
+    51 + 51 at vllm serve's defaults, 83 + 83 for gpt-oss, 531 + 83 with --max-cudagraph-capture-size 8192 (logged)."""
+    sizes = capture_sizes(deployment, model)
+    return len(sizes) + sum(1 for s in sizes if s <= deployment.max_num_seqs)
+
+
+def extra_graphs(deployment: Deployment, model: ModelSpec | None) -> int:
+    """The graphs ``deployment`` captures beyond those of vLLM's default largest graph (negative below it)."""
+    return graph_count(deployment, model) - graph_count(deployment.replace(max_cudagraph_capture_tokens=None), model)
+
+
+def v1_graph_estimate_bytes(model: ModelSpec, deployment: Deployment, profile) -> float:
+    """The CUDA-graph memory vLLM's V1 runner (MoE models) subtracts from the KV pool at start-up: the profile's
+    estimate with the default graphs plus its bytes per graph for each graph more.  Logged on an H100
+    (calibration/data/h100-2026-12-05-capture): 614 graphs against 102 added 3.15 GiB to Qwen3-30B-A3B's (the fit)
+    and 3.12 GiB to Moonlight-16B-A3B's (held out; 6.3 MiB a graph predicts 3.15)."""
+    return max(0.0, profile.v1_cudagraph_estimate_bytes
+               + profile.v1_cudagraph_bytes_per_graph * extra_graphs(deployment, model))
+
+
 def keys_at_start(deployment: Deployment, model: ModelSpec | None,
                   key: Callable[[int], Hashable] | None = None) -> frozenset:
     """The compile keys a freshly started engine has: the profiling run's, and for the fused MoE the graph
@@ -144,11 +166,13 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None, max_
     note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
             f"1-{cap} tokens before it serves (engine start 54-258 s measured on H200s, median 128 s); "
             + ("larger steps run without graphs" if top > cap else "no step is larger"))
-    default = deployment.replace(max_cudagraph_capture_tokens=None)
-    if cap > cudagraph_max_tokens(default, model):  # more graphs than the engines whose starts were measured
-        note += (f"; {len(capture_sizes(deployment, model))} graph sizes where vLLM's default captures "
-                 f"{len(capture_sizes(default, model))}: a longer start than those measured (by how much: not "
-                 "measured)")
+    more = extra_graphs(deployment, model)
+    if more > 0:  # measured on an H100: Qwen3-30B-A3B 22 -> 119 s of capture, Moonlight-16B-A3B 31 -> 132 s
+        s = more * profile.cudagraph_capture_s_per_graph if profile is not None else 0.0
+        note += (f"; {graph_count(deployment, model)} CUDA graphs where vLLM's default captures "
+                 f"{graph_count(deployment, model) - more}: "
+                 + (f"about {s:.0f} s more start-up ({profile.cudagraph_capture_s_per_graph:.2f} s a graph)" if s
+                    else "a longer start-up"))
     if model.attention.kind == "mla":  # traced on five MLA engines (context_compile_s, mixed_context)
         s = context_compile_s(model, profile)
         note += (f"; an MLA engine also stalls once{f', {s:.2f} s' if s else ''} (0.50-0.70 s traced), on its first "

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.compile_keys import v1_graph_estimate_bytes
 from planner.dtypes import KV_BYTES, WEIGHT_BITS
 from planner.kernel_families import (fused_moe_workspace_bytes, kv_groups, kv_layer_slots, mxfp4_experts_only,
                                      mxfp4_weight_split, uses_v1_runner)
@@ -338,7 +339,7 @@ def memory_budget(
     non_torch = profile.non_torch_bytes if profile.mode != "ideal" else DEFAULT_NON_TORCH_BYTES
     graphs = profile.cudagraph_bytes if profile.mode != "ideal" else DEFAULT_CUDAGRAPH_BYTES
     if uses_v1_runner(model):  # the V1 runner subtracts its CUDA-graph memory estimate before sizing the pool
-        graphs += profile.v1_cudagraph_estimate_bytes
+        graphs += v1_graph_estimate_bytes(model, deployment, profile)
     pool = usable - w - act - non_torch - graphs
     per_tok = model_kv_bytes_per_token * kv_shard_fraction(model, tp, pp)
     bs = hybrid_block_tokens(model, deployment.kv_cache_dtype, deployment.block_size_tokens)

@@ -342,7 +342,13 @@ class CalibrationProfile(FrozenSpec):
         1.0, description="measured ÷ counted bytes of MXFP4 experts (4.25 bits) as vLLM's Triton MXFP4 layout "
         "loads them")
     v1_cudagraph_estimate_bytes: Annotated[float, Field(ge=0)] = Field(
-        0.0, description="CUDA-graph memory the V1 runner subtracts from the KV pool at start-up, bytes")
+        0.0, description="CUDA-graph memory the V1 runner subtracts from the KV pool at start-up with vLLM's default "
+        "graphs, bytes")
+    # each CUDA graph more than vLLM's default (--max-cudagraph-capture-size): the bytes it adds to the V1 runner's
+    # estimate (planner.compile_keys.v1_graph_estimate_bytes) and the seconds of engine start its capture takes; 0: not
+    # modelled
+    v1_cudagraph_bytes_per_graph: Annotated[float, Field(ge=0)] = 0.0
+    cudagraph_capture_s_per_graph: Annotated[float, Field(ge=0)] = 0.0
     device_memory_bytes: Annotated[float, Field(gt=0)] | None = Field(
         None, description="total device memory as CUDA reports it to vLLM (what utilization multiplies)"
     )

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from planner.compile_keys import extra_graphs
+from planner.kernel_families import uses_v1_runner
 from planner.memory import MemoryBudget, memory_budget, request_kv_bytes_per_gpu
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
 from planner.specs import Deployment, GpuSpec, ModelSpec
@@ -117,10 +119,14 @@ def startup_check(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, max_mo
             f"one request of {max_model_len:,} tokens needs {fmt_gib(need)} of KV per GPU, the pool has "
             f"{fmt_gib(budget.kv_pool_bytes)} (vLLM refuses to start)"), "memory"))
     headroom = (1.0 - deployment.gpu_memory_utilization) * budget.gpu_memory_bytes
-    need_headroom = MIN_HEADROOM_BYTES
+    # the V2 runner (dense models) captures its graphs after sizing the pool: graphs beyond vLLM's default need room
+    # there too, at the V1 runner's measured bytes per graph (not measured on the V2 runner)
+    more = 0 if uses_v1_runner(model) else max(0, extra_graphs(deployment, model))
+    need_headroom = MIN_HEADROOM_BYTES + more * profile.v1_cudagraph_bytes_per_graph
     if headroom < need_headroom:
+        graphs = f" ({more} CUDA graphs more than vLLM's default)" if more and profile.v1_cudagraph_bytes_per_graph else ""
         problems.append(StartupProblem("gpu_memory_utilization", (
             f"{deployment.gpu_memory_utilization:.3g} leaves {fmt_gib(headroom)} above the KV pool; CUDA-graph "
-            f"capture and NCCL buffers need about {fmt_gib(need_headroom)} (lower it)"), "memory"))
+            f"capture{graphs} and NCCL buffers need about {fmt_gib(need_headroom)} (lower it)"), "memory"))
     return StartupCheck(tuple(problems), budget.kv_pool_bytes, budget.kv_capacity_tokens, int(max_model_len),
                         headroom, budget)

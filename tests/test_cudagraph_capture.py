@@ -5,9 +5,12 @@ engine model, the `vllm serve` command and the recorded engines read it in one p
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
+from calibration.records import parse_engine_log
 from calibration.serving_points import recorded_deployment
 from planner.cli.app import app
 from planner.compile_keys import capture_sizes, keys_at_start, warm_up_sizes
@@ -17,6 +20,7 @@ from planner.kernel_families import cudagraph_max_tokens
 from planner.serving.loadtests import engine_hints
 from planner.specs import Deployment
 
+ROOT = Path(__file__).resolve().parents[1]
 H200 = catalog.gpu("h200-sxm")
 QWEN, OSS = catalog.model("qwen3-30b-a3b"), catalog.model("gpt-oss-20b")
 RUN = CliRunner()
@@ -102,8 +106,92 @@ def test_the_cold_start_note_counts_the_graphs_a_larger_capture_adds():
 
     prof = catalog.profile_for("h200-sxm", "0.26.0")
     big = cold_start_note(QWEN, Deployment.for_gpu(H200, max_cudagraph_capture_tokens=8192), prof, 4096)
-    assert "1-8192 tokens" in big and "531 graph sizes where vLLM's default captures 51" in big
-    assert "graph sizes" not in cold_start_note(QWEN, Deployment.for_gpu(H200), prof, 4096)
+    # 531 piecewise + 83 full graphs against 51 + 51: 512 more x 0.189 s (the H100's Qwen3 pair: (119 - 22) / 512)
+    assert "1-8192 tokens" in big and "614 CUDA graphs where vLLM's default captures 102: about 97 s more" in big
+    assert "CUDA graphs where" not in cold_start_note(QWEN, Deployment.for_gpu(H200), prof, 4096)
+
+
+CAPTURE = ROOT / "calibration/data/h100-2026-12-05-capture"
+PAIRS = {"qwen3-30b-a3b": ("a/serve-qwen3-cg8192", "b/serve-qwen3-default"),
+         "moonlight-16b-a3b": ("c/serve-moonlight-cg8192", "d/serve-moonlight-default")}
+
+
+def logged(folder: str) -> dict:
+    return parse_engine_log((CAPTURE / folder / "serve.log").read_text(encoding="utf-8", errors="replace"))
+
+
+def test_the_graph_count_is_what_vllm_logged_for_each_engine():
+    """graph_count against every committed engine log's "Profiling CUDA graph memory" line: 102 at the defaults,
+    166 for gpt-oss, 614 with 8,192-token graphs."""
+    from planner.compile_keys import graph_count
+
+    h100 = catalog.gpu("h100-sxm")
+    for big, default in PAIRS.values():
+        assert logged(big)["cudagraph_graphs"] == graph_count(Deployment.for_gpu(h100, max_cudagraph_capture_tokens=8192),
+                                                              QWEN) == 531 + 83
+        assert logged(default)["cudagraph_graphs"] == graph_count(Deployment.for_gpu(h100), QWEN) == 51 + 51
+    oss = parse_engine_log((ROOT / "calibration/data/h200-2026-12-02-serve-mxfp4/h/serve-gpt-oss-20b-trace/serve.log")
+                           .read_text(encoding="utf-8", errors="replace"))
+    assert oss["cudagraph_graphs"] == graph_count(Deployment.for_gpu(H200), OSS) == 83 + 83
+
+
+def test_the_graph_terms_are_fitted_on_qwen3_and_hold_on_moonlight():
+    """The profile's bytes and seconds per graph more are the Qwen3 pair's differences (3.79 - 0.64 GiB and 119 - 22 s
+    over 512 graphs); Moonlight's pair, held out, is within 1 % and 5 %."""
+    from calibration.family_fit import CAPTURE_FIT, DATA, graph_terms
+
+    prof = catalog.profile_for("h200-sxm", "0.26.0")
+    per_b, per_s = graph_terms(*(DATA / f for f in CAPTURE_FIT))
+    assert per_b == prof.v1_cudagraph_bytes_per_graph == pytest.approx((3.79 - 0.64) * 2**30 / 512)
+    assert per_s == prof.cudagraph_capture_s_per_graph == pytest.approx((119 - 22) / 512)
+    held_b, held_s = graph_terms(*(CAPTURE / f / "serve.log" for f in PAIRS["moonlight-16b-a3b"]))
+    assert held_b == pytest.approx(per_b, rel=0.01) and held_s == pytest.approx(per_s, rel=0.05)
+
+
+@pytest.mark.parametrize("model_id", sorted(PAIRS))
+def test_the_kv_pool_loses_what_vllms_estimate_takes_for_larger_graphs(model_id):
+    """The V1 runner's pool with 8,192-token graphs: within 1 % of vLLM's logged one (it was +34.6 % for Qwen3 and
+    +9.6 % for Moonlight before the per-graph term), and the pool the larger graphs cost within 2 % of the logged
+    difference (Qwen3 12.41 - 9.25 GiB, Moonlight 39.15 - 36.03)."""
+    from calibration.serving_points import served_kv_pools
+
+    rows = {f: (logged_b, pred) for f, logged_b, pred, _ in served_kv_pools(CAPTURE)}
+    (big_l, big_p), (def_l, def_p) = (rows[f] for f in PAIRS[model_id])
+    assert big_p == pytest.approx(big_l, rel=0.01) and def_p == pytest.approx(def_l, rel=0.01)
+    assert def_p - big_p == pytest.approx(def_l - big_l, rel=0.02)
+
+
+def test_a_dense_engine_with_larger_graphs_needs_their_room_above_the_pool():
+    """The V2 runner captures after sizing the pool: 512 graphs more need ~3.15 GiB of headroom beside the 1 GiB
+    floor; an H100 at 0.95 leaves 4.0 GiB (refused), at 0.90 7.9 GiB (starts); the V1 runner's estimate is in its
+    pool already (no refusal)."""
+    from planner.startup import startup_check
+
+    h100, llama = catalog.gpu("h100-sxm"), catalog.model("llama-3.1-8b")
+    prof = catalog.resolve_profile("auto", "h100-sxm")[0]
+    big = Deployment.for_gpu(h100, max_cudagraph_capture_tokens=8192)
+    refused = startup_check(llama, h100, big.replace(gpu_memory_utilization=0.95), 4096, prof)
+    assert [p.field for p in refused.problems] == ["gpu_memory_utilization"]
+    assert "512 CUDA graphs more than vLLM's default" in refused.reasons()[0]
+    assert startup_check(llama, h100, big.replace(gpu_memory_utilization=0.90), 4096, prof).ok
+    assert startup_check(llama, h100, Deployment.for_gpu(h100, gpu_memory_utilization=0.95), 4096, prof).ok
+    assert startup_check(QWEN, h100, big.replace(gpu_memory_utilization=0.95), 4096, prof).ok
+
+
+def test_the_graph_note_quotes_the_measured_runs():
+    """The note's measured numbers are the committed runs' (vllm bench serve's TPOT p50, default -> 8,192 graphs)."""
+    from planner.phases import graph_note
+
+    def p50(folder, run):
+        return json.loads((CAPTURE / folder / f"bench-{run}.json").read_text())["median_tpot_ms"]
+
+    note = graph_note(QWEN, H200, Deployment.for_gpu(H200), catalog.profile_for("h200-sxm", "0.26.0"), 64, 1500.0,
+                      1500)
+    moon, qwen = PAIRS["moonlight-16b-a3b"], PAIRS["qwen3-30b-a3b"]
+    assert (f"TPOT p50 {p50(moon[1], 'chat30'):.1f} -> {p50(moon[0], 'chat30'):.1f} ms" in note
+            and f"8 req/s {p50(qwen[1], 'chat8'):.1f} -> {p50(qwen[0], 'chat8'):.1f} ms" in note)
+    # 512 x 6.30 MiB = 3.15 GiB (fmt_gib: 3.1), 512 x 0.189 s = 97 s
+    assert "512 graphs more take about 3.1 GiB of memory from the KV pool and 97 s more start-up" in note
 
 
 def test_the_boots_table_marks_an_engine_with_larger_graphs(tmp_path, monkeypatch):
