@@ -200,7 +200,10 @@ def gpu_price(q, g) -> tuple[float | None, str]:
     return base * (1 - q.discount_pct / 100), where
 
 
-def _deployment(q, g, tp: int, pp: int, dtype: str) -> Deployment:
+def deployment_for(q, g, tp: int, pp: int, dtype: str) -> Deployment:
+    """The engine of one replica of question ``q`` on GPU ``g`` at TP ``tp`` × PP ``pp`` and weights ``dtype``: the
+    question's engine settings where given, else vLLM's defaults for the GPU (the one map from a question to an engine:
+    the fleet engine's candidates and the plan a command explains both take it)."""
     extra = {k: v for k, v in (("gpu_memory_utilization", q.gpu_memory_utilization),
                                ("max_num_seqs", q.max_num_seqs),
                                ("max_num_batched_tokens", q.max_num_batched_tokens),
@@ -234,7 +237,7 @@ def candidate_layouts(q, m, g, prof, FleetCandidate):
             confidence=CONFIDENCE.get(prof.mode, "none"), band_pct=None, band_basis="")
 
     def one(tp, pp):
-        dep = _deployment(q, g, tp, pp, dtype)
+        dep = deployment_for(q, g, tp, pp, dtype)
         base = not_started(tp, pp)
         check = startup_check(m, g, dep, longest, prof)
         if not check.ok:

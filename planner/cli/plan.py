@@ -60,11 +60,12 @@ def infeasible_reason(fleet) -> str:
 def plan_from_flags(flags, **question) -> FlagPlan:
     """The fleet engine's answer for ``flags`` (``question``: engine fields the command adds, e.g. deploy's
     ``max_model_len``) and its best candidate's replica, explained."""
-    from planner.io import catalog
     from planner.cost import with_price
     from planner.fleet import plan_fleet
+    from planner.fleet_eval import deployment_for
+    from planner.io import catalog
     from planner.plan import plan
-    from planner.specs import Deployment, Source, Workload
+    from planner.specs import Source, Workload
 
     m = catalog.model(flags.model)
     if flags.gpu is not None:
@@ -82,14 +83,9 @@ def plan_from_flags(flags, **question) -> FlagPlan:
         g = with_price(g, best.price_usd_per_gpu_hour, Source(
             url=best.price_source or "command line", date=today(),
             note="--price-basis, --price-provider, --price-usd-per-hour or --discount-pct"))
-    sched = {k: v for k, v in (("gpu_memory_utilization", flags.gpu_memory_utilization),
-                               ("max_num_batched_tokens", flags.max_num_batched_tokens),
-                               ("max_num_seqs", flags.max_num_seqs),
-                               ("max_cudagraph_capture_tokens", flags.max_cudagraph_capture_size)) if v is not None}
-    dep = build(functools.partial(Deployment.for_gpu, g), {
-        "num_gpus": best.gpus_per_replica, "tensor_parallel": best.tensor_parallel,
-        "pipeline_parallel": best.pipeline_parallel, "weight_dtype": best.weight_dtype,
-        "kv_cache_dtype": best.kv_cache_dtype, **sched}, "--tp")
+    # the engine the fleet engine sized this candidate with (one map from the question to the engine)
+    dep = build(functools.partial(deployment_for, fp.question, g), {
+        "tp": best.tensor_parallel, "pp": best.pipeline_parallel, "dtype": best.weight_dtype}, "--tp")
     prof, mode_line = catalog.resolve_profile(flags.profile, g.id, field="--profile")
     wl = build(Workload, {"prompt_tokens": flags.prompt_tokens, "output_tokens": flags.output_tokens,
                           "ttft_slo_s": fp.question.ttft_slo_s, "tpot_slo_s": fp.question.tpot_slo_s},
