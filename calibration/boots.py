@@ -23,23 +23,20 @@ from calibration.serving_points import recorded_deployment, served_engines
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "calibration" / "data"
 TABLE = ROOT / "planner" / "data" / "measured_boots_vllm-0.26.0.json"
-#: the GPU of a record whose deploy record does not name one (the first campaigns: all on lent H200s)
-GPU_ID = "h200-sxm"
 
 
 def collect(data: Path = DATA) -> list[dict]:
     """The boot of every serve_bench.jsonl under ``data`` that has one, in path order."""
     out = []
     for folder, deploy, boot in served_engines(data):
-        argv, f = deploy["argv"], folder / "serve_bench.jsonl"
-        tp = int(argv[argv.index("--tensor-parallel-size") + 1]) if "--tensor-parallel-size" in argv else 1
+        f, dep = folder / "serve_bench.jsonl", recorded_deployment(deploy, boot["model"])  # the engine it started
         date = re.search(r"(\d{4}-\d{2}-\d{2})", str(f.relative_to(data)))
-        out.append({"model_id": boot["model"], "gpu_id": deploy.get("gpu") or GPU_ID, "tensor_parallel": tp,
+        out.append({"model_id": boot["model"], "gpu_id": dep.gpu_id, "tensor_parallel": dep.tensor_parallel,
                     "boot_s": round(float(boot["boot_s"]), 1), "init_engine_s": round(float(boot["init_engine_s"]), 2),
                     "date": date.group(1) if date else "", "source": str(f.relative_to(ROOT)),
                     # an engine with more CUDA graphs than vLLM's default captures longer: said, and kept apart
-                    **({"max_cudagraph_capture_tokens": graphs}
-                       if (graphs := recorded_deployment(deploy, boot["model"]).max_cudagraph_capture_tokens) else {})})
+                    **({"max_cudagraph_capture_tokens": dep.max_cudagraph_capture_tokens}
+                       if dep.max_cudagraph_capture_tokens else {})})
     return out
 
 
