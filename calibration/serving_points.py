@@ -127,8 +127,8 @@ def serving_setup(folder: Path, model_id: str, profile, frontend_overhead_s: flo
     deploy = next(r for r in recs if r.get("type") == "deploy" and r.get("role") == role)
     boot = next(r for r in recs if r.get("type") == "boot" and r.get("role") == role)
     argv = deploy["argv"]
-    gpu, model = catalog.gpu(deploy.get("gpu", "h200-sxm")), probe_model(model_id)
-    dep = recorded_deployment(deploy, model_id)
+    dep = recorded_deployment(deploy, model_id)  # the engine the record started, its GPU with it
+    gpu, model = catalog.gpu(dep.gpu_id), probe_model(model_id)
     bs = int(boot.get("block_size", Deployment.default("block_size_tokens")))
     http = http_terms(profile)
     if frontend_overhead_s is not None:
@@ -211,9 +211,9 @@ def served_kv_pools(data: Path) -> list[tuple[str, float, float, float]]:
     for folder, deploy, boot in served_engines(data):
         if not boot.get("kv_available_bytes"):
             continue
-        gpu = catalog.gpu(deploy.get("gpu", "h200-sxm"))
-        model = probe_model(deploy["model"])
-        pool = memory_budget(model, gpu, recorded_deployment(deploy), catalog.profile_for(gpu.id, transfer=True))
+        dep = recorded_deployment(deploy)
+        gpu, model = catalog.gpu(dep.gpu_id), probe_model(deploy["model"])
+        pool = memory_budget(model, gpu, dep, catalog.profile_for(gpu.id, transfer=True))
         logged = float(boot["kv_available_bytes"])
         out.append((str(folder.relative_to(data)), logged, pool.kv_pool_bytes, 100.0 * (pool.kv_pool_bytes - logged)
                     / logged))
