@@ -1,8 +1,9 @@
-"""The measured vLLM boots the capacity plan's scale-up lead time takes (planner.capacity.autoscale.MEASURED_BOOTS).
+"""The measured vLLM boots the planner reads (planner.boots.MEASURED_BOOTS: the capacity plan's scale-up lead time,
+the plan's cold-start note).
 
 Every ``serve_bench.jsonl`` under calibration/data that holds a boot record (``calibration/serve_bench.py``: container
-start to ``/health`` answering, dummy weights, vLLM 0.26.0 on lent H200s, one H100) gives one: its model, tensor
-parallel (the command's ``--tensor-parallel-size``), ``boot_s``, ``init_engine_s`` (the engine's log line "init engine
+start to ``/health`` answering, dummy weights, vLLM 0.26.0 on lent H200s and H100s) gives one: its model, GPU and
+tensor parallel (:func:`calibration.serving_points.recorded_deployment`), ``boot_s``, ``init_engine_s`` (the engine's log line "init engine
 (profile, create kv cache, warmup model) took … s"), the date of its campaign folder and its path. The table is
 written to ``planner/data/measured_boots_vllm-0.26.0.json`` (the planner reads no calibration data at run time), and
 ``tests/test_capacity_autoscale.py`` checks it is exactly what this collects from the committed files.
@@ -19,10 +20,11 @@ import sys
 from pathlib import Path
 
 from calibration.serving_points import recorded_deployment, served_engines
+from planner.boots import BOOTS_TABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "calibration" / "data"
-TABLE = ROOT / "planner" / "data" / "measured_boots_vllm-0.26.0.json"
+TABLE = BOOTS_TABLE  # the planner's copy (planner/data): the one place it lives
 
 
 def collect(data: Path = DATA) -> list[dict]:

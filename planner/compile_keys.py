@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Hashable
 
+from planner.boots import boot_range_words
 from planner.fused_moe_configs import step_config, tuned_table
 from planner.kernel_families import cudagraph_max_tokens, moe_coeffs, moe_variant
 from planner.specs import Deployment, ModelSpec
@@ -155,16 +156,16 @@ def shape_compile_s(model: ModelSpec, weight_dtype: str, profile) -> float:
 
 
 def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None, max_model_len: int | None = None) -> str:
-    """What a cold vLLM 0.26 engine does before it serves at the predicted speed, and how to warm it (measured on
-    the H200: engine start 54-258 s over the 51 engines served with serve_bench under calibration/data, median 128 s:
-    Llama-3.1-8B 54-75 s, gpt-oss-120b 258 s): the graph capture, and for a MoE model the
+    """What a cold vLLM 0.26 engine does before it serves at the predicted speed, and how to warm it (its start: the
+    measured boots of :mod:`planner.boots` on the deployment's GPU, else on every GPU; on the H200 54-258 s over 70
+    boots, median 129 s: Llama-3.1-8B 54-144 s, gpt-oss-120b 258 s): the graph capture, and for a MoE model the
     Triton compile of each new step-size key above the graphs (module docstring), how many, how long (``profile``'s
     :func:`shape_compile_s`) and which prompts warm them: only those up to the engine's ``max_model_len`` (vLLM
     refuses a longer prompt), the keys of larger steps being left to the first traffic (gpt-oss at 2,000 + 400
     tokens: 86 of its 448 keys can be warmed)."""
     cap, top = cudagraph_max_tokens(deployment, model), deployment.max_num_batched_tokens
     note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
-            f"1-{cap} tokens before it serves (engine start 54-258 s measured on H200s, median 128 s); "
+            f"1-{cap} tokens before it serves (measured engine starts: {boot_range_words(deployment.gpu_id)}); "
             + ("larger steps run without graphs" if top > cap else "no step is larger"))
     more = extra_graphs(deployment, model)
     if more > 0:  # measured on an H100: Qwen3-30B-A3B 22 -> 119 s of capture, Moonlight-16B-A3B 31 -> 132 s

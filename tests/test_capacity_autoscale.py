@@ -139,3 +139,25 @@ def test_a_replica_runs_the_models_own_weight_format_by_default():
     k = replica_knee(catalog.model("gpt-oss-20b"), g, catalog.resolve_profile("auto", g.id)[0],
                      workload_maker(1024, 128), 0.5, 0.05)
     assert k.weight_dtype == "mxfp4" and k.knee_rate_per_s > 0
+
+
+def test_the_cold_start_note_quotes_the_measured_boots_of_its_gpu():
+    """The plan's cold-start note takes its engine-start range from the boots table (planner.boots), the GPU's own
+    boots where any were measured (the H100's four default-graph boots: 132-154 s), else every GPU's; boots with
+    larger CUDA graphs are left out (they start longer: Moonlight 294 s with 8,192-token graphs)."""
+    import statistics
+
+    from planner.boots import boot_range_words, default_graph_boots
+    from planner.compile_keys import cold_start_note
+    from planner.io import catalog
+    from planner.specs import Deployment
+
+    h100 = default_graph_boots("h100-sxm")
+    assert len(h100) == 4 and all(b.gpu_id == "h100-sxm" and b.max_cudagraph_capture_tokens is None for b in h100)
+    s = sorted(b.boot_s for b in h100)
+    assert boot_range_words("h100-sxm") == (f"{s[0]:.0f}-{s[-1]:.0f} s over 4 boots on h100-sxm, median "
+                                            f"{statistics.median(s):.0f} s")
+    assert len(default_graph_boots("a100-sxm-80gb")) == len(default_graph_boots()) == 74  # none on an A100: all
+    g = catalog.gpu("h100-sxm")
+    note = cold_start_note(catalog.model("llama-3.1-8b"), Deployment.for_gpu(g), None, 4096)
+    assert f"(measured engine starts: {boot_range_words('h100-sxm')})" in note

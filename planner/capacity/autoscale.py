@@ -34,13 +34,12 @@ same model is used, else the slowest of all.  Dummy weights read nothing, so the
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from planner.boots import MEASURED_BOOTS, BootRecord, default_graph_boots
 from planner.capacity.engine import ReplicaKnee
 from planner.deploy.layout import WEIGHT_LOAD_BYTES_PER_S, checkpoint_bytes
 from planner.serving.engine import simulate
@@ -62,27 +61,6 @@ HPA_TOLERANCE = 0.1
 #: How often Prometheus scrapes vLLM's /metrics: 15 s, a common ServiceMonitor interval (our assumption;
 #: Prometheus's own default scrape_interval is 1 min).
 SCRAPE_INTERVAL_S = 15.0
-BOOTS_TABLE = Path(__file__).resolve().parent.parent / "data" / "measured_boots_vllm-0.26.0.json"
-
-
-@dataclass(frozen=True)
-class BootRecord:
-    """One measured vLLM boot: container start to /health answering, dummy weights."""
-
-    model_id: str
-    gpu_id: str
-    tensor_parallel: int
-    boot_s: float
-    init_engine_s: float
-    date: str
-    source: str
-    max_cudagraph_capture_tokens: int | None = None  # the engine's --max-cudagraph-capture-size; None: vLLM's default
-
-
-#: vLLM 0.26.0 on H200, --load-format dummy: every boot record of a serve_bench.jsonl under calibration/data
-#: (``python -m calibration.boots --write`` collects them into planner/data; tests/test_capacity_autoscale.py checks
-#: the table against the files and their engines' logs).
-MEASURED_BOOTS = tuple(BootRecord(**b) for b in json.loads(BOOTS_TABLE.read_text(encoding="utf-8"))["boots"])
 
 
 @dataclass(frozen=True)
@@ -112,7 +90,7 @@ def lead_time(model: ModelSpec, *, nodes: int = 1, node_provision_s: float = 0.0
         raise ValueError(f"--node-provision-s: must be from 0 to 3,600 s, got {node_provision_s:g}")
     if not (math.isfinite(polling_interval_s) and 1 <= polling_interval_s <= 600):
         raise ValueError(f"--polling-interval-s: must be from 1 to 600 s, got {polling_interval_s:g}")
-    default = [b for b in MEASURED_BOOTS if b.max_cudagraph_capture_tokens is None]  # the plan's engines: vLLM's graphs
+    default = default_graph_boots()  # the plan's engines: vLLM's graphs
     own = [b for b in default if b.model_id == model.id]
     pool = own or default
     worst = max(pool, key=lambda b: b.boot_s)
