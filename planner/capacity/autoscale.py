@@ -22,14 +22,14 @@ hour).  So the policy scales on two metrics:
 KV-cache usage (``vllm:kv_cache_usage_perc``, 0–1) at the target and the knee is reported: a signal for
 long-context workloads whose batch is KV-bound (metric names: vLLM docs design/metrics.md, read 2026-12-01).
 
-**Lead time** (:func:`lead_time`) = the metric's delay (Prometheus scrape + KEDA polling) + node
-provisioning (an input: 0 when GPU nodes wait in the pool) + the engine's boot to ``/health`` + reading
-the checkpoint.  The boot is *measured*: :data:`MEASURED_BOOTS` are our vLLM 0.26.0 boots on H200s with
-dummy weights (``boot_s`` of each ``serve_bench.jsonl`` boot record; the engine's own log line "init
-engine (profile, create kv cache, warmup model) took … s" is ``init_engine_s``); the slowest boot of the
+**Lead time** (:func:`lead_time`) = the metric's delay (Prometheus scrape + KEDA polling) + node provisioning
+(an input: 0 when GPU nodes wait in the pool) + the engine's boot to ``/health`` + reading the checkpoint.
+The boot is *measured*: :data:`MEASURED_BOOTS` (:mod:`planner.boots`) are our vLLM 0.26.0 boots on H200s and
+H100s with dummy weights (``boot_s`` of each ``serve_bench.jsonl`` boot record; the engine's own log line
+"init engine (profile, create kv cache, warmup model) took … s" is ``init_engine_s``); the slowest boot of the
 same model is used, else the slowest of all.  Dummy weights read nothing, so the checkpoint's bytes at
-:data:`planner.deploy.layout.WEIGHT_LOAD_BYTES_PER_S` are added.  Llama-3.1-8B, one node, KEDA polling
-30 s + scrape 15 s: 45 + 0 + 144.1 + 16.06 = 205.2 s.
+:data:`planner.deploy.layout.WEIGHT_LOAD_BYTES_PER_S` are added.  Llama-3.1-8B, one node, KEDA polling 30 s +
+scrape 15 s: 45 + 0 + 144.1 + 16.06 = 205.2 s.
 """
 
 from __future__ import annotations
