@@ -3,10 +3,10 @@ the plan's cold-start note).
 
 Every ``serve_bench.jsonl`` under calibration/data that holds a boot record (``calibration/serve_bench.py``: container
 start to ``/health`` answering, dummy weights, vLLM 0.26.0 on lent H200s and H100s) gives one: its model, GPU and
-tensor parallel (:func:`calibration.serving_points.recorded_deployment`), ``boot_s``, ``init_engine_s`` (the engine's log line "init engine
-(profile, create kv cache, warmup model) took … s"), the date of its campaign folder and its path. The table is
-written to ``planner/data/measured_boots_vllm-0.26.0.json`` (the planner reads no calibration data at run time), and
-``tests/test_capacity_autoscale.py`` checks it is exactly what this collects from the committed files.
+tensor parallel (:func:`calibration.serving_points.recorded_deployment`), ``boot_s``, ``init_engine_s`` (the engine's
+log line "init engine (profile, create kv cache, warmup model) took … s"), the date of its campaign folder and its
+path. The table is written to ``planner/data/measured_boots_vllm-0.26.0.json`` (the planner reads no calibration data
+at run time), and ``tests/test_capacity_autoscale.py`` checks it is exactly what this collects from the committed files.
 
     python -m calibration.boots            # print the table; exit 1 if the committed one differs
     python -m calibration.boots --write    # write it
@@ -24,7 +24,6 @@ from planner.boots import BOOTS_TABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "calibration" / "data"
-TABLE = BOOTS_TABLE  # the planner's copy (planner/data): the one place it lives
 
 
 def collect(data: Path = DATA) -> list[dict]:
@@ -52,14 +51,15 @@ def main(argv: list[str] | None = None) -> int:
     t = table()
     text = json.dumps(t, indent=1) + "\n"
     if "--write" in args:
-        TABLE.write_text(text)
-        print(f"wrote {len(t['boots'])} boots to {TABLE.relative_to(ROOT)}")
+        BOOTS_TABLE.write_text(text)
+        print(f"wrote {len(t['boots'])} boots to {BOOTS_TABLE.relative_to(ROOT)}")
         return 0
     for b in t["boots"]:
         print(f"{b['model_id']:22s} TP {b['tensor_parallel']}  boot {b['boot_s']:6.1f} s  "
               f"init {b['init_engine_s']:6.2f} s  {b['source']}")
-    same = TABLE.exists() and TABLE.read_text() == text
-    print(f"{len(t['boots'])} boots; {TABLE.relative_to(ROOT)} {'matches' if same else 'DIFFERS (run with --write)'}")
+    same = BOOTS_TABLE.exists() and BOOTS_TABLE.read_text() == text
+    print(f"{len(t['boots'])} boots; {BOOTS_TABLE.relative_to(ROOT)} "
+          f"{'matches' if same else 'DIFFERS (run with --write)'}")
     return 0 if same else 1
 
 

@@ -167,11 +167,11 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None, max_
     note = (f"cold start: vLLM compiles the model (torch.compile, ~20-55 s) and captures CUDA graphs for steps of "
             f"1-{cap} tokens before it serves (measured engine starts: {boot_range_words(deployment.gpu_id)}); "
             + ("larger steps run without graphs" if top > cap else "no step is larger"))
-    more = extra_graphs(deployment, model)
-    if more > 0:  # measured on an H100: Qwen3-30B-A3B 22 -> 119 s of capture, Moonlight-16B-A3B 31 -> 132 s
-        s = more * profile.cudagraph_capture_s_per_graph if profile is not None else 0.0
-        note += (f"; {graph_count(deployment, model)} CUDA graphs where vLLM's default captures "
-                 f"{graph_count(deployment, model) - more}: "
+    graphs, default = (graph_count(d, model) for d in (deployment,
+                                                      deployment.replace(max_cudagraph_capture_tokens=None)))
+    if graphs > default:  # measured on an H100: Qwen3-30B-A3B 22 -> 119 s of capture, Moonlight-16B-A3B 31 -> 132 s
+        s = (graphs - default) * profile.cudagraph_capture_s_per_graph if profile is not None else 0.0
+        note += (f"; {graphs} CUDA graphs where vLLM's default captures {default}: "
                  + (f"about {s:.0f} s more start-up ({profile.cudagraph_capture_s_per_graph:.2f} s a graph)" if s
                     else "a longer start-up"))
     if model.attention.kind == "mla":  # traced on five MLA engines (context_compile_s, mixed_context)

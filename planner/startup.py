@@ -122,9 +122,10 @@ def startup_check(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, max_mo
     # the V2 runner (dense models) captures its graphs after sizing the pool: graphs beyond vLLM's default need room
     # there too, at the V1 runner's measured bytes per graph (not measured on the V2 runner)
     more = 0 if uses_v1_runner(model) else max(0, extra_graphs(deployment, model))
-    need_headroom = MIN_HEADROOM_BYTES + more * profile.v1_cudagraph_bytes_per_graph
+    graph_bytes = more * profile.v1_cudagraph_bytes_per_graph
+    need_headroom = MIN_HEADROOM_BYTES + graph_bytes
     if headroom < need_headroom:
-        graphs = f" ({more} CUDA graphs more than vLLM's default)" if more and profile.v1_cudagraph_bytes_per_graph else ""
+        graphs = f" ({more} CUDA graphs more than vLLM's default)" if graph_bytes else ""
         problems.append(StartupProblem("gpu_memory_utilization", (
             f"{deployment.gpu_memory_utilization:.3g} leaves {fmt_gib(headroom)} above the KV pool; CUDA-graph "
             f"capture{graphs} and NCCL buffers need about {fmt_gib(need_headroom)} (lower it)"), "memory"))

@@ -48,11 +48,11 @@ def test_measured_boots_are_the_files():
 
 def test_the_boot_table_is_every_boot_under_calibration_data():
     """planner/data's table is what calibration.boots collects from the committed serve_bench.jsonl files (76 boots
-    of 15 models, 2026-11-30 to 2026-12-05, six on an H100, two of them with 8,192-token CUDA graphs): a campaign that adds a boot must write it
-    (python -m calibration.boots --write), and none is typed by hand."""
-    from calibration.boots import TABLE, table
+    of 15 models, 2026-11-30 to 2026-12-05, six on an H100, two of them with 8,192-token CUDA graphs): a campaign
+    that adds a boot must write it (python -m calibration.boots --write), and none is typed by hand."""
+    from calibration.boots import BOOTS_TABLE, table
 
-    assert json.loads(TABLE.read_text()) == table()
+    assert json.loads(BOOTS_TABLE.read_text()) == table()
     assert len(MEASURED_BOOTS) == 76 and len({b.model_id for b in MEASURED_BOOTS}) == 15
 
 
