@@ -402,8 +402,8 @@ def capture_runs(missed: list) -> None:
     for part, folder, model in CAPTURE_RUNS:
         if not (CAPTURE / part / folder).is_dir():
             continue
-        print(f"vllm serve + vllm bench serve, 2026-12-05, one h100-sxm, CUDA graphs {folder.rsplit('-', 1)[-1]}, every "
-              f"engine step timed ({part}/{folder}; the profile {prof.mode}: reported only):")
+        print(f"vllm serve + vllm bench serve, 2026-12-05, one h100-sxm, CUDA graphs {folder.rsplit('-', 1)[-1]}, "
+              f"every engine step timed ({part}/{folder}; the profile {prof.mode}: reported only):")
         for c in replay_folder(CAPTURE / part / folder, model, prof):
             e, _, note = judged(f"capture/{part}/{folder}/{c.name}", c, None)
             p50[model, folder.endswith("default"), c.name] = (c.measured, c.predicted)

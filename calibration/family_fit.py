@@ -16,7 +16,8 @@ Each family has its own few terms, fitted on ONE engine with everything else hel
 | lm_head peak (V2) | head_peak_bytes_per_weight | Llama-3.1-8B, -70B-i7168, Qwen2.5-32B | Qwen2.5-7B, Gemma-3-27B |
 | MoE memory (V1 runner) | v1_cudagraph_estimate_bytes, v1_sampler_logits_copies | gpt-oss-120b,
   qwen3-30b-a3b | gpt-oss-20b, moonlight-16b-a3b, qwen3-30b-a3b fp8 |
-| CUDA graphs past vLLM's default | v1_cudagraph_bytes_per_graph, cudagraph_capture_s_per_graph (H100 logs) | qwen3-30b-a3b | moonlight-16b-a3b |
+| CUDA graphs past vLLM's default (H100 logs) | v1_cudagraph_bytes_per_graph, cudagraph_capture_s_per_graph |
+  qwen3-30b-a3b | moonlight-16b-a3b |
 
 The MLA stage keeps the bf16 stage's expert bandwidth efficiency (the same Triton fused MoE kernel; HELD_FROM_BF16
 says why).  The fp8 stage keeps the bf16 stage's expert bandwidth efficiency, GEMM half-point and eager launch

@@ -127,8 +127,8 @@ def test_the_graph_count_is_what_vllm_logged_for_each_engine():
 
     h100 = catalog.gpu("h100-sxm")
     for big, default in PAIRS.values():
-        assert logged(big)["cudagraph_graphs"] == graph_count(Deployment.for_gpu(h100, max_cudagraph_capture_tokens=8192),
-                                                              QWEN) == 531 + 83
+        big_dep = Deployment.for_gpu(h100, max_cudagraph_capture_tokens=8192)
+        assert logged(big)["cudagraph_graphs"] == graph_count(big_dep, QWEN) == 531 + 83
         assert logged(default)["cudagraph_graphs"] == graph_count(Deployment.for_gpu(h100), QWEN) == 51 + 51
     oss = parse_engine_log((ROOT / "calibration/data/h200-2026-12-02-serve-mxfp4/h/serve-gpt-oss-20b-trace/serve.log")
                            .read_text(encoding="utf-8", errors="replace"))

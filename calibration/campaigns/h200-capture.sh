@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One lent H200 (issue #21; written 2026-12-05, run the same day on a lent H100 with GPU=h100-sxm:
-# calibration/data/h100-2026-12-05-capture/COMMAND.md).  Usage (device, repository root as cwd, vLLM + MoE add-on in /root/site):
+# calibration/data/h100-2026-12-05-capture/COMMAND.md).  Usage (device, repository root as cwd, vLLM + MoE add-on
+# in /root/site):
 #   bash calibration/campaigns/h200-capture.sh OUTDIR SECONDS PART...   (in order, sharing the SECONDS; GPU=h100-sxm
 #   in the environment names another GPU than the H200 for the records)
 # Does raising vLLM's largest CUDA graph (--max-cudagraph-capture-size, default 512) take a launch-bound MoE engine's
