@@ -89,3 +89,15 @@ def test_capture_campaign_serves_each_moe_engine_with_larger_graphs_and_its_defa
     assert qa["run"] == qb["run"] and rates(qa["run"]) == [8, 14, 20] and rates(ma["run"]) == [10, 20, 30]
     assert qa["size_sweep"] == [] and len(qb["size_sweep"]) == 3 and all(r["step_trace"] for r in runs)
     assert len({r["port"] for r in runs}) == 4 and log.count("START") == 4
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="no bash/timeout")
+def test_mla_graphs_campaign_holds_deepseek_v2_lite_out_with_larger_graphs_and_its_control(tmp_path):
+    """h200-mla-graphs.sh: DeepSeek-V2-Lite with --max-cudagraph-capture-size 8192 and with vLLM's default graphs,
+    then Moonlight-16B-A3B with 8192 on the same host; the same chat runs, every step traced, the GPU named."""
+    runs, log = run_part(tmp_path, "e", "f", "g", gpu="h100-sxm",
+                         script=ROOT / "calibration/campaigns/h200-mla-graphs.sh")
+    assert [r["model"] for r in runs] == ["deepseek-v2-lite"] * 2 + ["moonlight-16b-a3b"]
+    assert [r["max_cudagraph_capture_size"] for r in runs] == [8192, None, 8192]
+    assert all(r["run"] == runs[0]["run"] and r["step_trace"] and r["gpu"] == "h100-sxm" for r in runs)
+    assert rates(runs[0]["run"]) == [10, 20, 30] and len({r["port"] for r in runs}) == 3 and log.count("START") == 3
