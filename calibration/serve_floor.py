@@ -27,10 +27,12 @@ from calibration.records import append_record
 from calibration.serving_points import fit_http_frontend
 from calibration.trace_points import (
     LaunchFloor,
+    PathwayLaunch,
     ShapeCompiles,
     context_stalls,
     frontend_token_slope,
     launch_floor,
+    mla_piecewise_launch,
     piecewise_launch_s,
     range_period_s,
     shape_compiles,
@@ -80,6 +82,27 @@ def piecewise_terms(prof: CalibrationProfile, engines: Sequence[tuple[LaunchFloo
     if (y - slope * x).mean() < 0:  # the line would start below 0: through the origin instead (per layer only)
         slope = float((x * y).sum() / (x * x).sum())
     return {"piecewise_step_launch_s": max(0.0, float((y - slope * x).mean())), "piecewise_layer_launch_s": slope}
+
+
+def mla_piecewise_terms(prof: CalibrationProfile, engines: Sequence[PathwayLaunch],
+                        pathways: Sequence[PathwayLaunch] = ()) -> dict:
+    """An MLA engine's piecewise prompt-step launch per layer (:func:`calibration.trace_points.mla_piecewise_launch`):
+    its decode pathway's, the median over ``engines`` (their hosts' own: as the MLA eager launch, a median of hosts),
+    and its prefill pathway's, that times the median prefill/decode ratio of ``pathways`` (engines traced with chunks
+    above the decode pathway inside their graphs: one engine's two classes on one host, so its CPU cancels), or the
+    profile's ratio without any.  The committed profile: 0.424 ms a layer (8 engines on 8 H200 hosts, 0.27-0.53) and
+    x 1.91 (Moonlight with 8,192-token graphs on an H100: 0.931 / 0.488)."""
+    if not engines:
+        return {}
+    decode = float(np.median([e.per_layer_s[0] for e in engines]))
+    ratios = [e.prefill_path_s / e.decode_path_s for e in pathways if e.decode_path_s > 0 and e.prefill_path_s > 0]
+    if ratios:
+        ratio = float(np.median(ratios))
+    elif prof.mla_piecewise_layer_launch_s > 0 and prof.mla_prefill_layer_launch_s > 0:
+        ratio = prof.mla_prefill_layer_launch_s / prof.mla_piecewise_layer_launch_s
+    else:
+        ratio = 1.0
+    return {"mla_piecewise_layer_launch_s": decode, "mla_prefill_layer_launch_s": decode * ratio}
 
 
 def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compiles: Sequence[ShapeCompiles] = (),
@@ -259,7 +282,7 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
     engines' traces: that is the host's CPU too (Llama-3.1-8B: 0 on the committed profile's host once fitted after its
     served floors, 6.0 ms before, and 0 on the two calibrate-serve hosts of 2026-12-02).  With the host's own
     floor fitted, the launch spread a plan shows is the run-to-run one (``launch_run_spread``)."""
-    floors, compiles, piecewise, dense = [], [], [], []
+    floors, compiles, piecewise, dense, mla = [], [], [], [], []
     for folder, model_id in traces:
         moe = probe_model(model_id).moe is not None
         try:
@@ -267,6 +290,8 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
             if not moe:
                 dense.append(floors[-1])
                 piecewise.append((floors[-1], piecewise_launch_s(folder, model_id)[0]))
+            if probe_model(model_id).attention.kind == "mla":
+                mla.append(mla_piecewise_launch(folder, model_id))
         except (ValueError, KeyError, StopIteration) as err:
             log(f"  {folder.name}: no served launch floor or piecewise launch ({err})")
         if moe:
@@ -275,6 +300,7 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
             except (ValueError, KeyError, StopIteration) as err:
                 log(f"  {folder.name}: no new-key compile measured ({err})")
     prof = with_context_compile(served_terms(prof, floors, compiles, piecewise=piecewise, log=log), traces, log)
+    prof = prof.model_copy(update=mla_piecewise_terms(prof, mla, mla))  # this host's MLA engines, where traced
     if floors and prof.launch_run_spread is not None:  # the host's own floor: what is left is run to run
         prof = prof.model_copy(update={"launch_call_spread": prof.launch_run_spread})
     try:  # the OpenAI server's output handling on this host (its share of the first token's delay grows with the load)

@@ -72,7 +72,8 @@ def gpu_step_s(cost, step: dict, decode_context: float | None) -> float:
     starts = chunk_starts(step)
     att_prefill = sum(cost.attended_prefill(c0, c) for c0, c in zip(starts, step["chunks"]))
     kv_read = attended + sum(cost.prefill_kv_read(c0) for c0 in starts)
-    const, ac, am = cost.parts(step["tok"], dec + len(step["chunks"]), att_prefill, attended, kv_read)
+    const, ac, am = cost.parts(step["tok"], dec + len(step["chunks"]), att_prefill, attended, kv_read,
+                               max(step["chunks"], default=0))
     return const + max(ac, am)
 
 

@@ -30,6 +30,12 @@ V2_RUNNER_MOE_ARCHITECTURES = frozenset({"DeepseekV2ForCausalLM", "GraniteMoeFor
 #: vLLM 0.26 model_executor/models/config.py: architectures whose largest CUDA graph is raised to 1,024 tokens
 LARGE_GRAPH_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
 MXFP4_BITS = 4.25
+#: vLLM 0.26 v1/attention/backends/mla/flashattn_mla.py (FlashAttnMLAMetadataBuilder.reorder_batch_threshold, "process
+#: small prefills with decode pathway"): FLASH_ATTN_MLA, the MLA backend on Hopper, runs a request of up to this many
+#: query tokens in a step down MLA's decode pathway (absorbed weights over the latent cache) and a longer prompt chunk
+#: down its prefill pathway (the latent up-projected, then MHA); inside the CUDA graphs the second launches about
+#: twice the CPU work a layer (Moonlight-16B-A3B on an H100, 2026-12-05: 0.93 against 0.49 ms)
+MLA_DECODE_PATH_MAX_QUERY_TOKENS = 512
 
 
 def mxfp4_experts_only(model: ModelSpec, weight_dtype: str) -> bool:
@@ -56,6 +62,12 @@ def fused_moe_workspace_bytes(model: ModelSpec, weight_dtype: str, tokens: int, 
         return float(tokens) * h * 2.0
     width = model.moe.expert_intermediate_size / tensor_parallel
     return float(tokens) * (k * max(width, h) + k * max(2.0 * width, h) + h) * 2.0
+
+
+def decode_path_max_tokens(model: ModelSpec) -> float:
+    """The longest prompt chunk ``model``'s attention runs down its decode pathway: MLA's
+    :data:`MLA_DECODE_PATH_MAX_QUERY_TOKENS`; inf for attention of one pathway."""
+    return float(MLA_DECODE_PATH_MAX_QUERY_TOKENS) if model.attention.kind == "mla" else float("inf")
 
 
 def graph_capture_limit(model: ModelSpec | None) -> int:

@@ -271,6 +271,14 @@ class CalibrationProfile(FrozenSpec):
         "(fitted on served engines' traced steps: calibration.trace_points.piecewise_launch_s; at the profile host's "
         "speed 7.4, 10.0 and 19.6 ms on engines of 32, 64 and 80 layers)"))
     piecewise_layer_launch_s: Overhead = Field(0.0, description="... and per layer")
+    mla_piecewise_layer_launch_s: Overhead = Field(0.0, description=(
+        "an MLA engine's piecewise prompt step whose chunks all take MLA's decode pathway (up to "
+        "planner.kernel_families.MLA_DECODE_PATH_MAX_QUERY_TOKENS query tokens): its launch per layer, in place of "
+        "piecewise_layer_launch_s (the absorbed attention launches more kernels a layer; the median of the MLA "
+        "engines traced under vllm serve, calibration.trace_points.mla_piecewise_launch_s); 0: the dense one"))
+    mla_prefill_layer_launch_s: Overhead = Field(0.0, description=(
+        "... and of a step holding a longer chunk (MLA's prefill pathway: its up-projection and attention launched "
+        "beside the decode pathway's): per layer; 0: as the decode pathway's"))
     per_seq_overhead_s: Overhead = 0.0
     per_token_overhead_s: Overhead = 0.0
     mla_context_compile_s: Overhead = Field(0.0, description=(
@@ -402,7 +410,8 @@ class CalibrationProfile(FrozenSpec):
         def scaled(c, *names):
             return c.model_copy(update={n: getattr(c, n) * factor
                                         for n in ("eager_layer_launch_s", "eager_layer_overhead_s", *names)})
-        return scaled(self, "piecewise_step_launch_s", "piecewise_layer_launch_s").model_copy(update={
+        return scaled(self, "piecewise_step_launch_s", "piecewise_layer_launch_s", "mla_piecewise_layer_launch_s",
+                      "mla_prefill_layer_launch_s").model_copy(update={
             "moe": scaled(self.moe) if self.moe is not None else None,
             "moe_variants": {k: scaled(v, "eager_layer_launch_extra_s") for k, v in self.moe_variants.items()}})
 

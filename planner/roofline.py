@@ -30,8 +30,9 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from planner.kernel_families import (allreduce_s, cudagraph_max_tokens, is_hybrid_swa, linear_kernel_factor,
-                                     linear_kernel_knots, moe_coeffs, moe_kernel_coeffs, moe_parts, mxfp4_experts_only)
+from planner.kernel_families import (allreduce_s, cudagraph_max_tokens, decode_path_max_tokens, is_hybrid_swa,
+                                     linear_kernel_factor, linear_kernel_knots, moe_coeffs, moe_kernel_coeffs,
+                                     moe_parts, mxfp4_experts_only)
 from planner.memory import kv_bytes_per_token_per_layer, kv_heads_per_gpu, weight_bytes
 from planner.profile import IDEAL_PROFILE, CalibrationProfile, format_coeffs, shape_correction
 from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
@@ -80,6 +81,9 @@ class ModelCosts:
     expert_width: float = 0.0  # a routed expert's FFN width per GPU (the down GEMM's inner dimension)
     hidden_size: float = 0.0  # the gate/up GEMM's inner dimension
     state_bytes_per_seq: float = 0.0  # the linear layers' recurrent state of one sequence, per GPU and stage
+    # a prompt chunk of more query tokens than this takes the attention's prefill pathway (MLA:
+    # kernel_families.MLA_DECODE_PATH_MAX_QUERY_TOKENS; inf: one pathway)
+    decode_path_max_tokens: float = float("inf")
 
 
 def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
@@ -130,7 +134,8 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
         expert_params=p.expert / tp,
         expert_width=model.moe.expert_intermediate_size / tp if model.moe else 0.0,
         hidden_size=float(model.hidden_size),
-        state_bytes_per_seq=model.linear_state_bytes_per_layer * model.num_linear_layers / (tp * pp))
+        state_bytes_per_seq=model.linear_state_bytes_per_layer * model.num_linear_layers / (tp * pp),
+        decode_path_max_tokens=decode_path_max_tokens(model))
 
 
 @dataclass(frozen=True)
@@ -179,7 +184,8 @@ class HwCoeffs:
     eager_layer_launch_s: float = 0.0  # CPU launch time per layer of an eager step (the step's floor)
     moe_eager_layer_launch_s: float = 0.0  # ... and per MoE layer on top
     piecewise_step_launch_s: float = 0.0  # CPU launch of a prompt step inside the CUDA graphs (piecewise) ...
-    piecewise_layer_launch_s: float = 0.0  # ... and per layer
+    piecewise_layer_launch_s: float = 0.0  # ... and per layer (an MLA model's: its decode pathway's) ...
+    prefill_path_layer_launch_s: float = 0.0  # ... and per layer where a chunk takes the prefill pathway (MLA)
     moe_kernel_efficiency: float = 1.0  # the fused-MoE kernel law (MoeKernelDtype): share of the peak on its work,
     moe_pad_tokens_per_expert: float = 0.0  # ... the tokens each touched expert's tiles round up to,
     moe_inner_overhead_dim: float = 0.0  # ... and the per-tile cost along each GEMM's inner dimension
@@ -248,9 +254,22 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         eager_layer_launch_s=profile.eager_layer_launch_s,
         moe_eager_layer_launch_s=moe.eager_layer_launch_s if moe else 0.0,
         piecewise_step_launch_s=profile.piecewise_step_launch_s,
-        piecewise_layer_launch_s=profile.piecewise_layer_launch_s,
+        **piecewise_layer_launches(profile, model),
         **moe_kernel_coeffs(model, weight_dtype, profile),
         linear_knots=linear_kernel_knots(profile.linear_kernel, weight_dtype, gpu.id))
+
+
+def piecewise_layer_launches(profile: CalibrationProfile, model: ModelSpec | None) -> dict:
+    """The per-layer CPU launch of a prompt step inside the CUDA graphs: ``piecewise_layer_launch_s`` and, where a
+    chunk takes the attention's prefill pathway, ``prefill_path_layer_launch_s``.  An MLA model takes the profile's
+    MLA terms (its decode pathway's, and its prefill pathway's: vLLM 0.26's FLASH_ATTN_MLA launches both where a step
+    holds a chunk above kernel_families.MLA_DECODE_PATH_MAX_QUERY_TOKENS), each where measured; others the dense one."""
+    dense = profile.piecewise_layer_launch_s
+    if model is None or model.attention.kind != "mla":
+        return {"piecewise_layer_launch_s": dense, "prefill_path_layer_launch_s": dense}
+    decode = profile.mla_piecewise_layer_launch_s or dense
+    return {"piecewise_layer_launch_s": decode, "prefill_path_layer_launch_s": profile.mla_prefill_layer_launch_s
+            or decode}
 
 
 # ------------------------------------------------------------------------------- attention sums
@@ -357,9 +376,10 @@ class StepTime:
 STEP_PARTS: tuple[str, ...] = tuple(f.name for f in fields(StepTime) if f.name != "mode")
 
 
-def token_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, xp=np) -> dict:
+def token_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, xp=np, long_chunk=False) -> dict:
     """The parts of a step that depend on its tokens alone: the GEMMs, the all-reduces and the overheads of a step
-    of ``tokens`` tokens, ``sampled`` of them sampled (``prefill``: the step holds prompt tokens).  Seconds are
+    of ``tokens`` tokens, ``sampled`` of them sampled (``prefill``: the step holds prompt tokens; ``long_chunk``: one
+    of its chunks is above ``mc.decode_path_max_tokens``, the attention's prefill pathway).  Seconds are
     summed over the pipeline stages; flops and bytes are per stage (:func:`step_parts` adds them up)."""
     where, maximum, active = xp.where, xp.maximum, tokens > 0  # the dense linear layers (non-expert, lm_head) first
     lin_flops = mc.linear_flops_per_token * tokens + mc.lm_head_flops_per_seq * sampled / mc.pipeline_parallel
@@ -374,8 +394,10 @@ def token_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, xp=np) -
     comm = allreduce_s(mc, hw, tokens, xp)
     eager = tokens > mc.cudagraph_max_tokens
     # the CPU launch floor: an eager step's every layer and fused-MoE layer (per stage, stages in turn); a prompt step
-    # inside the graphs runs piecewise, each layer's attention launched between the pieces
-    piecewise = where(active & prefill, hw.piecewise_step_launch_s + mc.num_layers * hw.piecewise_layer_launch_s, 0.0)
+    # inside the graphs runs piecewise, each layer's attention launched between the pieces (an MLA step with a chunk
+    # on the prefill pathway launches that pathway's too)
+    piecewise = where(active & prefill, hw.piecewise_step_launch_s + mc.num_layers * where(
+        long_chunk, hw.prefill_path_layer_launch_s, hw.piecewise_layer_launch_s), 0.0)
     launch = where(active & eager, mc.num_layers * hw.eager_layer_launch_s
                    + mc.num_moe_layers * mc.pipeline_parallel * hw.moe_eager_layer_launch_s, piecewise)
     overhead = where(
@@ -418,13 +440,13 @@ def attention_parts(mc: ModelCosts, hw: HwCoeffs, tokens, prefill_attended, deco
 
 
 def step_parts(mc: ModelCosts, hw: HwCoeffs, tokens, sampled, prefill, prefill_attended, decode_attended,
-               kv_read_tokens, xp=np) -> dict:
+               kv_read_tokens, xp=np, long_chunk=False) -> dict:
     """The one step formula: a step of ``tokens`` tokens (``sampled`` of them sampled; ``prefill``: it holds
     prompt tokens) -> its :data:`STEP_PARTS` by name (:func:`token_parts` + :func:`attention_parts`).
     ``kv_read_tokens`` = layer-weighted context read from the cache (the decoders' attended context + the
     prefill chunks' prior context).  Runs elementwise on numpy arrays (``xp=np``) and on floats
-    (``xp=SCALAR``)."""
-    parts = token_parts(mc, hw, tokens, sampled, prefill, xp)
+    (``xp=SCALAR``).  ``long_chunk``: a chunk takes the attention's prefill pathway (:func:`token_parts`)."""
+    parts = token_parts(mc, hw, tokens, sampled, prefill, xp, long_chunk)
     att_c, att_m, att_flops, kv_bytes = attention_parts(mc, hw, tokens, prefill_attended, decode_attended,
                                                         kv_read_tokens, sampled)
     flops, nbytes = parts["flops"] + att_flops, parts["bytes"] + kv_bytes
@@ -439,12 +461,13 @@ def step_time(mc: ModelCosts, hw: HwCoeffs, *, prefill_tokens=0.0, prefill_atten
     """One step over ``prefill_tokens`` new prompt tokens and ``decode_seqs`` decoding sequences (:func:`step_parts`
     on numpy arrays).  ``prefill_attended`` / ``decode_attended``: the layer-weighted attended contexts
     (:func:`attended_prefill`, :func:`attended_decode`); ``prefill_kv_read_tokens`` the layer-weighted cached tokens a
-    prefill chunk reads.  ``sampled_seqs`` defaults to the decode sequences plus one per prefill (the lm_head's)."""
+    prefill chunk reads.  ``sampled_seqs`` defaults to the decode sequences plus one per prefill (the lm_head's).
+    The prompt tokens are one chunk (above ``mc.decode_path_max_tokens``: MLA's prefill pathway)."""
     pt, ds = np.asarray(prefill_tokens, dtype=float), np.asarray(decode_seqs, dtype=float)
     tokens = pt + ds
     sampled = ds + (pt > 0) if sampled_seqs is None else np.asarray(sampled_seqs, dtype=float)
     decode_attended = np.asarray(decode_attended, dtype=float)
     kv_read = decode_attended + np.asarray(prefill_kv_read_tokens, dtype=float)
     parts = step_parts(mc, hw, tokens, sampled, pt > 0, np.asarray(prefill_attended, dtype=float), decode_attended,
-                       kv_read, np)
+                       kv_read, np, pt > mc.decode_path_max_tokens)
     return StepTime(mode=hw.mode, **parts)

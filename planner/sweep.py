@@ -109,7 +109,7 @@ def _stack(objs: Sequence, names: Iterable[str]) -> dict[str, np.ndarray]:
 
 _MC_BLOCK_FIELDS = ("dense_weight_bytes", "linear_kernel_bytes", "expert_weight_bytes", "kv_bytes_per_ctx_layer",
                     "cudagraph_max_tokens", "quantized_params_per_token", "expert_params", "expert_width",
-                    "state_bytes_per_seq")
+                    "state_bytes_per_seq", "decode_path_max_tokens")
 _HW_BLOCK_FIELDS = (
     "linear_peak_flops_per_s", "attn_peak_flops_per_s", "hbm_bandwidth_bytes_per_s", "matmul_efficiency_max",
     "matmul_half_tokens", "attention_compute_efficiency", "weight_bandwidth_efficiency",
@@ -121,7 +121,8 @@ _HW_BLOCK_FIELDS = (
     "shape_tokens_hi",
     "allreduce_custom_max_bytes", "nccl_latency_s", "nccl_bandwidth_bytes_per_s", "moe_touch_fraction",
     "hybrid_step_overhead_s", "moe_seq_layer_overhead_s", "eager_layer_launch_s",
-    "moe_eager_layer_launch_s", "piecewise_step_launch_s", "piecewise_layer_launch_s", "moe_kernel_efficiency",
+    "moe_eager_layer_launch_s", "piecewise_step_launch_s", "piecewise_layer_launch_s", "prefill_path_layer_launch_s",
+    "moe_kernel_efficiency",
     "moe_pad_tokens_per_expert", "moe_inner_overhead_dim",
 )
 

@@ -118,16 +118,18 @@ class Engine:
             tokens, sampled, att_decode, kv_read = batch.load(batch.tokens_advanced)
             if self.draft_cost_steps:
                 draft_s = self.draft_s(kv_read)
+        longest = 0
         for _, start, new in chunks:
             tokens += new
             sampled += 1
             att_prefill += cost.attended_prefill(start, new)
             kv_read += cost.prefill_kv_read(start)
+            longest = max(longest, new)
             self.prefill_tokens_computed += new
-        cpu = cost.cpu_s(tokens, sampled, True)
+        cpu = cost.cpu_s(tokens, sampled, True, longest)
         self.send_outputs(cpu)
         self.next_scheduled_s = self.now + cpu
-        self.now += cost.step_s(tokens, sampled, att_prefill, att_decode, kv_read) + draft_s
+        self.now += cost.step_s(tokens, sampled, att_prefill, att_decode, kv_read, longest) + draft_s
         if self.compiled_keys is not None:
             self.compile_stalls(tokens, chunks)
         self.num_steps += 1

@@ -78,12 +78,14 @@ class StepCost:
     def mode(self) -> str:
         return self.hw_coeffs.mode
 
-    def _token_terms(self, tokens: float, sampled: float, prefill: bool) -> tuple:
-        """(linear s, comm s, overhead s, constant s, launch floor s, eager CPU call s) of a step shape, memoised."""
-        key = (tokens, sampled, prefill)
+    def _token_terms(self, tokens: float, sampled: float, prefill: bool, chunk: float = 0.0) -> tuple:
+        """(linear s, comm s, overhead s, constant s, launch floor s, eager CPU call s) of a step shape (``chunk``: its
+        longest prompt chunk, tokens), memoised."""
+        long_chunk = chunk > self.model_costs.decode_path_max_tokens
+        key = (tokens, sampled, prefill, long_chunk)
         terms = self.token_memo.get(key)
         if terms is None:
-            p = token_parts(self.model_costs, self.hw_coeffs, tokens, sampled, prefill, SCALAR)
+            p = token_parts(self.model_costs, self.hw_coeffs, tokens, sampled, prefill, SCALAR, long_chunk)
             linear = linear_s(p["linear_compute_s"], p["linear_memory_s"], p["dequant_s"], p["moe_compute_s"],
                               p["moe_memory_s"], max)
             terms = (linear, p["comm_s"], p["overhead_s"], step_total(linear, 0.0, 0.0, p["comm_s"], p["overhead_s"],
@@ -94,7 +96,8 @@ class StepCost:
             self.token_memo[key] = terms
         return terms
 
-    def parts(self, tokens: float, sampled: float, att_prefill: float, att_decode: float, kv_read: float):
+    def parts(self, tokens: float, sampled: float, att_prefill: float, att_decode: float, kv_read: float,
+              chunk: float = 0.0):
         """(constant_s, attention_compute_s, attention_memory_s); the step takes
         constant + max(attention_compute, attention_memory) (summed in that order: within an ulp of
         ``step_s``) — for a step without a CUDA-graph launch floor (:meth:`launch_s` 0: the engine steps eager
@@ -102,29 +105,31 @@ class StepCost:
         contexts + prefill chunks' prior context)."""
         if tokens <= 0:
             return 0.0, 0.0, 0.0
-        const = self._token_terms(tokens, sampled, att_prefill > 0)[3]
+        const = self._token_terms(tokens, sampled, att_prefill > 0, chunk)[3]
         ac, am, _, _ = attention_parts(self.model_costs, self.hw_coeffs, tokens, att_prefill, att_decode, kv_read,
                                        sampled)
         return const, ac, am
 
     def step_s(self, tokens: float, sampled: float, att_prefill: float = 0.0, att_decode: float = 0.0,
-               kv_read: float = 0.0) -> float:
-        """Seconds of one step: :attr:`planner.roofline.StepTime.total_s` of the same step, on floats."""
+               kv_read: float = 0.0, chunk: float = 0.0) -> float:
+        """Seconds of one step: :attr:`planner.roofline.StepTime.total_s` of the same step, on floats (``chunk``: its
+        longest prompt chunk, which picks MLA's attention pathway)."""
         if tokens <= 0:
             return 0.0
-        linear, comm, overhead, _, launch, _ = self._token_terms(tokens, sampled, att_prefill > 0)
+        linear, comm, overhead, _, launch, _ = self._token_terms(tokens, sampled, att_prefill > 0, chunk)
         ac, am, _, _ = attention_parts(self.model_costs, self.hw_coeffs, tokens, att_prefill, att_decode, kv_read,
                                        sampled)
         return step_total(linear, ac, am, comm, overhead, max, launch)
 
-    def launch_s(self, tokens: float, sampled: float, prefill: bool = False) -> float:
-        """The CPU launch floor of a step of this shape (> 0 only above the largest CUDA graph)."""
-        return self._token_terms(tokens, sampled, prefill)[4] if tokens > 0 else 0.0
+    def launch_s(self, tokens: float, sampled: float, prefill: bool = False, chunk: float = 0.0) -> float:
+        """The CPU launch floor of a step of this shape (> 0 above the largest CUDA graph, and for a prompt step
+        inside them: piecewise)."""
+        return self._token_terms(tokens, sampled, prefill, chunk)[4] if tokens > 0 else 0.0
 
-    def cpu_s(self, tokens: float, sampled: float, prefill: bool = False) -> float:
-        """How long a step of this shape keeps the CPU in its launch call beyond a CUDA-graph step
-        (:func:`eager_cpu_s`; 0 inside the CUDA graphs)."""
-        return self._token_terms(tokens, sampled, prefill)[5] if tokens > 0 else 0.0
+    def cpu_s(self, tokens: float, sampled: float, prefill: bool = False, chunk: float = 0.0) -> float:
+        """How long a step of this shape keeps the CPU in its launch call beyond a full CUDA-graph step
+        (:func:`eager_cpu_s`: the eager or piecewise launch; 0 for a decode step inside the CUDA graphs)."""
+        return self._token_terms(tokens, sampled, prefill, chunk)[5] if tokens > 0 else 0.0
 
     def attended_prefill(self, start: float, chunk: float) -> float:
         """:func:`planner.roofline.attended_prefill` on floats."""

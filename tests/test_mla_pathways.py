@@ -1,0 +1,103 @@
+"""MLA's two attention pathways inside the CUDA graphs (issue #21): vLLM 0.26's FLASH_ATTN_MLA runs a request of up to
+512 query tokens down MLA's decode pathway and a longer prompt chunk down its prefill pathway, whose piecewise launch
+costs the CPU about twice as much a layer.  The planner's terms (planner.roofline.piecewise_layer_launches, the
+simulator's StepCost with the step's longest chunk), their fit from the committed traces
+(calibration.trace_points.mla_piecewise_launch, calibration.serve_floor.mla_piecewise_terms) and the committed values."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from calibration.serve_floor import mla_piecewise_terms
+from calibration.trace_points import PathwayLaunch, mla_piecewise_launch
+from planner.io import catalog
+from planner.kernel_families import MLA_DECODE_PATH_MAX_QUERY_TOKENS, decode_path_max_tokens
+from planner.roofline import attended_prefill, hw_coeffs, model_costs, step_time
+from planner.serving import StepCost
+from planner.specs import Deployment
+
+DATA = Path(__file__).resolve().parent.parent / "calibration/data"
+PROF = catalog.profile_for("h200-sxm", "0.26.0")
+H200 = catalog.gpu("h200-sxm")
+MOONLIGHT = catalog.model("moonlight-16b-a3b")
+GRAPHS_8192 = Deployment.for_gpu(H200, max_cudagraph_capture_tokens=8192)
+
+
+def test_the_decode_pathway_ends_at_512_query_tokens_for_mla_only():
+    assert MLA_DECODE_PATH_MAX_QUERY_TOKENS == 512
+    assert decode_path_max_tokens(MOONLIGHT) == 512.0
+    assert decode_path_max_tokens(catalog.model("llama-3.1-8b")) == math.inf
+    assert model_costs(MOONLIGHT, GRAPHS_8192).decode_path_max_tokens == 512.0
+
+
+def test_the_committed_terms_are_the_eight_h200_engines_median_and_the_h100_engines_ratio():
+    """Decode pathway: the median of the eight H200 MLA engines' 0.270-0.530 ms a layer = (0.4232 + 0.4245) / 2 ms;
+    prefill pathway: that x 0.931 / 0.488 (Moonlight with 8,192-token graphs on an H100, one run: 1.909)."""
+    assert 1e3 * PROF.mla_piecewise_layer_launch_s == pytest.approx(0.4238, abs=5e-4)
+    assert PROF.mla_prefill_layer_launch_s / PROF.mla_piecewise_layer_launch_s == pytest.approx(1.909, abs=2e-3)
+
+
+def test_a_moonlight_prompt_step_inside_8192_graphs_launches_per_pathway():
+    """A 600-token prompt beside 8 decodes: 27 layers x 0.809 ms = 21.8 ms of launch; at 512 tokens 27 x 0.424 =
+    11.4 ms; Llama-3.1-8B's 32 layers take the dense 0.212 ms either way; above the graphs the eager launch, the same
+    for both."""
+    mc, hw = model_costs(MOONLIGHT, GRAPHS_8192), hw_coeffs(H200, "bf16", PROF, MOONLIGHT)
+    long, short = (step_time(mc, hw, prefill_tokens=c, prefill_attended=attended_prefill(mc, 0.0, c), decode_seqs=8,
+                             decode_attended=8 * 27 * 700.0) for c in (600, 512))
+    assert float(long.launch_s) == pytest.approx(27 * PROF.mla_prefill_layer_launch_s)
+    assert float(short.launch_s) == pytest.approx(27 * PROF.mla_piecewise_layer_launch_s)
+    assert 1e3 * float(long.launch_s) == pytest.approx(21.84, abs=0.05)
+    llama = catalog.model("llama-3.1-8b")
+    lmc, lhw = model_costs(llama, GRAPHS_8192), hw_coeffs(H200, "bf16", PROF, llama)
+    assert float(step_time(lmc, lhw, prefill_tokens=600).launch_s) == float(step_time(lmc, lhw, prefill_tokens=512)
+                                                                           .launch_s) == \
+        pytest.approx(32 * PROF.piecewise_layer_launch_s)
+    default = model_costs(MOONLIGHT, Deployment.for_gpu(H200))  # 512-token graphs: a 600-token step is eager
+    assert float(step_time(default, hw, prefill_tokens=600).launch_s) == float(step_time(
+        default, hw, prefill_tokens=600, decode_seqs=1).launch_s) > float(long.launch_s)
+
+
+def test_the_simulators_step_takes_its_longest_chunk():
+    """StepCost: two 300-token chunks (600 tokens) stay on the decode pathway; one 600-token chunk does not; its step
+    equals the array formula's for the same step bit for bit."""
+    cost = StepCost.from_specs(MOONLIGHT, H200, GRAPHS_8192, PROF)
+    two = cost.cpu_s(600, 2, True, 300)
+    one = cost.cpu_s(600, 1, True, 600)
+    assert two == pytest.approx(27 * PROF.mla_piecewise_layer_launch_s)
+    assert one == pytest.approx(27 * PROF.mla_prefill_layer_launch_s)
+    mc, hw = cost.model_costs, cost.hw_coeffs
+    att = attended_prefill(mc, 0.0, 600.0)
+    assert cost.step_s(600, 1, float(att), 0.0, 0.0, 600) == float(step_time(mc, hw, prefill_tokens=600,
+                                                                              prefill_attended=att).total_s)
+
+
+def test_the_h100_trace_splits_its_prompt_steps_by_pathway():
+    """Moonlight with 8,192-token graphs on an H100 (2026-12-05 capture/c): 139 prompt steps with chunks <= 512 and
+    794 with a longer one; their calls beyond a decode-only step's 0.488 and 0.931 ms a layer."""
+    p = mla_piecewise_launch(DATA / "h100-2026-12-05-capture/c/serve-moonlight-cg8192", "moonlight-16b-a3b")
+    assert (p.decode_path_steps, p.prefill_path_steps) == (139, 794)
+    assert [round(1e3 * x, 3) for x in p.per_layer_s] == [0.488, 0.931]
+    default = mla_piecewise_launch(DATA / "h100-2026-12-05-capture/d/serve-moonlight-default", "moonlight-16b-a3b")
+    assert default.prefill_path_steps == 0 and math.isnan(default.prefill_path_s)  # default graphs: none inside
+
+
+def test_the_fit_takes_the_median_host_and_the_pathway_ratio():
+    """Three engines at 0.3, 0.4 and 0.6 ms a layer (27 layers) -> 0.4; one pathway engine at 10 / 19 ms -> x 1.9;
+    without a pathway engine the profile's ratio; no engine: nothing."""
+    eng = [PathwayLaunch("moonlight-16b-a3b", 27 * x / 1e3, math.nan, 50, 0) for x in (0.3, 0.4, 0.6)]
+    pair = PathwayLaunch("deepseek-v2-lite", 0.010, 0.019, 100, 700)
+    t = mla_piecewise_terms(PROF, eng, [pair])
+    assert 1e3 * t["mla_piecewise_layer_launch_s"] == pytest.approx(0.4)
+    assert 1e3 * t["mla_prefill_layer_launch_s"] == pytest.approx(0.76)
+    ratio = PROF.mla_prefill_layer_launch_s / PROF.mla_piecewise_layer_launch_s
+    assert mla_piecewise_terms(PROF, eng)["mla_prefill_layer_launch_s"] == pytest.approx(0.4e-3 * ratio)
+    assert mla_piecewise_terms(PROF, []) == {}
+
+
+def test_a_host_launching_slower_scales_both_pathways():
+    scaled = PROF.with_launch_scaled(1.2)
+    assert scaled.mla_piecewise_layer_launch_s == pytest.approx(1.2 * PROF.mla_piecewise_layer_launch_s)
+    assert scaled.mla_prefill_layer_launch_s == pytest.approx(1.2 * PROF.mla_prefill_layer_launch_s)
