@@ -63,6 +63,9 @@ lengths, multi-turn parents and engine settings:
 * calibration/data/h100-2026-12-05-capture (calibration/campaigns/h200-capture.sh, on an H100): Qwen3-30B-A3B and
   Moonlight-16B-A3B with --max-cudagraph-capture-size 8192 and with vLLM's default graphs on one host, chat, traced:
   replayed with the profile transferred to the H100 (reported), with the measured and simulated gain of the graphs.
+* calibration/data/h200-2026-12-05-mla-graphs (calibration/campaigns/h200-mla-graphs.sh): DeepSeek-V2-Lite with 8,192-
+  token graphs and with vLLM's default ones, Moonlight with 8,192 (its runs give MLA's prefill-pathway launch ratio:
+  reported), on one H200, chat, traced; the MLA pathways' launch per engine, the held-out ratio checked within 10 %.
 
 Targets, below saturation: output throughput within 3 %, TPOT p50 within 7 %, TTFT p50 within 10 %, TTFT
 p99 within 20 %; at and above saturation, throughput within 5 % and the simulated queue growing too.  A run is at
@@ -85,7 +88,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from calibration.refit import DATA, FUSED_FLOOR_FIT, MLA_FLOOR_FIT, STREAM_OUTPUT_FIT
+from calibration.refit import DATA, FUSED_FLOOR_FIT, MLA_FLOOR_FIT, MLA_PATHWAY_FIT, STREAM_OUTPUT_FIT
 from calibration.serve_floor import served_terms, traced_engines, with_traces  # noqa: E402
 from calibration.served_steps import served_runs  # noqa: E402
 from calibration.serving_points import replay_folder, served_kv_pools  # noqa: E402
@@ -96,6 +99,7 @@ from calibration.trace_points import (  # noqa: E402
     frontend_token_slope,
     launch_call_ratios,
     launch_floor,
+    mla_piecewise_launch,
     stalls,
 )
 from calibration.variants import probe_model
@@ -226,6 +230,7 @@ def main() -> int:
     budget = ROOT / "calibration/data/h200-2026-12-04-budget-check"  # two step budgets on one host; long prompts
     mla_long = ROOT / "calibration/data/h200-2026-12-05-mla-long"  # MLA, MXFP4 engines: long prompts, then chat
     traffic = ROOT / "calibration/data/h200-2026-12-05-moe-traffic"  # b, d: Gemma-3-27B served; c: gpt-oss-120b-e32
+    mla_graphs = MLA_GRAPHS  # MLA with 8,192-token CUDA graphs (e, g) and vLLM's default graphs (f)
     # every engine step timed: b, c: the eager launch floor is these engines' traced median (reported, not checked);
     # g: the Triton MXFP4 MoE's compile of a new step size is fitted on its trace (reported); the rest held out of
     # every fit (checked): h, vllm serve's 8,192 tokens per step, stalls on each new size; i, every step inside the
@@ -239,7 +244,8 @@ def main() -> int:
                  "cv": "its host is one of the six the fused MoE's launch is the median of: checked against the "
                        "median of the other five",
                  "cv-mla": "its host is one of the eight MLA's launch is the median of: checked against the median "
-                           "of the other seven"}
+                           "of the other seven",
+                 "pathway": "MLA's prefill-pathway launch ratio is fitted on it: reported only"}
     # the hosts of the fused MoE's and MLA's launch medians: each run is checked against the others' (leave one out)
     cv_floors = {DATA / f: launch_floor(DATA / f, m) for f, m in (*FUSED_FLOOR_FIT, *MLA_FLOOR_FIT)}
     traced_runs = ((traced, "b/serve-qwen3-30b-a3b-trace", "qwen3-30b-a3b", "compile"),
@@ -293,7 +299,10 @@ def main() -> int:
                                       (mla_long, "c/serve-oss20-long", "gpt-oss-20b", "held"),
                                       (traffic, "b/serve-gemma-3-27b-long", "gemma-3-27b", "held"),
                                       (traffic, "d/serve-gemma-3-27b-u07", "gemma-3-27b", "held"),
-                                      (traffic, "c/serve-oss120e32-long", "gpt-oss-120b-e32", "variant"))
+                                      (traffic, "c/serve-oss120e32-long", "gpt-oss-120b-e32", "variant"),
+                                      (mla_graphs, "e/serve-dsv2lite-cg8192", "deepseek-v2-lite", "held"),
+                                      (mla_graphs, "f/serve-dsv2lite-default", "deepseek-v2-lite", "held"),
+                                      (mla_graphs, "g/serve-moonlight-cg8192", "moonlight-16b-a3b", "pathway"))
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""
@@ -314,6 +323,7 @@ def main() -> int:
             print(line(f"{c.name} ({c.num_requests} req)", e, joined(note, cap)))
     moe_traffic_runs(missed)
     capture_runs(missed)
+    mla_pathway_check(prof, missed)
     served_kv_check(missed)
     own_floor_runs(prof, [(base / folder, model) for base, folder, model, role in traced_runs
                           if role in ("held", "piecewise", "cv", "cv-mla")])
@@ -416,6 +426,44 @@ def capture_runs(missed: list) -> None:
             print(f"  {model} {run}: the larger graphs' gain (default / 8192), TTFT p50 measured "
                   f"{gain['ttft_p50_s'][0]:.2f}x, simulated {gain['ttft_p50_s'][1]:.2f}x; TPOT p50 measured "
                   f"{gain['tpot_p50_s'][0]:.2f}x, simulated {gain['tpot_p50_s'][1]:.2f}x")
+
+
+#: the MLA campaign (calibration/campaigns/h200-mla-graphs.sh, on an H200): DeepSeek-V2-Lite with 8,192-token graphs
+#: (e) and vLLM's default ones (f), Moonlight with 8,192 (g); their runs are in main's traced runs
+MLA_GRAPHS = ROOT / "calibration/data/h200-2026-12-05-mla-graphs"
+#: the held-out engines' prefill-pathway launch ratio (over the decode pathway's, one engine on one host) within this
+#: of the profile's
+PATHWAY_RATIO_PCT = 10.0
+
+
+def mla_pathway_check(prof, missed: list) -> None:
+    """The MLA engines traced with 8,192-token CUDA graphs: each class of their piecewise prompt steps' launch
+    (calibration.trace_points.mla_piecewise_launch: chunks all on MLA's decode pathway, or one on its prefill
+    pathway) per layer against the profile's, and the prefill pathway's ratio to the decode pathway's (one engine,
+    one host: its CPU speed cancels) checked where the engine is held out of MLA_PATHWAY_FIT; then DeepSeek-V2-Lite's
+    gain from the larger graphs (default / 8192, TTFT and TPOT p50) measured and simulated, on one H200."""
+    d_prof, p_prof = prof.mla_piecewise_layer_launch_s, prof.mla_prefill_layer_launch_s
+    print(f"MLA's piecewise launch per layer by attention pathway (profile: decode {1e3 * d_prof:.3f} ms, prefill "
+          f"{1e3 * p_prof:.3f} ms, x {p_prof / d_prof:.3f}; held-out ratio checked within {PATHWAY_RATIO_PCT:g} %):")
+    fitted = {f for f, _ in MLA_PATHWAY_FIT}
+    for folder, model in (*MLA_PATHWAY_FIT, ("h200-2026-12-05-mla-graphs/e/serve-dsv2lite-cg8192", "deepseek-v2-lite")):
+        p = mla_piecewise_launch(DATA / folder, model)
+        d, pp = p.per_layer_s
+        err = 100.0 * ((pp / d) / (p_prof / d_prof) - 1.0)
+        print(f"  {folder:55s} decode {1e3 * d:.3f} ms ({p.decode_path_steps} steps), prefill {1e3 * pp:.3f} ms "
+              f"({p.prefill_path_steps}), x {pp / d:.3f} ({err:+.1f} %; {'fitted' if folder in fitted else 'held out'})")
+        if folder not in fitted and abs(err) > PATHWAY_RATIO_PCT:
+            missed.append(f"MLA prefill-pathway launch ratio {folder}: {err:+.1f}% (target {PATHWAY_RATIO_PCT:g} %)")
+    runs = {part: {c.name: c for c in replay_folder(MLA_GRAPHS / part, "deepseek-v2-lite", prof)}
+            for part in ("e/serve-dsv2lite-cg8192", "f/serve-dsv2lite-default")}
+    for name, big in runs["e/serve-dsv2lite-cg8192"].items():
+        small = runs["f/serve-dsv2lite-default"].get(name)
+        if small is not None:
+            g = {k: (small.measured[k] / big.measured[k], small.predicted[k] / big.predicted[k])
+                 for k in ("ttft_p50_s", "tpot_p50_s")}
+            print(f"  deepseek-v2-lite {name}: the larger graphs' gain (default / 8192), TTFT p50 measured "
+                  f"{g['ttft_p50_s'][0]:.2f}x, simulated {g['ttft_p50_s'][1]:.2f}x; TPOT p50 measured "
+                  f"{g['tpot_p50_s'][0]:.2f}x, simulated {g['tpot_p50_s'][1]:.2f}x")
 
 
 #: the issue's KV pool target: every served engine's pool (vLLM's "Available KV cache memory") within 1 %

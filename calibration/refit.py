@@ -23,7 +23,7 @@ Which engines are fitted and which are held out, per family (the held-out ones g
 | ... of prompt steps inside the graphs (PIECEWISE_FIT) | Llama-3.1-8B, Qwen2.5-32B, Llama-3.1-70B (80 layers) | Qwen2.5-7B, Mixtral, gpt-oss-20b |
 | ... of the MXFP4 MoE layers (VARIANT_FLOOR_FIT) | gpt-oss-120b | gpt-oss-20b |
 | ... of the MLA + MoE layers (MLA_FLOOR_FIT) | Moonlight (6 hosts), DeepSeek-V2-Lite (2): median | each vs 7 others |
-| ... MLA prompt steps inside the graphs, two pathways (MLA_PATHWAY_FIT) | the same median; Moonlight 8,192 graphs (H100) | DeepSeek-V2-Lite |
+| ... MLA prompt steps inside the graphs, two pathways (MLA_PATHWAY_FIT) | that median; Moonlight, 8,192 graphs | DeepSeek-V2-Lite |
 | ... fp8 fused MoE's beyond bf16 (FP8_LAUNCH_PAIR) | Qwen3-30B-A3B fp8 + bf16, one host | Qwen3-235B-A22B-l16 fp8 |
 | new step-size key compile | gpt-oss-120b (MXFP4), Qwen3-30B-A3B (fused MoE) | gpt-oss-20b; Mixtral, Moonlight |
 | ... MXFP4 compile's expert offset (MXFP4_COMPILE_VARIANTS) | gpt-oss-120b-l18, -e32 (in-process) | gpt-oss-20b |
@@ -134,10 +134,12 @@ MLA_FLOOR_FIT = tuple((f"h200-2026-12-{f}", m) for f, m in (
     ("04-stream-check/s/serve-moonlight-16b-a3b-steps", "moonlight-16b-a3b"),
     ("05-mla-long/a/serve-moonlight-long", "moonlight-16b-a3b"),
     ("05-mla-long/b/serve-dsv2lite-long", "deepseek-v2-lite")))
-#: the MLA engine traced with prompt chunks above MLA's decode pathway inside its CUDA graphs (8,192-token graphs): the
-#: prefill pathway's piecewise launch over the decode pathway's is its ratio (serve_floor.mla_piecewise_terms; the
-#: decode pathway's is MLA_FLOOR_FIT's median); DeepSeek-V2-Lite (h*-mla-graphs) holds it out
-MLA_PATHWAY_FIT = (("h100-2026-12-05-capture/c/serve-moonlight-cg8192", "moonlight-16b-a3b"),)
+#: the MLA engines traced with prompt chunks above MLA's decode pathway inside their CUDA graphs (8,192-token graphs):
+#: the prefill pathway's piecewise launch over the decode pathway's is their median ratio (serve_floor.
+#: mla_piecewise_terms; the decode pathway's is MLA_FLOOR_FIT's median): Moonlight on an H100 (1.909) and on an H200
+#: (1.768); DeepSeek-V2-Lite (h200-2026-12-05-mla-graphs/e: 1.747) holds it out
+MLA_PATHWAY_FIT = (("h100-2026-12-05-capture/c/serve-moonlight-cg8192", "moonlight-16b-a3b"),
+                   ("h200-2026-12-05-mla-graphs/g/serve-moonlight-cg8192", "moonlight-16b-a3b"))
 #: the fp8 W8A8 fused MoE's launch beyond the bf16 kernel's (its eager_layer_launch_extra_s): the fp8 family's fit model
 #: served in fp8 and then bf16 on one host (Qwen3-30B-A3B's floors 92.8 and 68.1 ms); held out on Qwen3-235B-A22B-l16
 #: fp8 (heldout-moe/w/, another host)
@@ -292,7 +294,7 @@ def refit(comparison_out: Path | None = None):
                                        + [f for f, _ in VARIANT_FLOOR_FIT.values()] + [f for f, _ in MLA_FLOOR_FIT]
                                        + list(FP8_LAUNCH_PAIR)
                                        + [FUSED_COMPILE_FIT[0]] + list(SPREAD_TRACES) + [MXFP4_COMPILE_VARIANTS[0]]
-                                       + list(CONTEXT_COMPILE_FIT))),
+                                       + list(CONTEXT_COMPILE_FIT) + [f for f, _ in MLA_PATHWAY_FIT])),
         "raw_data_sha256": [sha256_file(p) for p in paths],
         "command": COMMAND,
     })

@@ -175,7 +175,8 @@ def replay_folder(folder: Path, model_id: str, profile, frontend_overhead_s: flo
             before = [s for s in steps if s["wall"] < start]
             done = frozenset({cost.compile_key(s["tok"]) for s in before if cost.compile_key and s["tok"] > graph_max}
                              | ({MLA_CONTEXT_KEY} if cost.context_compile_s and any(
-                                 mixed_context(chunk_starts(s)) for s in before) else set()))
+                                 mixed_context(chunk_starts(s), s["chunks"], cost.model_costs.decode_path_max_tokens)
+                                 for s in before) else set()))
         elif cost.compile_key and start is not None:
             done = ran | {cost.compile_key(p) for r in sweeps if r["wall_end"] <= start
                           for p, s in zip(r["prompt_tokens"], r["latency_s"]) if s is not None}

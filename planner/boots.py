@@ -39,7 +39,7 @@ def default_graph_boots(gpu_id: str | None = None) -> tuple[BootRecord, ...]:
 
 
 def boot_range_words(gpu_id: str | None = None) -> str:
-    """'54-258 s over 70 boots on h200-sxm, median 129 s': :func:`default_graph_boots`' spread, in words."""
+    """'54-258 s over 71 boots on h200-sxm, median 129 s': :func:`default_graph_boots`' spread, in words."""
     boots = default_graph_boots(gpu_id)
     s = sorted(b.boot_s for b in boots)
     gpus = sorted({b.gpu_id for b in boots})

@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable
 
 from planner.boots import boot_range_words
 from planner.fused_moe_configs import step_config, tuned_table
-from planner.kernel_families import cudagraph_max_tokens, moe_coeffs, moe_variant
+from planner.kernel_families import MLA_DECODE_PATH_MAX_QUERY_TOKENS, cudagraph_max_tokens, moe_coeffs, moe_variant
 from planner.specs import Deployment, ModelSpec
 
 #: the Triton MXFP4 MoE's step-size bucket: its keys are M // 32 (and M % 16 == 0)
@@ -40,17 +40,21 @@ MLA_CONTEXT_KEY = "mla-chunked-context"
 
 
 def context_compile_s(model: ModelSpec, profile) -> float:
-    """Seconds an MLA engine stalls once, on its first step that mixes a prompt chunk with context and a fresh
-    prompt (:func:`mixed_context`): the profile's ``mla_context_compile_s``; 0 for other attention or no profile."""
+    """Seconds an MLA engine stalls once, on its first step that mixes a prompt chunk with context on MLA's prefill
+    pathway and a fresh prompt (:func:`mixed_context`): the profile's ``mla_context_compile_s``; 0 for other attention
+    or no profile."""
     return profile.mla_context_compile_s if profile is not None and model.attention.kind == "mla" else 0.0
 
 
-def mixed_context(starts) -> bool:
-    """Whether a step's prompt chunks (the computed tokens before each) hold one with context beside a fresh prompt's:
-    traced under vllm serve on five MLA engines (2026-12-02 l/, n/, o/; 2026-12-05 a/, b/), the stall came on the
-    first such step on four and on the second on one (n/); a lone chunk with context never stalled (b/: five in a row,
-    up to 13,944 tokens of context)."""
-    return any(s > 0 for s in starts) and any(s == 0 for s in starts)
+def mixed_context(starts, chunks, decode_path_max_tokens: float = MLA_DECODE_PATH_MAX_QUERY_TOKENS) -> bool:
+    """Whether a step's prompt chunks (``chunks`` tokens, ``starts`` computed before each) hold one with context on
+    MLA's prefill pathway (more than ``decode_path_max_tokens``: kernel_families.MLA_DECODE_PATH_MAX_QUERY_TOKENS)
+    beside a fresh prompt's.  Traced under vllm serve on eleven MLA engines (2026-12-02..05; planner.compile_keys'
+    tests), the stall came on the first such step on each; a context chunk on the decode pathway did not stall (e/:
+    a 9-token chunk beside a fresh 1,709-token prompt, 3,635 steps before its stall on a 746-token one; n/ likewise),
+    nor did a lone chunk with context (mla-long b/: five in a row, up to 13,944 tokens of context), nor an engine
+    that never ran such a step (an H100's 8,192-graph Moonlight)."""
+    return any(s > 0 and c > decode_path_max_tokens for s, c in zip(starts, chunks)) and any(s == 0 for s in starts)
 
 
 def mxfp4_key(tokens: int) -> tuple[int, bool]:
@@ -157,7 +161,7 @@ def shape_compile_s(model: ModelSpec, weight_dtype: str, profile) -> float:
 
 def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None, max_model_len: int | None = None) -> str:
     """What a cold vLLM 0.26 engine does before it serves at the predicted speed, and how to warm it (its start: the
-    measured boots of :mod:`planner.boots` on the deployment's GPU, else on every GPU; on the H200 54-258 s over 70
+    measured boots of :mod:`planner.boots` on the deployment's GPU, else on every GPU; on the H200 54-258 s over 71
     boots, median 129 s: Llama-3.1-8B 54-144 s, gpt-oss-120b 258 s): the graph capture, and for a MoE model the
     Triton compile of each new step-size key above the graphs (module docstring), how many, how long (``profile``'s
     :func:`shape_compile_s`) and which prompts warm them: only those up to the engine's ``max_model_len`` (vLLM
@@ -174,11 +178,12 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None, max_
         note += (f"; {graphs} CUDA graphs where vLLM's default captures {default}: "
                  + (f"about {s:.0f} s more start-up ({profile.cudagraph_capture_s_per_graph:.2f} s a graph)" if s
                     else "a longer start-up"))
-    if model.attention.kind == "mla":  # traced on five MLA engines (context_compile_s, mixed_context)
+    if model.attention.kind == "mla":  # traced on eleven MLA engines (context_compile_s, mixed_context)
         s = context_compile_s(model, profile)
-        note += (f"; an MLA engine also stalls once{f', {s:.2f} s' if s else ''} (0.50-0.70 s traced), on its first "
-                 "step that holds a prompt chunk with context beside a fresh prompt (a Triton kernel of MLA's chunked "
-                 f"prefill): a prompt of more than {top:,} tokens sent together with a short one makes such a step "
+        note += (f"; an MLA engine also stalls once{f', {s:.2f} s' if s else ''} (0.48-0.81 s traced), on its first "
+                 f"step that holds a prompt chunk of more than {MLA_DECODE_PATH_MAX_QUERY_TOKENS} tokens with context "
+                 "beside a fresh prompt (a Triton kernel of MLA's chunked prefill): a prompt of more than "
+                 f"{top + MLA_DECODE_PATH_MAX_QUERY_TOKENS:,} tokens sent together with a short one makes such a step "
                  "(this warm-up not measured)")
     if model.moe is None:
         return note

@@ -282,8 +282,8 @@ class CalibrationProfile(FrozenSpec):
     per_seq_overhead_s: Overhead = 0.0
     per_token_overhead_s: Overhead = 0.0
     mla_context_compile_s: Overhead = Field(0.0, description=(
-        "the one-time stall of an MLA engine the first time a step holds a prompt chunk with computed context beside "
-        "a fresh prompt's (a Triton kernel of MLA's chunked prefill compiles; planner.compile_keys.mixed_context), "
+        "the one-time stall of an MLA engine the first time a step holds a prompt chunk with computed context on MLA's "
+        "prefill pathway beside a fresh prompt's (a Triton kernel of MLA's chunked prefill compiles; planner.compile_keys.mixed_context), "
         "traced under vllm serve (calibration.trace_points.context_stalls); 0: not measured"))
     request_overhead_s: Overhead = 0.0
     http_frontend_overhead_s: Overhead = Field(

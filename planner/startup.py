@@ -120,7 +120,9 @@ def startup_check(model: ModelSpec, gpu: GpuSpec, deployment: Deployment, max_mo
             f"{fmt_gib(budget.kv_pool_bytes)} (vLLM refuses to start)"), "memory"))
     headroom = (1.0 - deployment.gpu_memory_utilization) * budget.gpu_memory_bytes
     # the V2 runner (dense models) captures its graphs after sizing the pool: graphs beyond vLLM's default need room
-    # there too, at the V1 runner's measured bytes per graph (not measured on the V2 runner)
+    # there too, at the V1 runner's estimate per graph (measured once on the V2 runner, DeepSeek-V2-Lite on an H200:
+    # 4.65 - 1.20 GiB for 512 graphs more, 6.9 MiB a graph, 9 % above it; the V1 runner's own captures took 6.5 and
+    # 8.1 MiB: calibration/data/h200-2026-12-05-mla-graphs)
     more = 0 if uses_v1_runner(model) else max(0, extra_graphs(deployment, model))
     graph_bytes = more * profile.v1_cudagraph_bytes_per_graph
     need_headroom = MIN_HEADROOM_BYTES + graph_bytes

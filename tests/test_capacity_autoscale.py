@@ -47,13 +47,14 @@ def test_measured_boots_are_the_files():
 
 
 def test_the_boot_table_is_every_boot_under_calibration_data():
-    """planner/data's table is what calibration.boots collects from the committed serve_bench.jsonl files (76 boots
-    of 15 models, 2026-11-30 to 2026-12-05, six on an H100, two of them with 8,192-token CUDA graphs): a campaign
+    """planner/data's table is what calibration.boots collects from the committed serve_bench.jsonl files (79 boots
+    of 15 models, 2026-11-30 to 2026-12-05, six on an H100, two of them with 8,192-token CUDA graphs, and two more
+    with them on an H200): a campaign
     that adds a boot must write it (python -m calibration.boots --write), and none is typed by hand."""
     from calibration.boots import BOOTS_TABLE, table
 
     assert json.loads(BOOTS_TABLE.read_text()) == table()
-    assert len(MEASURED_BOOTS) == 76 and len({b.model_id for b in MEASURED_BOOTS}) == 15
+    assert len(MEASURED_BOOTS) == 79 and len({b.model_id for b in MEASURED_BOOTS}) == 15
 
 
 def test_lead_time_arithmetic():
@@ -157,7 +158,7 @@ def test_the_cold_start_note_quotes_the_measured_boots_of_its_gpu():
     s = sorted(b.boot_s for b in h100)
     assert boot_range_words("h100-sxm") == (f"{s[0]:.0f}-{s[-1]:.0f} s over 4 boots on h100-sxm, median "
                                             f"{statistics.median(s):.0f} s")
-    assert len(default_graph_boots("a100-sxm-80gb")) == len(default_graph_boots()) == 74  # none on an A100: all
+    assert len(default_graph_boots("a100-sxm-80gb")) == len(default_graph_boots()) == 75  # none on an A100: all
     g = catalog.gpu("h100-sxm")
     note = cold_start_note(catalog.model("llama-3.1-8b"), Deployment.for_gpu(g), None, 4096)
     assert f"(measured engine starts: {boot_range_words('h100-sxm')})" in note

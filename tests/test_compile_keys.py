@@ -269,7 +269,8 @@ MLA_TRACES = (("h200-2026-12-02-serve-fusedmoe/l/serve-moonlight-16b-a3b-trace",
 
 def test_the_mla_context_compile_comes_on_a_step_mixing_a_chunk_with_context_and_a_fresh_prompt(profile):
     """Of each traced MLA engine's steps, the one that stalled without a new MoE key (over STALL_S = 0.3 s) is its
-    first step mixing a prompt chunk with context and a fresh prompt on four engines, its second on n/; a/ and b/
+    first step mixing a prompt chunk with context on MLA's prefill pathway (more than 512 tokens) and a fresh prompt,
+    on all five (n/'s first step mixing a 9..512-token chunk with context did not: the decode pathway); a/ and b/
     ran 1 and 6 lone chunks with context before it (b/ with 8,191-13,944 tokens of context), none stalled.  The
     profile's stall is the median of the fit engines' 0.553, 0.702, 0.504 s = 0.553 s; held out, a/ 0.496 s (-10 %)
     and b/ 0.620 s (+12 %)."""
@@ -278,14 +279,16 @@ def test_the_mla_context_compile_comes_on_a_step_mixing_a_chunk_with_context_and
 
     where, stalls = [], []
     for folder, model in MLA_TRACES:
-        mixed = [s for s in traced_steps(DATA / folder) if mixed_context(chunk_starts(s))]
+        mixed = [s for s in traced_steps(DATA / folder) if mixed_context(chunk_starts(s), s["chunks"])]
         stalled = [i for i, s in enumerate(mixed) if (s.get("exec_s") or 0.0) > STALL_S]
         where.append(stalled[:1])
         stalls += [round(x, 3) for _, x in context_stalls(DATA / folder, model)]
-    assert where == [[0], [1], [0], [0], [0]]
+    assert where == [[0], [0], [0], [0], [0]]
     assert stalls == [0.553, 0.702, 0.504, 0.496, 0.62]
     assert profile.mla_context_compile_s == pytest.approx(float(np.median(stalls[:3])), abs=5e-4)
-    assert mixed_context([0, 640]) and not mixed_context([1500]) and not mixed_context([0, 0])
+    assert mixed_context([0, 640], [900, 513]) and not mixed_context([0, 640], [900, 512])
+    assert not mixed_context([1500], [900]) and not mixed_context([0, 0], [900, 900])
+    assert not mixed_context([0, 640], [900, 600], float("inf"))  # attention of one pathway: no such step
 
 
 def test_a_hosts_own_traces_give_its_mla_context_compile(profile):

@@ -190,6 +190,11 @@ def test_the_graph_note_quotes_the_measured_runs():
     moon, qwen = PAIRS["moonlight-16b-a3b"], PAIRS["qwen3-30b-a3b"]
     assert (f"TPOT p50 {p50(moon[1], 'chat30'):.1f} -> {p50(moon[0], 'chat30'):.1f} ms" in note
             and f"8 req/s {p50(qwen[1], 'chat8'):.1f} -> {p50(qwen[0], 'chat8'):.1f} ms" in note)
+    mla = json.loads((CAPTURE.parent / "h200-2026-12-05-mla-graphs/f/serve-dsv2lite-default/bench-chat20.json")
+                     .read_text()), json.loads((CAPTURE.parent / "h200-2026-12-05-mla-graphs/e/serve-dsv2lite-cg8192/"
+                                                "bench-chat20.json").read_text())
+    assert (f"20 req/s TPOT p50 {mla[0]['median_tpot_ms']:.1f} -> {mla[1]['median_tpot_ms']:.1f} ms, TTFT p50 "
+            f"{mla[0]['median_ttft_ms']:.0f} -> {mla[1]['median_ttft_ms']:.0f} ms" in note)
     # 512 x 6.30 MiB = 3.15 GiB (fmt_gib: 3.1), 512 x 0.189 s = 97 s
     assert "512 graphs more take about 3.1 GiB of memory from the KV pool and 97 s more start-up" in note
 

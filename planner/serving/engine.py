@@ -187,7 +187,8 @@ class Engine:
         cost = self.cost
         keys = [(cost.compile_key(tokens), cost.shape_compile_s)] if (
             cost.compile_key and tokens > cost.model_costs.cudagraph_max_tokens) else []
-        if cost.context_compile_s and mixed_context([start for _, start, _ in chunks]):
+        if cost.context_compile_s and mixed_context([start for _, start, _ in chunks], [new for _, _, new in chunks],
+                                                    cost.model_costs.decode_path_max_tokens):
             keys.append((MLA_CONTEXT_KEY, cost.context_compile_s))
         for key, stall_s in keys:
             if key not in self.compiled_keys:
