@@ -78,9 +78,9 @@ below the simulated saturation, and 10,000 simulated requests < 1 s (benchmarks/
 from __future__ import annotations
 
 import re
-from collections import Counter
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +88,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from calibration.mla_pathways import mla_piecewise_launch  # noqa: E402
 from calibration.refit import DATA, FUSED_FLOOR_FIT, MLA_FLOOR_FIT, MLA_PATHWAY_FIT, STREAM_OUTPUT_FIT
 from calibration.serve_floor import served_terms, traced_engines, with_traces  # noqa: E402
 from calibration.served_steps import served_runs  # noqa: E402
@@ -99,13 +100,12 @@ from calibration.trace_points import (  # noqa: E402
     frontend_token_slope,
     launch_call_ratios,
     launch_floor,
-    mla_piecewise_launch,
     stalls,
 )
 from calibration.variants import probe_model
 from planner.io import catalog  # noqa: E402
-from planner.serving import workloads as wl  # noqa: E402
 from planner.serving import engine_setup, max_rate_under_slo, replay  # noqa: E402
+from planner.serving import workloads as wl  # noqa: E402
 from planner.serving.result import over_capacity  # noqa: E402
 from planner.specs import Deployment  # noqa: E402
 
@@ -438,7 +438,7 @@ PATHWAY_RATIO_PCT = 10.0
 
 def mla_pathway_check(prof, missed: list) -> None:
     """The MLA engines traced with 8,192-token CUDA graphs: each class of their piecewise prompt steps' launch
-    (calibration.trace_points.mla_piecewise_launch: chunks all on MLA's decode pathway, or one on its prefill
+    (calibration.mla_pathways.mla_piecewise_launch: chunks all on MLA's decode pathway, or one on its prefill
     pathway) per layer against the profile's, and the prefill pathway's ratio to the decode pathway's (one engine,
     one host: its CPU speed cancels) checked where the engine is held out of MLA_PATHWAY_FIT; then DeepSeek-V2-Lite's
     gain from the larger graphs (default / 8192, TTFT and TPOT p50) measured and simulated, on one H200."""

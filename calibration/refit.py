@@ -44,13 +44,13 @@ from calibration.family_fit import cold_stalls, fit_new_families, load_points
 from calibration.fit import fit_profile, measurement_rows, points_from_records, profile_to_yaml, with_residuals
 from calibration.linear_kernel_fit import LINEAR_KERNEL_DATA
 from calibration.mixed_points import mixed_points
+from calibration.mla_pathways import mla_piecewise_launch, mla_piecewise_terms
 from calibration.moe_kernel_fit import KERNEL_DATA
 from calibration.public_check import OUT_PATH as PUBLIC_OUT
 from calibration.public_check import check as public_check
 from calibration.records import read_records, sha256_file
 from calibration.serve_floor import (
     expert_compile_offset,
-    mla_piecewise_terms,
     served_terms,
     with_context_compile,
     with_launch_extra,
@@ -60,7 +60,6 @@ from calibration.serving_points import fit_http_frontend, serving_points
 from calibration.trace_points import (
     launch_call_spread,
     launch_floor,
-    mla_piecewise_launch,
     piecewise_launch_s,
     run_call_spread,
     shape_compiles,

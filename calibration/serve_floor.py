@@ -23,16 +23,15 @@ from pathlib import Path
 import numpy as np
 
 from calibration.family_fit import HELD_FROM_BF16
+from calibration.mla_pathways import mla_piecewise_launch, mla_piecewise_terms
 from calibration.records import append_record
 from calibration.serving_points import fit_http_frontend
 from calibration.trace_points import (
     LaunchFloor,
-    PathwayLaunch,
     ShapeCompiles,
     context_stalls,
     frontend_token_slope,
     launch_floor,
-    mla_piecewise_launch,
     piecewise_launch_s,
     range_period_s,
     shape_compiles,
@@ -82,28 +81,6 @@ def piecewise_terms(prof: CalibrationProfile, engines: Sequence[tuple[LaunchFloo
     if (y - slope * x).mean() < 0:  # the line would start below 0: through the origin instead (per layer only)
         slope = float((x * y).sum() / (x * x).sum())
     return {"piecewise_step_launch_s": max(0.0, float((y - slope * x).mean())), "piecewise_layer_launch_s": slope}
-
-
-def mla_piecewise_terms(prof: CalibrationProfile, engines: Sequence[PathwayLaunch],
-                        pathways: Sequence[PathwayLaunch] = ()) -> dict:
-    """An MLA engine's piecewise prompt-step launch per layer (:func:`calibration.trace_points.mla_piecewise_launch`):
-    its decode pathway's, the median over ``engines`` (their hosts' own: as the MLA eager launch, a median of hosts),
-    and its prefill pathway's, that times the median prefill/decode ratio of ``pathways`` (engines traced with chunks
-    above the decode pathway inside their graphs: one engine's two classes on one host, so its CPU cancels), or the
-    profile's ratio without any.  The committed profile: 0.424 ms a layer (8 engines on 8 H200 hosts, 0.27-0.53) and
-    x 1.84 (Moonlight with 8,192-token graphs on an H100, 0.931 / 0.488, and on an H200, 0.764 / 0.432; DeepSeek-V2-Lite
-    held out: 0.426 and 0.744 ms, x 1.75)."""
-    if not engines:
-        return {}
-    decode = float(np.median([e.per_layer_s[0] for e in engines]))
-    ratios = [e.prefill_path_s / e.decode_path_s for e in pathways if e.decode_path_s > 0 and e.prefill_path_s > 0]
-    if ratios:
-        ratio = float(np.median(ratios))
-    elif prof.mla_piecewise_layer_launch_s > 0 and prof.mla_prefill_layer_launch_s > 0:
-        ratio = prof.mla_prefill_layer_launch_s / prof.mla_piecewise_layer_launch_s
-    else:
-        ratio = 1.0
-    return {"mla_piecewise_layer_launch_s": decode, "mla_prefill_layer_launch_s": decode * ratio}
 
 
 def served_terms(prof: CalibrationProfile, floors: Sequence[LaunchFloor], compiles: Sequence[ShapeCompiles] = (),

@@ -27,7 +27,7 @@ from calibration.variants import probe_model
 from planner.compile_keys import keys_at_start, step_compile_key
 from planner.io import catalog
 from planner.io.jsonl import read_jsonl
-from planner.kernel_families import cudagraph_max_tokens, decode_path_max_tokens
+from planner.kernel_families import cudagraph_max_tokens
 from planner.profile import Spread
 from planner.specs import Deployment
 
@@ -91,6 +91,17 @@ def launch_floor(folder: Path, model_id: str) -> LaunchFloor:
     return LaunchFloor(model_id, e - g, len(eager), len(graph), e, g, str(folder), t.deployment.weight_dtype)
 
 
+def graph_calls(folder: Path, model_id: str, limit: float = float("inf")) -> tuple[list, list, list]:
+    """The ``execute_model`` calls of the traced steps inside the CUDA graphs, over the non-warm-up runs: (decode-only
+    steps, prompt-carrying steps whose chunks are all up to ``limit`` tokens, those with a longer chunk)."""
+    t, out = _trace(folder, model_id), ([], [], [])
+    for s, inside in zip(t.steps, t.in_run):
+        x = s.get("exec_s")
+        if inside and x is not None and 0 < s["tok"] <= t.graph_max:
+            out[0 if not s["chunks"] else 2 if max(s["chunks"]) > limit else 1].append(float(x))
+    return out
+
+
 def piecewise_launch_s(folder: Path, model_id: str) -> tuple[float, int, int]:
     """(s, prompt-carrying steps, decode-only steps): the CPU call of a step that carries prompt tokens inside the
     CUDA-graph range (vLLM 0.26 replays it as piecewise graphs, each layer's attention launched between them) beyond
@@ -98,55 +109,10 @@ def piecewise_launch_s(folder: Path, model_id: str) -> tuple[float, int, int]:
     non-warm-up runs.  Traced on 2026-12-02: Llama-3.1-8B 7.42 ms (32 layers); held out Qwen2.5-7B 6.70 (28),
     Mixtral-8x7B 7.42 (32), gpt-oss-20b 5.66 (24), Qwen3-30B-A3B 14.1 ms (48); on 2026-12-03 Qwen2.5-32B 8.33 ms (64
     layers, a host 0.835x as fast per eager layer) and Llama-3.1-70B's 80 layers 18.26 ms (0.934x): per layer."""
-    t = _trace(folder, model_id)
-    mixed, dec = [], []
-    for s, inside in zip(t.steps, t.in_run):
-        x = s.get("exec_s")
-        if inside and x is not None and 0 < s["tok"] <= t.graph_max:
-            (mixed if s["chunks"] else dec).append(float(x))
+    dec, mixed, _ = graph_calls(folder, model_id)
     if not mixed or not dec:
         raise ValueError(f"{folder}: no traced prompt-carrying or decode-only steps inside the CUDA graphs")
     return float(np.median(mixed)) - float(np.median(dec)), len(mixed), len(dec)
-
-
-@dataclass(frozen=True)
-class PathwayLaunch:
-    """An MLA engine's piecewise prompt steps split by the attention pathway their longest chunk takes (vLLM 0.26's
-    FLASH_ATTN_MLA: up to :data:`planner.kernel_families.MLA_DECODE_PATH_MAX_QUERY_TOKENS` query tokens its decode
-    pathway, longer its prefill pathway): each class's median ``execute_model`` call beyond a decode-only step's
-    (one full graph), over the non-warm-up runs; nan where fewer than ``min_steps`` such steps ran."""
-
-    model_id: str
-    decode_path_s: float
-    prefill_path_s: float
-    decode_path_steps: int
-    prefill_path_steps: int
-
-    @property
-    def per_layer_s(self) -> tuple[float, float]:
-        layers = probe_model(self.model_id).num_layers
-        return self.decode_path_s / layers, self.prefill_path_s / layers
-
-
-def mla_piecewise_launch(folder: Path, model_id: str, min_steps: int = 5) -> PathwayLaunch:
-    """:class:`PathwayLaunch` of a traced MLA engine.  Traced: Moonlight-16B-A3B with 8,192-token graphs on an H100
-    (2026-12-05 capture/c): 13.17 ms (139 steps) and 25.14 ms (794 steps), 0.488 and 0.931 ms a layer (27); the
-    eight H200 engines with vLLM's default graphs (every chunk inside them <= 512: the decode pathway only) 0.27-0.53
-    ms a layer."""
-    t = _trace(folder, model_id)
-    limit = decode_path_max_tokens(probe_model(model_id))
-    short, long, dec = [], [], []
-    for s, inside in zip(t.steps, t.in_run):
-        x = s.get("exec_s")
-        if inside and x is not None and 0 < s["tok"] <= t.graph_max:
-            (dec if not s["chunks"] else long if max(s["chunks"]) > limit else short).append(float(x))
-    if not dec or len(short) < min_steps:
-        raise ValueError(f"{folder}: fewer than {min_steps} traced decode-pathway prompt steps inside the CUDA graphs, "
-                         "or no decode-only step")
-    base = float(np.median(dec))
-    return PathwayLaunch(model_id, float(np.median(short)) - base,
-                         float(np.median(long)) - base if len(long) >= min_steps else float("nan"), len(short),
-                         len(long))
 
 
 def range_period_s(folder: Path, model_id: str, lo: float, hi: float) -> tuple[float, int]:

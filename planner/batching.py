@@ -25,10 +25,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from planner import memory
+from planner.attention_sums import attended_decode, attended_prefill
 from planner.cost import effective_tpot_s, prefill_busy_costs
 from planner.phases import PhaseTime, as_scalar, decode_step_costs, phase_time, sum_steps
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
-from planner.roofline import HwCoeffs, ModelCosts, attended_decode, attended_prefill, hw_coeffs, model_costs, step_time
+from planner.roofline import HwCoeffs, ModelCosts, hw_coeffs, model_costs, step_time
 from planner.specs import Deployment, GpuSpec, ModelSpec, Workload
 
 #: Limits up to this many batches are searched exhaustively; above, a grid plus refinement.

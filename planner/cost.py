@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.roofline import HwCoeffs, ModelCosts, attended_prefill, step_time
+from planner.attention_sums import attended_prefill
+from planner.roofline import HwCoeffs, ModelCosts, step_time
 from planner.specs import Deployment, GpuSpec, Source
 from planner.units import MILLION, SECONDS_PER_HOUR
 

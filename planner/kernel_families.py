@@ -70,6 +70,19 @@ def decode_path_max_tokens(model: ModelSpec) -> float:
     return float(MLA_DECODE_PATH_MAX_QUERY_TOKENS) if model.attention.kind == "mla" else float("inf")
 
 
+def piecewise_layer_launches(profile, model: ModelSpec | None) -> dict:
+    """The per-layer CPU launch of a prompt step inside the CUDA graphs: ``piecewise_layer_launch_s`` and, where a
+    chunk takes the attention's prefill pathway, ``prefill_path_layer_launch_s``.  An MLA model takes the profile's
+    MLA terms (its decode pathway's, and its prefill pathway's: vLLM 0.26's FLASH_ATTN_MLA launches both where a step
+    holds a chunk above :data:`MLA_DECODE_PATH_MAX_QUERY_TOKENS`), each where measured; others the dense one."""
+    dense = profile.piecewise_layer_launch_s
+    if model is None or model.attention.kind != "mla":
+        return {"piecewise_layer_launch_s": dense, "prefill_path_layer_launch_s": dense}
+    decode = profile.mla_piecewise_layer_launch_s or dense
+    return {"piecewise_layer_launch_s": decode, "prefill_path_layer_launch_s": profile.mla_prefill_layer_launch_s
+            or decode}
+
+
 def graph_capture_limit(model: ModelSpec | None) -> int:
     """vLLM 0.26's default largest CUDA-graph size for ``model`` (before the max_num_seqs/batched-token caps)."""
     return 1024 if model is not None and model.architecture in LARGE_GRAPH_ARCHITECTURES else 512

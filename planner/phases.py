@@ -10,18 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.attention_sums import attended_decode, attended_prefill
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
-from planner.roofline import (
-    STEP_PARTS,
-    HwCoeffs,
-    ModelCosts,
-    StepTime,
-    attended_decode,
-    attended_prefill,
-    hw_coeffs,
-    model_costs,
-    step_time,
-)
+from planner.roofline import STEP_PARTS, HwCoeffs, ModelCosts, StepTime, hw_coeffs, model_costs, step_time
 from planner.specs import Deployment, GpuSpec, ModelSpec
 
 

@@ -275,7 +275,7 @@ class CalibrationProfile(FrozenSpec):
         "an MLA engine's piecewise prompt step whose chunks all take MLA's decode pathway (up to "
         "planner.kernel_families.MLA_DECODE_PATH_MAX_QUERY_TOKENS query tokens): its launch per layer, in place of "
         "piecewise_layer_launch_s (the absorbed attention launches more kernels a layer; the median of the MLA "
-        "engines traced under vllm serve, calibration.trace_points.mla_piecewise_launch_s); 0: the dense one"))
+        "engines traced under vllm serve, calibration.mla_pathways.mla_piecewise_launch); 0: the dense one"))
     mla_prefill_layer_launch_s: Overhead = Field(0.0, description=(
         "... and of a step holding a longer chunk (MLA's prefill pathway: its up-projection and attention launched "
         "beside the decode pathway's): per layer; 0: as the decode pathway's"))

@@ -30,9 +30,19 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from planner.kernel_families import (allreduce_s, cudagraph_max_tokens, decode_path_max_tokens, is_hybrid_swa,
-                                     linear_kernel_factor, linear_kernel_knots, moe_coeffs, moe_kernel_coeffs,
-                                     moe_parts, mxfp4_experts_only)
+from planner.kernel_families import (
+    allreduce_s,
+    cudagraph_max_tokens,
+    decode_path_max_tokens,
+    is_hybrid_swa,
+    linear_kernel_factor,
+    linear_kernel_knots,
+    moe_coeffs,
+    moe_kernel_coeffs,
+    moe_parts,
+    mxfp4_experts_only,
+    piecewise_layer_launches,
+)
 from planner.memory import kv_bytes_per_token_per_layer, kv_heads_per_gpu, weight_bytes
 from planner.profile import IDEAL_PROFILE, CalibrationProfile, format_coeffs, shape_correction
 from planner.specs import Deployment, GpuSpec, ModelSpec, count_params
@@ -81,9 +91,7 @@ class ModelCosts:
     expert_width: float = 0.0  # a routed expert's FFN width per GPU (the down GEMM's inner dimension)
     hidden_size: float = 0.0  # the gate/up GEMM's inner dimension
     state_bytes_per_seq: float = 0.0  # the linear layers' recurrent state of one sequence, per GPU and stage
-    # a prompt chunk of more query tokens than this takes the attention's prefill pathway (MLA:
-    # kernel_families.MLA_DECODE_PATH_MAX_QUERY_TOKENS; inf: one pathway)
-    decode_path_max_tokens: float = float("inf")
+    decode_path_max_tokens: float = float("inf")  # a longer chunk takes the prefill pathway (MLA: 512; inf: one)
 
 
 def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
@@ -259,52 +267,6 @@ def hw_coeffs(gpu: GpuSpec, weight_dtype: str, profile: CalibrationProfile = IDE
         linear_knots=linear_kernel_knots(profile.linear_kernel, weight_dtype, gpu.id))
 
 
-def piecewise_layer_launches(profile: CalibrationProfile, model: ModelSpec | None) -> dict:
-    """The per-layer CPU launch of a prompt step inside the CUDA graphs: ``piecewise_layer_launch_s`` and, where a
-    chunk takes the attention's prefill pathway, ``prefill_path_layer_launch_s``.  An MLA model takes the profile's
-    MLA terms (its decode pathway's, and its prefill pathway's: vLLM 0.26's FLASH_ATTN_MLA launches both where a step
-    holds a chunk above kernel_families.MLA_DECODE_PATH_MAX_QUERY_TOKENS), each where measured; others the dense one."""
-    dense = profile.piecewise_layer_launch_s
-    if model is None or model.attention.kind != "mla":
-        return {"piecewise_layer_launch_s": dense, "prefill_path_layer_launch_s": dense}
-    decode = profile.mla_piecewise_layer_launch_s or dense
-    return {"piecewise_layer_launch_s": decode, "prefill_path_layer_launch_s": profile.mla_prefill_layer_launch_s
-            or decode}
-
-
-# ------------------------------------------------------------------------------- attention sums
-
-
-def attended_decode(mc: ModelCosts, ctx, xp=np):
-    """Layer-weighted context one decode token attends: full layers × ctx + sliding × min(ctx, W)."""
-    if xp is np:
-        ctx = np.asarray(ctx, dtype=float)
-    return mc.full_layers * ctx + mc.sliding_layers * xp.minimum(ctx, mc.window_tokens)
-
-
-def attended_prefill(mc: ModelCosts, start, chunk, xp=np):
-    """Σ over the ``chunk`` new tokens at positions start+1 … start+chunk of their attended context,
-    layer-weighted (causal: token p attends p keys; sliding layers at most W)."""
-    if xp is np:
-        start, chunk = np.asarray(start, dtype=float), np.asarray(chunk, dtype=float)
-    s, c = start, chunk
-    full = mc.full_layers * (c * s + c * (c + 1) / 2.0)
-    if not mc.sliding_layers:
-        return full
-    w = mc.window_tokens
-    # Σ_{p=s+1}^{s+c} min(p, w) = Σ p over p ≤ w, plus w for the rest
-    lo, hi = xp.minimum(s, w), xp.minimum(s + c, w)
-    below = (hi * (hi + 1) - lo * (lo + 1)) / 2.0
-    above = xp.maximum(s + c - xp.maximum(s, w), 0.0) * w
-    return full + mc.sliding_layers * (below + above)
-
-
-def prefill_kv_read(mc: ModelCosts, start, xp=np):
-    """Layer-weighted cached tokens a prefill chunk starting at ``start`` reads (its prior context)."""
-    full = mc.full_layers * start
-    return full + mc.sliding_layers * xp.minimum(start, mc.window_tokens) if mc.sliding_layers else full
-
-
 # ------------------------------------------------------------------------------------ step time
 
 def linear_s(linear_compute_s, linear_memory_s, dequant_s, moe_compute_s, moe_memory_s, maximum=np.maximum):
@@ -460,8 +422,9 @@ def step_time(mc: ModelCosts, hw: HwCoeffs, *, prefill_tokens=0.0, prefill_atten
               decode_seqs=0.0, decode_attended=0.0, sampled_seqs=None) -> StepTime:
     """One step over ``prefill_tokens`` new prompt tokens and ``decode_seqs`` decoding sequences (:func:`step_parts`
     on numpy arrays).  ``prefill_attended`` / ``decode_attended``: the layer-weighted attended contexts
-    (:func:`attended_prefill`, :func:`attended_decode`); ``prefill_kv_read_tokens`` the layer-weighted cached tokens a
-    prefill chunk reads.  ``sampled_seqs`` defaults to the decode sequences plus one per prefill (the lm_head's).
+    (:func:`planner.attention_sums.attended_prefill`, :func:`~planner.attention_sums.attended_decode`);
+    ``prefill_kv_read_tokens`` the layer-weighted cached tokens a prefill chunk reads.  ``sampled_seqs`` defaults to
+    the decode sequences plus one per prefill (the lm_head's).
     The prompt tokens are one chunk (above ``mc.decode_path_max_tokens``: MLA's prefill pathway)."""
     pt, ds = np.asarray(prefill_tokens, dtype=float), np.asarray(decode_seqs, dtype=float)
     tokens = pt + ds

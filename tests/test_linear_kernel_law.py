@@ -23,11 +23,12 @@ from calibration.linear_kernel_fit import (
 )
 from calibration.records import read_records
 from calibration.refit import DATA
+from planner.attention_sums import attended_prefill
 from planner.io import catalog
 from planner.kernel_families import linear_kernel_factor, linear_kernel_knots
 from planner.phases import decode_step_costs
 from planner.profile import LinearKernelDtype, LinearKernelLaw
-from planner.roofline import attended_prefill, hw_coeffs, model_costs, step_time
+from planner.roofline import hw_coeffs, model_costs, step_time
 from planner.serving import StepCost
 from planner.specs import Deployment
 from planner.validate import error_pct, predict

@@ -10,8 +10,9 @@ import pytest
 
 from calibration.mixed_points import mixed_points
 from calibration.refit import MIXED, inputs
+from planner.attention_sums import attended_prefill
 from planner.io import catalog
-from planner.roofline import attended_prefill, hw_coeffs, linear_s, model_costs, step_time
+from planner.roofline import hw_coeffs, linear_s, model_costs, step_time
 from planner.specs import Deployment
 from planner.validate import error_pct, predict
 

@@ -2,7 +2,7 @@
 512 query tokens down MLA's decode pathway and a longer prompt chunk down its prefill pathway, whose piecewise launch
 costs the CPU about twice as much a layer.  The planner's terms (planner.roofline.piecewise_layer_launches, the
 simulator's StepCost with the step's longest chunk), their fit from the committed traces
-(calibration.trace_points.mla_piecewise_launch, calibration.serve_floor.mla_piecewise_terms) and the committed values."""
+(calibration.mla_pathways) and the committed values."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from calibration.serve_floor import mla_piecewise_terms
-from calibration.trace_points import PathwayLaunch, mla_piecewise_launch
+from calibration.mla_pathways import PathwayLaunch, mla_piecewise_launch, mla_piecewise_terms
+from planner.attention_sums import attended_prefill
 from planner.io import catalog
 from planner.kernel_families import MLA_DECODE_PATH_MAX_QUERY_TOKENS, decode_path_max_tokens
-from planner.roofline import attended_prefill, hw_coeffs, model_costs, step_time
+from planner.roofline import hw_coeffs, model_costs, step_time
 from planner.serving import StepCost
 from planner.specs import Deployment
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from conftest import deepseek_v3, gpt_oss_120b, make_deployment, make_gpu, mistral_7b
 
+from planner.kernel_families import experts_touched
 from planner.phases import decode_step_costs, decode_step_time, prefill_time
 from planner.profile import CalibrationProfile
-from planner.kernel_families import experts_touched
 from planner.roofline import hw_coeffs, model_costs
 from planner.specs import count_params
 
@@ -129,9 +129,10 @@ def test_calibrated_profile_slows_things_down():
 def test_a_prefill_keeps_every_part_of_its_steps():
     """A one-step prefill is exactly that step: the fused-MoE GEMM and the dequantisation terms are summed
     over a phase's steps like the others (they were once dropped, hiding the MoE GEMM from every prefill)."""
+    from planner.attention_sums import attended_prefill
     from planner.io import catalog
     from planner.phases import prefill_time_costs
-    from planner.roofline import attended_prefill, hw_coeffs, model_costs, step_time
+    from planner.roofline import hw_coeffs, model_costs, step_time
     from planner.specs import Deployment
 
     g = catalog.gpu("h200-sxm")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import deepseek_v3, gemma_3_27b, gpt_oss_120b, granite_4_h_small, make_gpu, mistral_7b
 from hypothesis import given
 from hypothesis import strategies as st
-from conftest import deepseek_v3, gemma_3_27b, gpt_oss_120b, granite_4_h_small, make_gpu, mistral_7b
 from serving_helpers import CAL, PROPS
 
-from planner.roofline import attended_decode, attended_prefill, hw_coeffs, model_costs, step_time
-from planner.serving import StepCost, sum_max_linear
+from planner.attention_sums import attended_decode, attended_prefill
 from planner.profile import CalibrationProfile
+from planner.roofline import hw_coeffs, model_costs, step_time
+from planner.serving import StepCost, sum_max_linear
 from planner.specs import Deployment
 
 

@@ -3,10 +3,19 @@ and the closed-form sums the decode fast-forward uses (:func:`sum_max_linear`)."
 
 from __future__ import annotations
 
+from planner.attention_sums import attended_prefill, prefill_kv_read
 from planner.compile_keys import context_compile_s, keys_at_start, shape_compile_s, step_compile_key
 from planner.profile import IDEAL_PROFILE, CalibrationProfile
-from planner.roofline import (HwCoeffs, ModelCosts, attended_prefill, attention_parts, hw_coeffs, linear_s,
-                              model_costs, prefill_kv_read, step_total, token_parts)
+from planner.roofline import (
+    HwCoeffs,
+    ModelCosts,
+    attention_parts,
+    hw_coeffs,
+    linear_s,
+    model_costs,
+    step_total,
+    token_parts,
+)
 from planner.specs import Deployment, GpuSpec, ModelSpec
 from planner.units import SCALAR
 
@@ -132,11 +141,11 @@ class StepCost:
         return self._token_terms(tokens, sampled, prefill, chunk)[5] if tokens > 0 else 0.0
 
     def attended_prefill(self, start: float, chunk: float) -> float:
-        """:func:`planner.roofline.attended_prefill` on floats."""
+        """:func:`planner.attention_sums.attended_prefill` on floats."""
         return attended_prefill(self.model_costs, start, chunk, SCALAR)
 
     def prefill_kv_read(self, start: float) -> float:
-        """:func:`planner.roofline.prefill_kv_read` on floats."""
+        """:func:`planner.attention_sums.prefill_kv_read` on floats."""
         return prefill_kv_read(self.model_costs, start, SCALAR)
 
 
