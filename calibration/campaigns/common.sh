@@ -35,3 +35,14 @@ CHAT="input=1024,output=128,ratio=0.8"
 QWEN3_BF16_KEYS="--size-sweep a:from=513,step=1,n=1,output=1 --size-sweep b:from=769,step=1,n=1,output=1"
 QWEN3_BF16_KEYS="$QWEN3_BF16_KEYS --size-sweep c:from=1281,step=1,n=2,output=1"
 G=${GPU:+--gpu $GPU}
+# Moonlight's and DeepSeek-V2-Lite's chat loads (h200-capture.sh, h200-mla-graphs.sh)
+MRUNS="--run chat10:$CHAT,n=200,rate=10 --run chat20:$CHAT,n=400,rate=20 --run chat30:$CHAT,n=600,rate=30"
+
+serve() {  # serve NAME MODEL PORT MINIMUM_S LIMIT_S serve_bench-args...: one engine served at --max-model-len 4096,
+  # every step traced, its boot given the job's time (needs END, as budget does)
+  local t
+  t=$(budget "$1" "$4" "$5") || return 0
+  # shellcheck disable=SC2086
+  job 0 "$t" "$1" python3 -m calibration.serve_bench --model "$2" $G --max-model-len 4096 --step-trace \
+    --out "$D/serve-$1" --port "$3" --boot-timeout-s $(( t - 60 )) --budget-s $(( t - 30 )) "${@:6}"
+}

@@ -16,14 +16,6 @@
 set -u
 D=$1 END=$(( $(date +%s) + $2 ))  # common.sh makes D; budget reads END
 . "$(dirname "$0")/common.sh"
-MRUNS="--run chat10:$CHAT,n=200,rate=10 --run chat20:$CHAT,n=400,rate=20 --run chat30:$CHAT,n=600,rate=30"
-serve() {  # serve NAME MODEL PORT MINIMUM_S LIMIT_S serve_bench-args...: one engine, its boot given the job's time
-  local t
-  t=$(budget "$1" "$4" "$5") || return 0
-  # shellcheck disable=SC2086
-  job 0 "$t" "$1" python3 -m calibration.serve_bench --model "$2" $G --max-model-len 4096 --step-trace \
-    --out "$D/serve-$1" --port "$3" --boot-timeout-s $(( t - 60 )) --budget-s $(( t - 30 )) "${@:6}"
-}
 part() {
   # shellcheck disable=SC2086
   case "$1" in
