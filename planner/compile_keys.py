@@ -182,9 +182,10 @@ def cold_start_note(model: ModelSpec, deployment: Deployment, profile=None, max_
         s = context_compile_s(model, profile)
         note += (f"; an MLA engine also stalls once{f', {s:.2f} s' if s else ''} (0.48-0.81 s traced), on its first "
                  f"step that holds a prompt chunk of more than {MLA_DECODE_PATH_MAX_QUERY_TOKENS} tokens with context "
-                 "beside a fresh prompt (a Triton kernel of MLA's chunked prefill): a prompt of more than "
-                 f"{top + MLA_DECODE_PATH_MAX_QUERY_TOKENS:,} tokens sent together with a short one makes such a step "
-                 "(this warm-up not measured)")
+                 "beside a fresh prompt (a Triton kernel of MLA's chunked prefill): prompts sent at once that total "
+                 f"more than {top + MLA_DECODE_PATH_MAX_QUERY_TOKENS:,} tokens (each within the engine's "
+                 "--max-model-len), then a short one, make such a step: the step budget splits the last long one "
+                 "and its rest goes with the short one (this warm-up not measured)")
     if model.moe is None:
         return note
     if step_compile_key(model, deployment) is None:

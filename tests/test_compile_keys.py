@@ -291,6 +291,17 @@ def test_the_mla_context_compile_comes_on_a_step_mixing_a_chunk_with_context_and
     assert not mixed_context([0, 640], [900, 600], float("inf"))  # attention of one pathway: no such step
 
 
+def test_the_cold_start_note_says_which_prompts_make_the_mla_compile(profile):
+    """Moonlight at vllm serve's 8,192 tokens a step: the stall (the profile's 0.55 s) comes on a chunk of more than
+    512 tokens with context beside a fresh prompt; prompts totalling more than 8,192 + 512 = 8,704 tokens sent at once,
+    then a short one, make one (each within --max-model-len: a single 8,704-token prompt would not fit a 4,096-token
+    engine).  Dense models say nothing of it."""
+    note = cold_start_note(MOON, Deployment.for_gpu(H200), profile, 4096)
+    assert "stalls once, 0.55 s" in note and "more than 512 tokens with context beside a fresh prompt" in note
+    assert "total more than 8,704 tokens (each within the engine's --max-model-len), then a short one" in note
+    assert "MLA" not in cold_start_note(catalog.model("llama-3.1-8b"), Deployment.for_gpu(H200), profile, 4096)
+
+
 def test_a_hosts_own_traces_give_its_mla_context_compile(profile):
     """What `planner calibrate +serve` fits on a host (calibration.serve_floor.with_traces): the traced MLA engines'
     median stall, a/ alone 0.496 s; a trace of no MLA engine leaves the profile's 0.553 s."""
