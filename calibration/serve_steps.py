@@ -88,7 +88,7 @@ def eager_periods(steps: dict, cost, min_s: float = 0.04, max_s: float = 0.2) ->
     prompt, dec, ctx = steps["prompt_tokens"][1:], steps["decodes"][1:], steps["decode_context_tokens"][1:]
     nfirst = steps["first_tokens"][1:]
     ok = (per > min_s) & (per < max_s) & (nfirst > 0)
-    pred = [cost.step_s(p + d, d + f, cost.attended_prefill(0.0, p / f) * f, layers * c, layers * c)
+    pred = [cost.step_s(p + d, d + f, *chunked_sums(cost, [(0.0, p / f)] * int(f), layers * c))
             for p, d, c, f in zip(prompt[ok], dec[ok], ctx[ok], nfirst[ok])]
     return {"n": int(ok.sum()), "measured_s": float(per[ok].mean()) if ok.any() else float("nan"),
             "predicted_s": float(np.mean(pred)) if pred else float("nan"),
@@ -112,12 +112,19 @@ def mixed_rows(records: list[dict]) -> list[dict]:
     return rows
 
 
+def chunked_sums(cost, chunks, decode_attended: float) -> tuple[float, float, float, float]:
+    """StepCost.step_s's (att_prefill, att_decode, kv_read, chunk) for prompt ``chunks`` beside decodes attending
+    ``decode_attended`` (also their cached tokens read): :meth:`planner.serving.StepCost.chunk_sums`."""
+    att, short, kv, longest = cost.chunk_sums(chunks, decode_attended)
+    return att, decode_attended + short, kv, longest
+
+
 def predict_mixed(cost, batch: int, context: float, chunk: int) -> tuple[float, float, float]:
     """(mixed step, lone prefill of the chunk, decode step of the batch) as StepCost times them, seconds."""
     layers = cost.num_full_layers
     kv = batch * layers * context
-    mixed = cost.step_s(batch + chunk, batch + 1, cost.attended_prefill(0.0, chunk), kv, kv)
-    lone = cost.step_s(chunk, 1, cost.attended_prefill(0.0, chunk), 0.0, 0.0)
+    mixed = cost.step_s(batch + chunk, batch + 1, *chunked_sums(cost, [(0.0, chunk)], kv))
+    lone = cost.step_s(chunk, 1, *chunked_sums(cost, [(0.0, chunk)], 0.0))
     decode = cost.step_s(batch, batch, 0.0, kv, kv) if batch else 0.0
     return mixed, lone, decode
 

@@ -69,11 +69,8 @@ def gpu_step_s(cost, step: dict, decode_context: float | None) -> float:
     # chunk_starts)
     per = (step["dctx"] / dec if "dctx" in step else (decode_context or 0.0) + 1.0) if dec else 0.0
     attended = dec * (mc.full_layers * per + mc.sliding_layers * min(per, mc.window_tokens or per))
-    starts = chunk_starts(step)
-    att_prefill = sum(cost.attended_prefill(c0, c) for c0, c in zip(starts, step["chunks"]))
-    kv_read = attended + sum(cost.prefill_kv_read(c0) for c0 in starts)
-    const, ac, am = cost.parts(step["tok"], dec + len(step["chunks"]), att_prefill, attended, kv_read,
-                               max(step["chunks"], default=0))
+    att_prefill, short, kv_read, longest = cost.chunk_sums(list(zip(chunk_starts(step), step["chunks"])), attended)
+    const, ac, am = cost.parts(step["tok"], dec + len(step["chunks"]), att_prefill, attended + short, kv_read, longest)
     return const + max(ac, am)
 
 

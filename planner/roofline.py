@@ -424,13 +424,16 @@ def step_time(mc: ModelCosts, hw: HwCoeffs, *, prefill_tokens=0.0, prefill_atten
     on numpy arrays).  ``prefill_attended`` / ``decode_attended``: the layer-weighted attended contexts
     (:func:`planner.attention_sums.attended_prefill`, :func:`~planner.attention_sums.attended_decode`);
     ``prefill_kv_read_tokens`` the layer-weighted cached tokens a prefill chunk reads.  ``sampled_seqs`` defaults to
-    the decode sequences plus one per prefill (the lm_head's).
-    The prompt tokens are one chunk (above ``mc.decode_path_max_tokens``: MLA's prefill pathway)."""
+    the decode sequences plus one per prefill (the lm_head's).  The prompt tokens are one chunk: above
+    ``mc.decode_path_max_tokens`` MLA's prefill pathway, else its decode pathway, which attends in the absorbed form
+    (the decode tokens' FLOPs per context token)."""
     pt, ds = np.asarray(prefill_tokens, dtype=float), np.asarray(decode_seqs, dtype=float)
     tokens = pt + ds
     sampled = ds + (pt > 0) if sampled_seqs is None else np.asarray(sampled_seqs, dtype=float)
     decode_attended = np.asarray(decode_attended, dtype=float)
     kv_read = decode_attended + np.asarray(prefill_kv_read_tokens, dtype=float)
-    parts = step_parts(mc, hw, tokens, sampled, pt > 0, np.asarray(prefill_attended, dtype=float), decode_attended,
-                       kv_read, np, pt > mc.decode_path_max_tokens)
+    pa, long = np.asarray(prefill_attended, dtype=float), pt > mc.decode_path_max_tokens
+    on_decode = ~long & np.isfinite(mc.decode_path_max_tokens)
+    parts = step_parts(mc, hw, tokens, sampled, pt > 0, np.where(on_decode, 0.0, pa),
+                       decode_attended + np.where(on_decode, pa, 0.0), kv_read, np, long)
     return StepTime(mode=hw.mode, **parts)

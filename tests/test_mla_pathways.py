@@ -113,3 +113,25 @@ def test_a_host_launching_slower_scales_both_pathways():
     scaled = PROF.with_launch_scaled(1.2)
     assert scaled.mla_piecewise_layer_launch_s == pytest.approx(1.2 * PROF.mla_piecewise_layer_launch_s)
     assert scaled.mla_prefill_layer_launch_s == pytest.approx(1.2 * PROF.mla_prefill_layer_launch_s)
+
+
+def test_a_chunk_on_mlas_decode_pathway_attends_in_the_absorbed_form():
+    """A fresh 512-token Moonlight prompt attends 512 x 513 / 2 = 131,328 context tokens a layer (27 layers) with the
+    decode tokens' FLOPs per context token, 2 x 16 heads x (512 + 64 + 512) = 34,816, where a 513-token one takes the
+    MHA form's 2 x 16 x (128 + 64 + 128) = 10,240; Llama's one pathway is unchanged.  StepCost.chunk_sums splits a
+    step's chunks the same way."""
+    mc, hw = model_costs(MOONLIGHT, GRAPHS_8192), hw_coeffs(H200, "bf16", PROF, MOONLIGHT)
+    assert (mc.attn_flops_per_ctx_decode, mc.attn_flops_per_ctx_prefill) == (34816.0, 10240.0)
+    for c, per in ((512, 34816.0), (513, 10240.0)):
+        att = attended_prefill(mc, 0.0, c)
+        assert att == 27 * c * (c + 1) / 2
+        bare = step_time(mc, hw, prefill_tokens=c)  # no attention
+        full = step_time(mc, hw, prefill_tokens=c, prefill_attended=att)
+        assert float(full.flops - bare.flops) == pytest.approx(per * att)
+    cost = StepCost.from_specs(MOONLIGHT, H200, GRAPHS_8192, PROF)
+    long, short, kv, longest = cost.chunk_sums([(0.0, 600), (0.0, 300), (2000.0, 200)], 5.0)
+    assert long == attended_prefill(mc, 0.0, 600) and longest == 600
+    assert short == pytest.approx(attended_prefill(mc, 0.0, 300) + attended_prefill(mc, 2000.0, 200))
+    assert kv == 5.0 + 27 * 2000.0
+    llama = StepCost.from_specs(catalog.model("llama-3.1-8b"), H200, GRAPHS_8192, PROF)
+    assert llama.chunk_sums([(0.0, 300)])[1] == 0.0  # one pathway: the prefill sum

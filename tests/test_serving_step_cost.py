@@ -21,7 +21,8 @@ from planner.specs import Deployment
 @pytest.mark.parametrize("profile", ["ideal", "calibrated"])
 def test_step_cost_equals_roofline_step_time(model_fn, tp, pp, profile):
     """StepCost is step_time on floats: the same seconds, bit for bit, for mixed batches of prefill chunks
-    and decodes (MoE, sliding window, MLA, Mamba-2 state, TP, PP, calibrated efficiencies and overheads)."""
+    and decodes (MoE, sliding window, MLA on either attention pathway, Mamba-2 state, TP, PP, calibrated efficiencies
+    and overheads)."""
     m, g = model_fn(), make_gpu()
     dep = Deployment.for_gpu(g, num_gpus=tp * pp, tensor_parallel=tp, pipeline_parallel=pp)
     prof = CAL if profile == "calibrated" else CalibrationProfile()
@@ -38,7 +39,10 @@ def test_step_cost_equals_roofline_step_time(model_fn, tp, pp, profile):
         sampled = b + (1 if c else 0)
         ref = step_time(mc, hw, prefill_tokens=c, prefill_attended=att_p, prefill_kv_read_tokens=kv_p,
                         decode_seqs=b, decode_attended=att_d, sampled_seqs=sampled).total_s
-        got = sc.step_s(b + c, sampled, sc.attended_prefill(s, c) if c else 0.0, att_d, att_d + kv_p)
+        # the engine's split: a chunk on MLA's decode pathway (<= 512 tokens) brings its context in the decode sum
+        att = sc.attended_prefill(s, c) if c else 0.0
+        short = 0 < c <= mc.decode_path_max_tokens < np.inf
+        got = sc.step_s(b + c, sampled, 0.0 if short else att, att_d + att if short else att_d, att_d + kv_p, c)
         assert got == float(ref)  # the same formula, terms and order: equal to the last bit
 
 

@@ -47,15 +47,16 @@ def own_floor_errors(model_id: str) -> dict:
 
 
 def test_served_mla_ttft_with_the_hosts_floor():
-    """Moonlight (MLA, held out of every fit) with this host's floor: TTFT p50 chat10 +3.8 %, chat20 +3.6 % (+2.6 and
-    +3.5 % before MLA's piecewise launch of its own, 0.424 ms a layer where the dense 0.212 stood; +1.4 and
+    """Moonlight (MLA, held out of every fit) with this host's floor: TTFT p50 chat10 +4.4 %, chat20 +3.4 % (+3.8 and
+    +3.6 % before a chunk on MLA's decode pathway attended in the absorbed form; +2.6 and +3.5 % before MLA's piecewise
+    launch of its own, 0.424 ms a layer where the dense 0.212 stood; +1.4 and
     +2.8 % before the OpenAI server's time per prompt token; +0.4 and -0.1 % before its output handling, stream_output_overhead_s; +0.6 and -0.7 % before the per-layer
     step term; +2.9 and +0.3 % before the fused-MoE kernel law; +4.1 and +2.0 % with the HTTP overhead fitted before the served floors,
     6.0 ms instead of 0; −32.2 and −25.3 % when the simulator sent tokens at their step's end and scheduled the next
     step at the last one's start)."""
     runs = own_floor_errors("moonlight-16b-a3b")
-    assert runs["bench-chat10"].error_pct("ttft_p50_s") == pytest.approx(3.8, abs=0.5)
-    assert runs["bench-chat20"].error_pct("ttft_p50_s") == pytest.approx(3.6, abs=0.5)
+    assert runs["bench-chat10"].error_pct("ttft_p50_s") == pytest.approx(4.4, abs=0.5)
+    assert runs["bench-chat20"].error_pct("ttft_p50_s") == pytest.approx(3.4, abs=0.5)
     assert all(abs(c.error_pct("output_tokens_per_s")) < 2 for c in runs.values())
 
 

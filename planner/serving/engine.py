@@ -118,14 +118,12 @@ class Engine:
             tokens, sampled, att_decode, kv_read = batch.load(batch.tokens_advanced)
             if self.draft_cost_steps:
                 draft_s = self.draft_s(kv_read)
-        longest = 0
-        for _, start, new in chunks:
+        att_prefill, att_short, kv_read, longest = cost.chunk_sums([(start, new) for _, start, new in chunks], kv_read)
+        for _, _, new in chunks:
             tokens += new
             sampled += 1
-            att_prefill += cost.attended_prefill(start, new)
-            kv_read += cost.prefill_kv_read(start)
-            longest = max(longest, new)
             self.prefill_tokens_computed += new
+        att_decode += att_short  # MLA's decode pathway (StepCost.chunk_sums)
         cpu = cost.cpu_s(tokens, sampled, True, longest)
         self.send_outputs(cpu)
         self.next_scheduled_s = self.now + cpu

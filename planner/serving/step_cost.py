@@ -114,7 +114,7 @@ class StepCost:
         contexts + prefill chunks' prior context)."""
         if tokens <= 0:
             return 0.0, 0.0, 0.0
-        const = self._token_terms(tokens, sampled, att_prefill > 0, chunk)[3]
+        const = self._token_terms(tokens, sampled, att_prefill > 0 or chunk > 0, chunk)[3]
         ac, am, _, _ = attention_parts(self.model_costs, self.hw_coeffs, tokens, att_prefill, att_decode, kv_read,
                                        sampled)
         return const, ac, am
@@ -122,10 +122,11 @@ class StepCost:
     def step_s(self, tokens: float, sampled: float, att_prefill: float = 0.0, att_decode: float = 0.0,
                kv_read: float = 0.0, chunk: float = 0.0) -> float:
         """Seconds of one step: :attr:`planner.roofline.StepTime.total_s` of the same step, on floats (``chunk``: its
-        longest prompt chunk, which picks MLA's attention pathway)."""
+        longest prompt chunk, which picks MLA's attention pathway; > 0 makes it a prompt step whatever ``att_prefill``:
+        an MLA chunk on the decode pathway brings its attended context in ``att_decode``)."""
         if tokens <= 0:
             return 0.0
-        linear, comm, overhead, _, launch, _ = self._token_terms(tokens, sampled, att_prefill > 0, chunk)
+        linear, comm, overhead, _, launch, _ = self._token_terms(tokens, sampled, att_prefill > 0 or chunk > 0, chunk)
         ac, am, _, _ = attention_parts(self.model_costs, self.hw_coeffs, tokens, att_prefill, att_decode, kv_read,
                                        sampled)
         return step_total(linear, ac, am, comm, overhead, max, launch)
@@ -139,6 +140,22 @@ class StepCost:
         """How long a step of this shape keeps the CPU in its launch call beyond a full CUDA-graph step
         (:func:`eager_cpu_s`: the eager or piecewise launch; 0 for a decode step inside the CUDA graphs)."""
         return self._token_terms(tokens, sampled, prefill, chunk)[5] if tokens > 0 else 0.0
+
+    def chunk_sums(self, chunks, kv_read: float = 0.0) -> tuple[float, float, float, float]:
+        """(attended context on the prefill pathway, on the decode pathway, ``kv_read`` + the cached tokens they
+        read, longest chunk) of a step's prompt chunks, ``(start, tokens)`` pairs.  A chunk on MLA's decode pathway (up to
+        ``model_costs.decode_path_max_tokens``) attends in the absorbed form: its sum goes with the decodes' (their
+        FLOPs per context token), as :func:`planner.roofline.step_time` prices one chunk; other attention has one
+        pathway (the sum stays the prefill one)."""
+        limit, long_sum, short_sum, kv, longest = self.model_costs.decode_path_max_tokens, 0.0, 0.0, kv_read, 0.0
+        for start, new in chunks:
+            if new <= limit < float("inf"):
+                short_sum += self.attended_prefill(start, new)
+            else:
+                long_sum += self.attended_prefill(start, new)
+            kv += self.prefill_kv_read(start)
+            longest = max(longest, new)
+        return long_sum, short_sum, kv, longest
 
     def attended_prefill(self, start: float, chunk: float) -> float:
         """:func:`planner.attention_sums.attended_prefill` on floats."""
