@@ -303,6 +303,7 @@ def main() -> int:
                                       (mla_graphs, "e/serve-dsv2lite-cg8192", "deepseek-v2-lite", "held"),
                                       (mla_graphs, "f/serve-dsv2lite-default", "deepseek-v2-lite", "held"),
                                       (mla_graphs, "g/serve-moonlight-cg8192", "moonlight-16b-a3b", "pathway"))
+    replayed: dict = {}  # (base, folder) -> its runs' comparisons by name
     for base, folder, model, role in traced_runs:
         st = stalls(base / folder) if probe_model(model).moe is not None else {}
         kind = "MXFP4 MoE, " if base == mxfp4 else ""
@@ -312,6 +313,7 @@ def main() -> int:
         p_run = prof if not role.startswith("cv") else served_terms(prof, [fl for f, fl in cv_floors.items()
                                                                            if f != base / folder], log=lambda _: None)
         for c in replay_folder(base / folder, model, p_run):
+            replayed.setdefault((base, folder), {})[c.name] = c
             s_ = st.get(c.name.removeprefix("bench-"), {})
             e, _, cap = judged(f"{base.name[16:]}/{folder}/{c.name}", c,
                                missed if role in ("held", "cv", "cv-mla") else None)
@@ -323,7 +325,8 @@ def main() -> int:
             print(line(f"{c.name} ({c.num_requests} req)", e, joined(note, cap)))
     moe_traffic_runs(missed)
     capture_runs(missed)
-    mla_pathway_check(prof, missed)
+    mla_pathway_check(prof, missed, {f: replayed[MLA_GRAPHS, f] for f in ("e/serve-dsv2lite-cg8192",
+                                                                          "f/serve-dsv2lite-default")})
     served_kv_check(missed)
     own_floor_runs(prof, [(base / folder, model) for base, folder, model, role in traced_runs
                           if role in ("held", "piecewise", "cv", "cv-mla")])
@@ -421,11 +424,16 @@ def capture_runs(missed: list) -> None:
                 note, f"{c.predicted.get('compile_stalls', 0)} compile stall(s) predicted")))
     for (model, default, run), (m_def, p_def) in sorted(p50.items()):
         if default and (model, False, run) in p50:
-            m_big, p_big = p50[model, False, run]
-            gain = {k: (m_def[k] / m_big[k], p_def[k] / p_big[k]) for k in ("ttft_p50_s", "tpot_p50_s")}
-            print(f"  {model} {run}: the larger graphs' gain (default / 8192), TTFT p50 measured "
-                  f"{gain['ttft_p50_s'][0]:.2f}x, simulated {gain['ttft_p50_s'][1]:.2f}x; TPOT p50 measured "
-                  f"{gain['tpot_p50_s'][0]:.2f}x, simulated {gain['tpot_p50_s'][1]:.2f}x")
+            print(gain_line(model, run, (m_def, p_def), p50[model, False, run]))
+
+
+def gain_line(model: str, run: str, default: tuple, larger: tuple) -> str:
+    """The larger graphs' gain (default / 8192, TTFT and TPOT p50), measured and simulated, of one run served with
+    both: ``default`` and ``larger`` are (measured, predicted) metric dicts."""
+    g = {k: (default[0][k] / larger[0][k], default[1][k] / larger[1][k]) for k in ("ttft_p50_s", "tpot_p50_s")}
+    return (f"  {model} {run}: the larger graphs' gain (default / 8192), TTFT p50 measured {g['ttft_p50_s'][0]:.2f}x, "
+            f"simulated {g['ttft_p50_s'][1]:.2f}x; TPOT p50 measured {g['tpot_p50_s'][0]:.2f}x, simulated "
+            f"{g['tpot_p50_s'][1]:.2f}x")
 
 
 #: the MLA campaign (calibration/campaigns/h200-mla-graphs.sh, on an H200): DeepSeek-V2-Lite with 8,192-token graphs
@@ -436,17 +444,19 @@ MLA_GRAPHS = ROOT / "calibration/data/h200-2026-12-05-mla-graphs"
 PATHWAY_RATIO_PCT = 10.0
 
 
-def mla_pathway_check(prof, missed: list) -> None:
+def mla_pathway_check(prof, missed: list, runs: dict) -> None:
     """The MLA engines traced with 8,192-token CUDA graphs: each class of their piecewise prompt steps' launch
     (calibration.mla_pathways.mla_piecewise_launch: chunks all on MLA's decode pathway, or one on its prefill
     pathway) per layer against the profile's, and the prefill pathway's ratio to the decode pathway's (one engine,
     one host: its CPU speed cancels) checked where the engine is held out of MLA_PATHWAY_FIT; then DeepSeek-V2-Lite's
-    gain from the larger graphs (default / 8192, TTFT and TPOT p50) measured and simulated, on one H200."""
+    gain from the larger graphs (default / 8192, TTFT and TPOT p50) measured and simulated, on one H200, from
+    ``runs`` (its two engines' replays in main's traced runs, by folder and run name)."""
     d_prof, p_prof = prof.mla_piecewise_layer_launch_s, prof.mla_prefill_layer_launch_s
     print(f"MLA's piecewise launch per layer by attention pathway (profile: decode {1e3 * d_prof:.3f} ms, prefill "
           f"{1e3 * p_prof:.3f} ms, x {p_prof / d_prof:.3f}; held-out ratio checked within {PATHWAY_RATIO_PCT:g} %):")
     fitted = {f for f, _ in MLA_PATHWAY_FIT}
-    for folder, model in (*MLA_PATHWAY_FIT, ("h200-2026-12-05-mla-graphs/e/serve-dsv2lite-cg8192", "deepseek-v2-lite")):
+    held = (str((MLA_GRAPHS / "e/serve-dsv2lite-cg8192").relative_to(DATA)), "deepseek-v2-lite")
+    for folder, model in (*MLA_PATHWAY_FIT, held):
         p = mla_piecewise_launch(DATA / folder, model)
         d, pp = p.per_layer_s
         err = 100.0 * ((pp / d) / (p_prof / d_prof) - 1.0)
@@ -454,16 +464,10 @@ def mla_pathway_check(prof, missed: list) -> None:
               f"({p.prefill_path_steps}), x {pp / d:.3f} ({err:+.1f} %; {'fitted' if folder in fitted else 'held out'})")
         if folder not in fitted and abs(err) > PATHWAY_RATIO_PCT:
             missed.append(f"MLA prefill-pathway launch ratio {folder}: {err:+.1f}% (target {PATHWAY_RATIO_PCT:g} %)")
-    runs = {part: {c.name: c for c in replay_folder(MLA_GRAPHS / part, "deepseek-v2-lite", prof)}
-            for part in ("e/serve-dsv2lite-cg8192", "f/serve-dsv2lite-default")}
     for name, big in runs["e/serve-dsv2lite-cg8192"].items():
         small = runs["f/serve-dsv2lite-default"].get(name)
         if small is not None:
-            g = {k: (small.measured[k] / big.measured[k], small.predicted[k] / big.predicted[k])
-                 for k in ("ttft_p50_s", "tpot_p50_s")}
-            print(f"  deepseek-v2-lite {name}: the larger graphs' gain (default / 8192), TTFT p50 measured "
-                  f"{g['ttft_p50_s'][0]:.2f}x, simulated {g['ttft_p50_s'][1]:.2f}x; TPOT p50 measured "
-                  f"{g['tpot_p50_s'][0]:.2f}x, simulated {g['tpot_p50_s'][1]:.2f}x")
+            print(gain_line("deepseek-v2-lite", name, (small.measured, small.predicted), (big.measured, big.predicted)))
 
 
 #: the issue's KV pool target: every served engine's pool (vLLM's "Available KV cache memory") within 1 %

@@ -262,13 +262,14 @@ def with_traces(prof: CalibrationProfile, traces: Sequence[tuple[Path, str]], lo
     floor fitted, the launch spread a plan shows is the run-to-run one (``launch_run_spread``)."""
     floors, compiles, piecewise, dense, mla = [], [], [], [], []
     for folder, model_id in traces:
-        moe = probe_model(model_id).moe is not None
+        model = probe_model(model_id)
+        moe = model.moe is not None
         try:
             floors.append(launch_floor(folder, model_id))
             if not moe:
                 dense.append(floors[-1])
                 piecewise.append((floors[-1], piecewise_launch_s(folder, model_id)[0]))
-            if probe_model(model_id).attention.kind == "mla":
+            if model.attention.kind == "mla":
                 mla.append(mla_piecewise_launch(folder, model_id))
         except (ValueError, KeyError, StopIteration) as err:
             log(f"  {folder.name}: no served launch floor or piecewise launch ({err})")

@@ -112,7 +112,7 @@ class Engine:
     def step_mixed(self, chunks: list[Chunk]) -> None:
         """One step with prefill chunks (and the decoders, if any)."""
         cost, batch = self.cost, self.batch
-        tokens = sampled = att_prefill = att_decode = kv_read = 0.0
+        tokens = sampled = att_decode = kv_read = 0.0
         draft_s = 0.0
         if batch.num_running_seqs:
             tokens, sampled, att_decode, kv_read = batch.load(batch.tokens_advanced)
