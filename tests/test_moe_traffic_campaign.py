@@ -101,3 +101,15 @@ def test_mla_graphs_campaign_holds_deepseek_v2_lite_out_with_larger_graphs_and_i
     assert [r["max_cudagraph_capture_size"] for r in runs] == [8192, None, 8192]
     assert all(r["run"] == runs[0]["run"] and r["step_trace"] and r["gpu"] == "h100-sxm" for r in runs)
     assert rates(runs[0]["run"]) == [10, 20, 30] and len({r["port"] for r in runs}) == 3 and log.count("START") == 3
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="no bash/timeout")
+def test_intake_campaign_serves_moonlight_default_graphs_and_llama_at_the_loads_whose_wait_grew(tmp_path):
+    """h200-intake.sh (not yet run): Moonlight-16B-A3B with vLLM's default graphs at 10 / 20 / 30 req/s and
+    Llama-3.1-8B at 10 / 24 / 36, every step traced (the trace's intake records come with --step-trace)."""
+    runs, log = run_part(tmp_path, "m", "l", script=ROOT / "calibration/campaigns/h200-intake.sh")
+    moon, llama = runs
+    assert (moon["model"], llama["model"]) == ("moonlight-16b-a3b", "llama-3.1-8b")
+    assert rates(moon["run"]) == [10, 20, 30] and rates(llama["run"]) == [10, 24, 36]
+    assert moon["max_cudagraph_capture_size"] is None and moon["step_trace"] and llama["step_trace"]
+    assert moon["port"] != llama["port"] and log.count("START") == 2

@@ -10,7 +10,12 @@ that environment (the API server, the engine core) patches, when vLLM imports th
   waiting.  The contexts are read when ``schedule`` returns, which has already advanced them by the step's tokens
   (vLLM 0.26 ``_update_after_schedule``): a chunk's ``ctx`` is where it ends, a decode's its context and itself;
 * ``Scheduler.update_from_output`` -> its entry/exit ``perf_counter`` (the step's output back on the CPU);
-* ``UniProcExecutor.execute_model`` / ``sample_tokens`` -> their call durations (the CPU launching the step).
+* ``UniProcExecutor.execute_model`` / ``sample_tokens`` -> their call durations (the CPU launching the step);
+* a request's way in (from 2026-12-05 on; each record carries the request's ``arrival_time``, ``arr``, which the
+  OpenAI server stamps and the engine core keeps, so the three match): ``InputProcessor.process_inputs`` in the
+  server (``k`` "i": entry/exit, the prompt rendered and tokenised), ``EngineCore.preprocess_add_request`` in the
+  engine core's input thread ("p": entry/exit, once the request came over ZMQ) and ``Scheduler.add_request`` in its
+  busy loop ("a": when the loop took it from the input queue).  Read by :mod:`calibration.intake`.
 
 Records go to ``PREFIX.<pid>.jsonl`` in batches of 64 lines (and at exit).  Consecutive ``schedule`` entries are
 one engine-loop period apart (asynchronous scheduling schedules once per step).  Read with
@@ -36,10 +41,11 @@ if _PREFIX:
     _last: dict = {}
 
     def _flush() -> None:
-        if _buf:
+        recs = _buf[:]  # the engine core's input thread emits too: take what is there, keep what comes meanwhile
+        if recs:
+            del _buf[:len(recs)]
             with open(f"{_PREFIX}.{os.getpid()}.jsonl", "a", encoding="utf-8") as f:
-                f.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in _buf))
-            _buf.clear()
+                f.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in recs))
 
     def _emit(rec: dict) -> None:
         _buf.append(rec)
@@ -76,6 +82,38 @@ if _PREFIX:
             return out
 
         cls.schedule, cls.update_from_output = traced_schedule, traced_update
+        add = getattr(cls, "add_request", None)
+        if add is not None:
+            def traced_add(self, request, *a, **k):
+                _emit({"k": "a", "t": time.perf_counter(), "arr": getattr(request, "arrival_time", None)})
+                return add(self, request, *a, **k)
+
+            cls.add_request = traced_add
+
+    def _timed(cls, name: str, kind: str, arrival) -> None:
+        """``cls.name`` emitting {k: kind, t0, t1, wall, arr: arrival(args, result)} per call (either absent, as in
+        another vLLM release: left as it is)."""
+        fn = getattr(cls, name, None) if cls is not None else None
+        if fn is None:
+            return
+
+        def timed(self, *a, **k):
+            wall, t0 = time.time(), time.perf_counter()
+            out = fn(self, *a, **k)
+            _emit({"k": kind, "t0": t0, "t1": time.perf_counter(), "wall": wall, "arr": arrival(a, out)})
+            return out
+
+        setattr(cls, name, timed)
+
+    def _patch_input_processor(mod) -> None:  # the OpenAI server: the prompt rendered, tokenised, stamped
+        _timed(getattr(mod, "InputProcessor", None), "process_inputs", "i",
+               lambda a, out: getattr(out, "arrival_time", None))
+
+    def _patch_engine_core(mod) -> None:  # the engine core's input thread, the request off the socket
+        def arrival(a, out):
+            return getattr(a[0], "arrival_time", None) if a else None
+
+        _timed(getattr(mod, "EngineCore", None), "preprocess_add_request", "p", arrival)
 
     def _patch_executor(mod) -> None:
         cls = mod.UniProcExecutor
@@ -91,7 +129,9 @@ if _PREFIX:
             setattr(cls, name, traced)
 
     _TARGETS = {"vllm.v1.core.sched.scheduler": _patch_scheduler,
-                "vllm.v1.executor.uniproc_executor": _patch_executor}
+                "vllm.v1.executor.uniproc_executor": _patch_executor,
+                "vllm.v1.engine.input_processor": _patch_input_processor,
+                "vllm.v1.engine.core": _patch_engine_core}
 
     class _Finder(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
