@@ -140,3 +140,21 @@ def test_a_vllm_without_a_patched_call_still_runs_and_traces_its_steps(tmp_path,
     assert out.returncode == 0, out.stderr
     [f] = tmp_path.glob("steps.*.jsonl")
     assert [json.loads(line)["k"] for line in f.read_text().splitlines()] == ["s"]
+
+
+def test_launch_spread_is_the_slowest_cpus_median_over_the_fastests(tmp_path):
+    """calibration.launch_bench.summarise: per CPU the median of its repeats; CPU 8 (its medians 6.0 / 90 us) over
+    CPU 0 (4.0 / 60 us): 1.5x for both calls."""
+    from calibration.launch_bench import summarise
+    from calibration.records import append_record
+
+    path = tmp_path / "launch.jsonl"
+    for cpu, adds, layers in ((0, (4.0, 4.1, 3.9), (60, 59, 61)), (8, (6.0, 5.0, 7.0), (90, 91, 89))):
+        for r, (a, lay) in enumerate(zip(adds, layers)):
+            append_record(path, {"type": "launch", "cpu": cpu, "repeat": r, "add_us": a, "layer_us": lay})
+    s = summarise(path)
+    assert s.add_us == {0: 4.0, 8: 6.0} and s.layer_us == {0: 60.0, 8: 90.0}
+    assert s.spread == {"add_us": 1.5, "layer_us": 1.5}
+    append_record(tmp_path / "none.jsonl", {"type": "other"})
+    with pytest.raises(ValueError, match="no launch records"):
+        summarise(tmp_path / "none.jsonl")

@@ -113,3 +113,15 @@ def test_intake_campaign_serves_moonlight_default_graphs_and_llama_at_the_loads_
     assert rates(moon["run"]) == [10, 20, 30] and rates(llama["run"]) == [10, 24, 36]
     assert moon["max_cudagraph_capture_size"] is None and moon["step_trace"] and llama["step_trace"]
     assert moon["port"] != llama["port"] and log.count("START") == 2
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="no bash/timeout")
+def test_intake_campaign_part_c_times_the_hosts_launch_on_each_cpu_beside_its_topology(tmp_path):
+    env, out = stubbed_env(tmp_path, ("nvidia-smi", "lscpu")), tmp_path / "out"
+    r = subprocess.run(["bash", str(ROOT / "calibration/campaigns/h200-intake.sh"), str(out), "600", "c"], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    [call] = [json.loads(x) for x in (tmp_path / "parsed.jsonl").read_text().splitlines()]
+    assert Path(call["module"]).stem == "launch_bench" and call["args"]["repeats"] == 3
+    assert call["args"]["out"].endswith("launch.jsonl") and call["args"]["cpus"] == ""  # every CPU it may use
+    assert (out / "lscpu.txt").exists() and (out / "topo.txt").exists()
