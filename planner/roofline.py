@@ -92,6 +92,10 @@ class ModelCosts:
     hidden_size: float = 0.0  # the gate/up GEMM's inner dimension
     state_bytes_per_seq: float = 0.0  # the linear layers' recurrent state of one sequence, per GPU and stage
     decode_path_max_tokens: float = float("inf")  # a longer chunk takes the prefill pathway (MLA: 512; inf: one)
+    # MLA's prefill pathway up-projects a chunk's cached context (kv_b_proj on each context token's latent, every
+    # layer: 2 × kv_lora_rank × heads/TP × (qk_nope + v) FLOPs), priced as this many more query tokens attending each
+    # context token: kv_lora_rank × (qk_nope + v) / (qk_nope + qk_rope + v); 0: none (other attention)
+    context_upproj_tokens: float = 0.0
 
 
 def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
@@ -106,8 +110,10 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
         # decode: weights absorbed, q·k over kv_lora+rope and p·v over kv_lora (MQA form).
         prefill_dims = a.qk_nope_head_dim + a.qk_rope_head_dim + a.value_dim
         decode_dims = a.kv_lora_rank + a.qk_rope_head_dim + a.kv_lora_rank
+        upproj = a.kv_lora_rank * (a.qk_nope_head_dim + a.value_dim) / prefill_dims
     else:
         prefill_dims = decode_dims = a.head_dim + a.value_dim
+        upproj = 0.0
     # weights read per step: quantised linear non-expert weights + 16-bit lm_head/norms/routers
     # (the embedding table is gathered, not streamed: only the used rows are read)
     non_expert_linear = p.attention + p.dense_mlp + p.shared_experts
@@ -143,7 +149,7 @@ def model_costs(model: ModelSpec, deployment: Deployment) -> ModelCosts:
         expert_width=model.moe.expert_intermediate_size / tp if model.moe else 0.0,
         hidden_size=float(model.hidden_size),
         state_bytes_per_seq=model.linear_state_bytes_per_layer * model.num_linear_layers / (tp * pp),
-        decode_path_max_tokens=decode_path_max_tokens(model))
+        decode_path_max_tokens=decode_path_max_tokens(model), context_upproj_tokens=upproj)
 
 
 @dataclass(frozen=True)
@@ -425,14 +431,17 @@ def step_time(mc: ModelCosts, hw: HwCoeffs, *, prefill_tokens=0.0, prefill_atten
     (:func:`planner.attention_sums.attended_prefill`, :func:`~planner.attention_sums.attended_decode`);
     ``prefill_kv_read_tokens`` the layer-weighted cached tokens a prefill chunk reads.  ``sampled_seqs`` defaults to
     the decode sequences plus one per prefill (the lm_head's).  The prompt tokens are one chunk: above
-    ``mc.decode_path_max_tokens`` MLA's prefill pathway, else its decode pathway, which attends in the absorbed form
+    ``mc.decode_path_max_tokens`` MLA's prefill pathway, which also up-projects the chunk's cached context
+    (``mc.context_upproj_tokens`` per context token read), else its decode pathway, which attends in the absorbed form
     (the decode tokens' FLOPs per context token)."""
     pt, ds = np.asarray(prefill_tokens, dtype=float), np.asarray(decode_seqs, dtype=float)
     tokens = pt + ds
     sampled = ds + (pt > 0) if sampled_seqs is None else np.asarray(sampled_seqs, dtype=float)
     decode_attended = np.asarray(decode_attended, dtype=float)
     kv_read = decode_attended + np.asarray(prefill_kv_read_tokens, dtype=float)
-    pa, long = np.asarray(prefill_attended, dtype=float), pt > mc.decode_path_max_tokens
+    long = pt > mc.decode_path_max_tokens
+    pa = np.asarray(prefill_attended, dtype=float) + np.where(
+        long, mc.context_upproj_tokens * np.asarray(prefill_kv_read_tokens, dtype=float), 0.0)
     on_decode = ~long & np.isfinite(mc.decode_path_max_tokens)
     parts = step_parts(mc, hw, tokens, sampled, pt > 0, np.where(on_decode, 0.0, pa),
                        decode_attended + np.where(on_decode, pa, 0.0), kv_read, np, long)

@@ -135,3 +135,26 @@ def test_a_chunk_on_mlas_decode_pathway_attends_in_the_absorbed_form():
     assert kv == 5.0 + 27 * 2000.0
     llama = StepCost.from_specs(catalog.model("llama-3.1-8b"), H200, GRAPHS_8192, PROF)
     assert llama.chunk_sums([(0.0, 300)])[1] == 0.0  # one pathway: the prefill sum
+
+
+def test_the_prefill_pathway_up_projects_a_chunks_cached_context():
+    """vLLM 0.26's MLA prefill with context (MLAAttention._compute_prefill_context) gathers each context token's latent
+    and runs kv_b_proj on it: 2 x kv_lora_rank 512 x 16 heads x (qk_nope 128 + v 128) = 4,194,304 FLOPs a context token
+    a layer on Moonlight, 409.6 of the MHA form's attended tokens (10,240 FLOPs each): 512 x 256 / 320.  A 1,000-token
+    chunk after 8,192 cached tokens adds 27 layers x 8,192 x 409.6 attended tokens (2 x 27 x 8,192 x 512 x 16 x 256 =
+    0.93 TFLOP); a 500-token chunk (the decode pathway: absorbed, no up-projection) and a fresh prompt add none; Llama's
+    attention has no such GEMM."""
+    mc, hw = model_costs(MOONLIGHT, GRAPHS_8192), hw_coeffs(H200, "bf16", PROF, MOONLIGHT)
+    assert mc.context_upproj_tokens == 512 * 256 / 320 == 409.6
+    kv = 27 * 8192.0
+    with_ctx = step_time(mc, hw, prefill_tokens=1000, prefill_attended=attended_prefill(mc, 8192.0, 1000),
+                         prefill_kv_read_tokens=kv)
+    plain = step_time(mc, hw, prefill_tokens=1000, prefill_attended=attended_prefill(mc, 8192.0, 1000))
+    assert float(with_ctx.flops - plain.flops) == pytest.approx(2 * 27 * 8192 * 512 * 16 * 256)
+    cost = StepCost.from_specs(MOONLIGHT, H200, GRAPHS_8192, PROF)
+    long, short, _, _ = cost.chunk_sums([(8192.0, 1000), (0.0, 700), (4096.0, 500)])
+    assert long == pytest.approx(attended_prefill(mc, 8192.0, 1000) + 409.6 * kv + attended_prefill(mc, 0.0, 700))
+    assert short == attended_prefill(mc, 4096.0, 500)
+    llama = StepCost.from_specs(catalog.model("llama-3.1-8b"), H200, GRAPHS_8192, PROF)
+    assert llama.model_costs.context_upproj_tokens == 0.0
+    assert llama.chunk_sums([(8192.0, 1000)])[0] == attended_prefill(llama.model_costs, 8192.0, 1000)

@@ -39,10 +39,11 @@ def test_step_cost_equals_roofline_step_time(model_fn, tp, pp, profile):
         sampled = b + (1 if c else 0)
         ref = step_time(mc, hw, prefill_tokens=c, prefill_attended=att_p, prefill_kv_read_tokens=kv_p,
                         decode_seqs=b, decode_attended=att_d, sampled_seqs=sampled).total_s
-        # the engine's split: a chunk on MLA's decode pathway (<= 512 tokens) brings its context in the decode sum
-        att = sc.attended_prefill(s, c) if c else 0.0
-        short = 0 < c <= mc.decode_path_max_tokens < np.inf
-        got = sc.step_s(b + c, sampled, 0.0 if short else att, att_d + att if short else att_d, att_d + kv_p, c)
+        # the engine's split (StepCost.chunk_sums): a chunk on MLA's decode pathway (<= 512 tokens) brings its
+        # context in the decode sum; a longer one also up-projects its cached context
+        long_sum, short_sum, kv, longest = sc.chunk_sums([(s, c)] if c else [], att_d)
+        assert kv == att_d + kv_p and longest == c
+        got = sc.step_s(b + c, sampled, long_sum, att_d + short_sum, kv, longest)
         assert got == float(ref)  # the same formula, terms and order: equal to the last bit
 
 

@@ -145,15 +145,18 @@ class StepCost:
         """(attended context on the prefill pathway, on the decode pathway, ``kv_read`` + the cached tokens they
         read, longest chunk) of a step's prompt chunks, ``(start, tokens)`` pairs.  A chunk on MLA's decode pathway (up to
         ``model_costs.decode_path_max_tokens``) attends in the absorbed form: its sum goes with the decodes' (their
-        FLOPs per context token), as :func:`planner.roofline.step_time` prices one chunk; other attention has one
-        pathway (the sum stays the prefill one)."""
-        limit, long_sum, short_sum, kv, longest = self.model_costs.decode_path_max_tokens, 0.0, 0.0, kv_read, 0.0
+        FLOPs per context token), as :func:`planner.roofline.step_time` prices one chunk; a longer one also
+        up-projects its cached context (``model_costs.context_upproj_tokens`` more attended tokens per context token
+        read); other attention has one pathway (the sum stays the prefill one)."""
+        mc = self.model_costs
+        limit, long_sum, short_sum, kv, longest = mc.decode_path_max_tokens, 0.0, 0.0, kv_read, 0.0
         for start, new in chunks:
+            read = self.prefill_kv_read(start)
             if new <= limit < float("inf"):
                 short_sum += self.attended_prefill(start, new)
             else:
-                long_sum += self.attended_prefill(start, new)
-            kv += self.prefill_kv_read(start)
+                long_sum += self.attended_prefill(start, new) + mc.context_upproj_tokens * read
+            kv += read
             longest = max(longest, new)
         return long_sum, short_sum, kv, longest
 
