@@ -91,14 +91,38 @@ def summarise(path: Path) -> LaunchSpread:
     return LaunchSpread(med("add_us"), med("layer_us"))
 
 
+def _cpu_list(text: str) -> list[int]:
+    try:
+        cpus = [int(c) for c in text.split(",") if c.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated CPU ids, got {text[:40]!r}") from None
+    if any(c < 0 for c in cpus):
+        raise argparse.ArgumentTypeError(f"CPU ids are >= 0, got {text[:40]!r}")
+    return cpus
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text[:40]!r}")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("--cpus", default="", help="comma-separated CPU ids (default: every CPU this process may use)")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--cpus", type=_cpu_list, default=[],
+                    help="comma-separated CPU ids (default: every CPU this process may use)")
+    ap.add_argument("--repeats", type=_positive, default=3)
+    ap.add_argument("--calls", type=_positive, default=20000)
     a = ap.parse_args(argv)
-    cpus = [int(c) for c in a.cpus.split(",") if c.strip()] or sorted(os.sched_getaffinity(0))
+    allowed = os.sched_getaffinity(0)
+    if not set(a.cpus) <= allowed:
+        ap.error(f"--cpus: {sorted(set(a.cpus) - allowed)} not among this process's CPUs {sorted(allowed)}")
+    cpus = a.cpus or sorted(allowed)
     bench(a.out, cpus, a.repeats, a.calls)
     s = summarise(a.out)
     print(f"slowest CPU over fastest: add {s.spread['add_us']:.2f}x, layer {s.spread['layer_us']:.2f}x")

@@ -158,3 +158,17 @@ def test_launch_spread_is_the_slowest_cpus_median_over_the_fastests(tmp_path):
     append_record(tmp_path / "none.jsonl", {"type": "other"})
     with pytest.raises(ValueError, match="no launch records"):
         summarise(tmp_path / "none.jsonl")
+
+
+@pytest.mark.parametrize("args, said", [(["--cpus", "x,1"], "--cpus: expected comma-separated CPU ids"),
+                                        (["--cpus", "-1"], "CPU ids are >= 0"),
+                                        (["--repeats", "0"], "--repeats: expected a whole number >= 1"),
+                                        (["--cpus", "100000"], "not among this process's CPUs")])
+def test_the_launch_bench_refuses_bad_options_naming_them(tmp_path, args, said, capsys):
+    """Exit 2 with the option named, before any GPU is touched (the bench needs CUDA; these never reach it)."""
+    from calibration.launch_bench import main
+
+    with pytest.raises(SystemExit) as err:
+        main([str(tmp_path / "launch.jsonl"), *args])
+    assert err.value.code == 2 and said in capsys.readouterr().err
+    assert not (tmp_path / "launch.jsonl").exists()

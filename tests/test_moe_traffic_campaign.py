@@ -123,5 +123,5 @@ def test_intake_campaign_part_c_times_the_hosts_launch_on_each_cpu_beside_its_to
     assert r.returncode == 0, r.stderr
     [call] = [json.loads(x) for x in (tmp_path / "parsed.jsonl").read_text().splitlines()]
     assert Path(call["module"]).stem == "launch_bench" and call["args"]["repeats"] == 3
-    assert call["args"]["out"].endswith("launch.jsonl") and call["args"]["cpus"] == ""  # every CPU it may use
+    assert call["args"]["out"].endswith("launch.jsonl") and call["args"]["cpus"] == []  # every CPU it may use
     assert (out / "lscpu.txt").exists() and (out / "topo.txt").exists()
