@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     for folder in (argv if argv is not None else sys.argv[1:]):
+        if not (Path(folder) / "serve_bench.jsonl").is_file():
+            print(f"error: {folder}: not a served run's folder (no serve_bench.jsonl)", file=sys.stderr)
+            return 2
         runs = intake_segments(Path(folder))
         if not runs:
             print(f"{folder}: no intake records (traced before 2026-12-05?)")

@@ -172,3 +172,11 @@ def test_the_launch_bench_refuses_bad_options_naming_them(tmp_path, args, said, 
         main([str(tmp_path / "launch.jsonl"), *args])
     assert err.value.code == 2 and said in capsys.readouterr().err
     assert not (tmp_path / "launch.jsonl").exists()
+
+
+def test_the_intake_report_names_a_folder_that_is_not_a_served_run(tmp_path, capsys):
+    from calibration.intake import main
+
+    assert main([str(tmp_path / "nowhere")]) == 2
+    assert "nowhere: not a served run's folder" in capsys.readouterr().err
+    assert main([str(LLAMA)]) == 0 and "no intake records" in capsys.readouterr().out
