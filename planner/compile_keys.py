@@ -107,7 +107,10 @@ def graph_count(deployment: Deployment, model: ModelSpec | None) -> int:
 
 
 def extra_graphs(deployment: Deployment, model: ModelSpec | None) -> int:
-    """The graphs ``deployment`` captures beyond those of vLLM's default largest graph (negative below it)."""
+    """The graphs ``deployment`` captures beyond those of vLLM's default largest graph (negative below it; 0 at the
+    default, without counting: every sweep row's start-up check asks)."""
+    if deployment.max_cudagraph_capture_tokens is None:
+        return 0
     return graph_count(deployment, model) - graph_count(deployment.replace(max_cudagraph_capture_tokens=None), model)
 
 

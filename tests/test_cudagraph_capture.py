@@ -135,6 +135,18 @@ def test_the_graph_count_is_what_vllm_logged_for_each_engine():
     assert oss["cudagraph_graphs"] == graph_count(Deployment.for_gpu(H200), OSS) == 83 + 83
 
 
+def test_the_graphs_beyond_the_default_are_counted_from_vllms_list():
+    """extra_graphs: 614 - 102 = 512 more with 8,192-token graphs on Qwen3-30B-A3B, none at the default (returned
+    without counting: every sweep row's start-up check asks), and fewer with a smaller largest graph (256: 35 + 35
+    sizes up to it against 51 + 51, -32)."""
+    from planner.compile_keys import extra_graphs, graph_count
+
+    for cap, more in ((8192, 512), (None, 0), (256, -32)):
+        dep = Deployment.for_gpu(H200, max_cudagraph_capture_tokens=cap)
+        assert extra_graphs(dep, QWEN) == more
+        assert more == graph_count(dep, QWEN) - graph_count(Deployment.for_gpu(H200), QWEN)
+
+
 def test_the_graph_terms_are_fitted_on_qwen3_and_hold_on_moonlight():
     """The profile's bytes and seconds per graph more are the Qwen3 pair's differences (3.79 - 0.64 GiB and 119 - 22 s
     over 512 graphs); Moonlight's pair, held out, is within 1 % and 5 %."""
