@@ -24,11 +24,12 @@ calibration/campaigns/h200-intake.sh.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from calibration.serving_points import trace_files
 from planner.io.jsonl import read_jsonl
 
 SEGMENTS = ("server_s", "transport_s", "preprocess_s", "queued_s", "schedule_s")
@@ -47,20 +48,17 @@ class IntakeSegments:
 
     def pct_ms(self, q: float) -> dict[str, float]:
         """Each segment's ``q``-th percentile, ms."""
-        return {f.name: 1e3 * float(np.percentile(getattr(self, f.name), q)) if getattr(self, f.name) else
-                float("nan") for f in fields(self) if f.name in SEGMENTS}
+        return {k: 1e3 * float(np.percentile(getattr(self, k), q)) if getattr(self, k) else float("nan")
+                for k in SEGMENTS}
 
 
 def intake_records(folder: Path) -> dict[str, list[dict]]:
     """The ``i``, ``p`` and ``a`` records (those with an ``arr``) and the ``s`` (schedule) records of a traced
     folder's ``steps.*.jsonl`` files (every process), by kind."""
     out: dict[str, list[dict]] = {"i": [], "p": [], "a": [], "s": []}
-    for path in sorted(Path(folder).glob("steps.*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                r = json.loads(line)
-                if r.get("k") in out and (r["k"] == "s" or r.get("arr") is not None):
-                    out[r["k"]].append(r)
+    for r in (r for recs in trace_files(folder) for r in recs):
+        if r.get("k") in out and (r["k"] == "s" or r.get("arr") is not None):
+            out[r["k"]].append(r)
     return out
 
 

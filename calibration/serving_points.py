@@ -101,11 +101,17 @@ def traced_steps(folder: Path) -> list[dict]:
     return _traced_steps(str(Path(folder).resolve()))
 
 
+def trace_files(folder: Path) -> list[list[dict]]:
+    """The records of each ``steps.*.jsonl`` file of a traced folder (one file per traced process), in path order:
+    the step trace's one reader (calibration/steptrace/sitecustomize.py writes them)."""
+    return [[json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            for path in sorted(Path(folder).glob("steps.*.jsonl"))]
+
+
 @functools.lru_cache(maxsize=32)
 def _traced_steps(folder: str) -> list[dict]:
     out = []
-    for path in sorted(Path(folder).glob("steps.*.jsonl")):
-        recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for recs in trace_files(Path(folder)):
         recs = [r for r in recs if r.get("k") == "s"]
         recs.sort(key=lambda r: r["t0"])
         for r, nxt in pairwise(recs):
